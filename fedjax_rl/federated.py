@@ -1,0 +1,155 @@
+"""The federation: the named agent axis, averaging of shared leaves, sync schedule, sharding.
+
+Every per-agent quantity carries a leading agent axis of size K. Client code (an agent's local
+step) is written for one agent and is mapped over that axis by `for_each_agent`, which names the
+axis `AGENT_AXIS`. The server's only operation, the federated average, is `federated_mean`: a
+`lax.pmean` over the agent axis, applied to the *shared* part of the state only.
+
+What is shared is explicit: algorithms keep their state as `FederatedState(shared=..., private=...)`.
+`shared` holds what crosses the agent axis (Q tables, network parameters, target networks,
+expectile networks); `private` holds everything else (optimizer states, replay buffers, environment
+states and parameters, keys). `federated_average` touches `shared` only.
+
+The same client code runs in two ways, chosen by `for_each_agent(..., num_devices=...)`:
+  * one device: `jax.vmap(fn, axis_name=AGENT_AXIS)`;
+  * several devices: `jax.shard_map` over a 1-D mesh whose axis is `DEVICE_AXIS`, each device
+    holding K / num_devices agents that it maps with the same named vmap. The average is then a
+    `pmean` over both axis names, which is the mean over all K agents because shards are equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax.sharding import Mesh, PartitionSpec
+
+AGENT_AXIS = "agents"
+DEVICE_AXIS = "agent_shards"
+
+
+@struct.dataclass
+class FederatedState:
+    """A per-agent state split into what the server averages and what never leaves the agent."""
+
+    shared: Any
+    private: Any
+
+
+def _bound(axis_name: str) -> bool:
+    # Whether `axis_name` is bound at trace time: lets the same client code average over the
+    # device axis too when it runs under `shard_map`, without threading axis names through configs.
+    try:
+        jax.lax.axis_size(axis_name)
+    except NameError:
+        return False
+    return True
+
+
+def agent_axes() -> tuple[str, ...]:
+    """The axis names the current trace maps agents over (device axis first, when sharded)."""
+    if not _bound(AGENT_AXIS):
+        raise RuntimeError(
+            f"federated_mean must run inside for_each_agent (no '{AGENT_AXIS}' axis is bound)"
+        )
+    return (DEVICE_AXIS, AGENT_AXIS) if _bound(DEVICE_AXIS) else (AGENT_AXIS,)
+
+
+def federated_mean(tree: Any) -> Any:
+    """Mean of every leaf over all K agents, broadcast back to every agent (the server step)."""
+    return jax.lax.pmean(tree, axis_name=agent_axes())
+
+
+def agent_index() -> jax.Array:
+    """This agent's global index in [0, K), valid under vmap and under shard_map."""
+    axes = agent_axes()
+    if len(axes) == 1:
+        return jax.lax.axis_index(AGENT_AXIS)
+    local = jax.lax.axis_size(AGENT_AXIS)
+    return jax.lax.axis_index(DEVICE_AXIS) * local + jax.lax.axis_index(AGENT_AXIS)
+
+
+def federated_average(state: FederatedState) -> FederatedState:
+    """Average the shared leaves over agents; private leaves are left untouched."""
+    return state.replace(shared=federated_mean(state.shared))
+
+
+def is_sync_step(step: jax.Array, sync_every: int) -> jax.Array:
+    """True after every `sync_every`-th local step (steps are counted from 1)."""
+    return (step % sync_every) == 0
+
+
+def maybe_federated_average(state: FederatedState, step: jax.Array, sync_every: int) -> FederatedState:
+    """Average when `step` is a sync step. Both branches are traced; `pmean` runs every call.
+
+    Prefer structuring loops as `scan(local_step, length=E)` then `federated_average` (what
+    `train.py` does): this helper is for loops whose sync points are not at scan boundaries.
+    """
+    averaged = federated_average(state)
+    sync = is_sync_step(step, sync_every)
+    return jax.tree.map(lambda a, b: jnp.where(sync, a, b), averaged, state)
+
+
+def agent_mesh(num_devices: int) -> Mesh:
+    devices = jax.devices()
+    if num_devices > len(devices):
+        raise ValueError(
+            f"num_devices={num_devices} but only {len(devices)} devices are visible "
+            f"(on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count={num_devices})"
+        )
+    return Mesh(np.array(devices[:num_devices]), (DEVICE_AXIS,))
+
+
+def check_num_devices(num_agents: int, num_devices: int | None) -> None:
+    if num_devices is None:
+        return
+    if num_devices < 1:
+        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    if num_agents % num_devices:
+        raise ValueError(
+            f"num_agents={num_agents} must be a multiple of num_devices={num_devices} "
+            "so that every device holds the same number of agents"
+        )
+
+
+def for_each_agent(
+    fn: Callable[..., Any],
+    num_agents: int,
+    num_devices: int | None = None,
+    in_axes: Any = 0,
+) -> Callable[..., Any]:
+    """Map a single-agent function over the leading agent axis of its arguments.
+
+    `in_axes` follows `jax.vmap` (0 for per-agent arguments, None for arguments every agent shares).
+    With `num_devices` set, agents are sharded over that many devices; results are identical.
+    Outputs always carry the agent axis first.
+    """
+    check_num_devices(num_agents, num_devices)
+    mapped = jax.vmap(fn, in_axes=in_axes, axis_name=AGENT_AXIS)
+    if num_devices is None:
+        return mapped
+
+    mesh = agent_mesh(num_devices)
+
+    def sharded(*args):
+        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        in_specs = tuple(
+            jax.tree.map(lambda a: PartitionSpec(DEVICE_AXIS) if a == 0 else PartitionSpec(), ax)
+            if ax is not None
+            else PartitionSpec()
+            for ax in axes
+        )
+        return jax.shard_map(
+            mapped,
+            mesh=mesh,
+            in_specs=in_specs,
+            out_specs=PartitionSpec(DEVICE_AXIS),
+            # The vmapped agent axis is invisible to shard_map's varying-axis types, which would
+            # reject a pmean over (device, agent) axes; the collective itself is well defined.
+            check_vma=False,
+        )(*args)
+
+    return sharded
