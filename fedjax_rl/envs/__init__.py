@@ -1,0 +1,21 @@
+"""Perturbable environments and their registry. `make(name) -> (env, nominal_params)`."""
+
+from fedjax_rl.envs.registry import (
+    EnvSpec,
+    check_physics_param,
+    get_spec,
+    list_envs,
+    make,
+    physics_names,
+    random_policy_returns,
+)
+
+__all__ = [
+    "EnvSpec",
+    "check_physics_param",
+    "get_spec",
+    "list_envs",
+    "make",
+    "physics_names",
+    "random_policy_returns",
+]

@@ -1,0 +1,183 @@
+"""Environment registry: names -> perturbable environments, their paper parameters, and references.
+
+`make(name)` returns `(env, nominal_params)`. Each `EnvSpec` records the physical parameters the
+paper perturbs, the episode step limit, and the mean return of a uniformly random policy at the
+nominal parameters: a reference number for "did learning do anything", measured with
+`random_policy_returns(env, params, jax.random.key(0), 1000)` (1000 episodes; the standard error of
+the mean is given next to each number).
+
+Unknown environment names and unknown physical parameter names raise a `ValueError` that names the
+allowed values; `check_physics_param` lets a command line check a name before compiling anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """One registered environment.
+
+    factory: builds the env from the names of the parameters that will be perturbed (LunarLander
+      needs its wind-enabled variant when "wind" is among them; the classic-control envs ignore it).
+    perturbed: the physical parameters the paper perturbs, in the paper's order.
+    max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
+    random_return: mean undiscounted episode return of a uniformly random policy at the nominal
+      params (1000 episodes, key 0); None where not yet measured.
+    """
+
+    name: str
+    factory: Callable[[tuple[str, ...]], Any]
+    perturbed: tuple[str, ...]
+    max_steps: int
+    random_return: float | None
+    notes: str = ""
+
+
+def _cartpole(_names):
+    from fedjax_rl.envs.classic_control import CartPole
+
+    return CartPole()
+
+
+def _acrobot(_names):
+    from fedjax_rl.envs.classic_control import Acrobot
+
+    return Acrobot()
+
+
+def _mountain_car(_names):
+    from fedjax_rl.envs.classic_control import MountainCar
+
+    return MountainCar()
+
+
+def _lunar_lander(names):
+    # Imported lazily: the module is developed separately and may be absent.
+    from fedjax_rl.envs.lunar_lander import LunarLander
+
+    return LunarLander(enable_wind="wind" in names)
+
+
+_SPECS: dict[str, EnvSpec] = {
+    spec.name: spec
+    for spec in (
+        EnvSpec(
+            name="CartPole-v1",
+            factory=_cartpole,
+            perturbed=("length", "masscart"),
+            max_steps=500,
+            random_return=22.502,  # +- 0.372 (s.e.); gymnasium: about 22
+            notes="`length` is half the pole length (gymnasium's convention).",
+        ),
+        EnvSpec(
+            name="Acrobot-v1",
+            factory=_acrobot,
+            perturbed=("gravity", "length"),
+            max_steps=500,
+            random_return=-498.726,  # +- 0.398 (s.e.); a few episodes reach the goal
+            notes="`length` is link 1 (gymnasium's LINK_LENGTH_1); centres of mass follow.",
+        ),
+        EnvSpec(
+            name="MountainCar-v0",
+            factory=_mountain_car,
+            perturbed=("gravity", "force"),
+            max_steps=200,
+            random_return=-200.0,  # a random policy never reaches the goal in 200 steps
+        ),
+        EnvSpec(
+            name="LunarLander-v3",
+            factory=_lunar_lander,
+            perturbed=("gravity", "wind"),
+            max_steps=1000,
+            random_return=None,
+            notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
+        ),
+    )
+}
+
+
+def list_envs() -> tuple[str, ...]:
+    """Registered environment names."""
+    return tuple(_SPECS)
+
+
+def get_spec(name: str) -> EnvSpec:
+    """The `EnvSpec` of `name`; ValueError naming the registered envs if there is none."""
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(_SPECS)}") from None
+
+
+def make(name: str, perturbed: tuple[str, ...] | None = None):
+    """`(env, nominal_params)` for a registered environment.
+
+    `perturbed` names the physical parameters that will be perturbed (default: the paper's,
+    `get_spec(name).perturbed`); they are checked here, and choose the variant where that matters
+    (LunarLander with "wind" is the wind-enabled one).
+    """
+    spec = get_spec(name)
+    perturbed = spec.perturbed if perturbed is None else tuple(perturbed)
+    env = spec.factory(perturbed)
+    params = env.default_params
+    for param in perturbed:
+        _check(env, params, name, param)
+    return env, params
+
+
+def physics_names(env_name: str) -> tuple[str, ...]:
+    """Every physical parameter name `env_name` accepts (in its most general variant)."""
+    spec = get_spec(env_name)
+    env = spec.factory(spec.perturbed)
+    return env.physics_names(env.default_params)
+
+
+def check_physics_param(env_name: str, param: str) -> None:
+    """Raise a ValueError naming the allowed values unless `param` is a physical parameter of
+    `env_name` (and `env_name` is registered). Cheap: builds the env, compiles nothing."""
+    spec = get_spec(env_name)
+    env = spec.factory(spec.perturbed)
+    _check(env, env.default_params, env_name, param)
+
+
+def _check(env, params, env_name: str, param: str) -> None:
+    allowed = env.physics_names(params)
+    if param not in allowed:
+        raise ValueError(
+            f"unknown physical parameter {param!r} for {env_name}; allowed: {', '.join(allowed)}"
+        )
+
+
+def random_policy_returns(env, params, key: jax.Array, num_episodes: int) -> jax.Array:
+    """Undiscounted returns [num_episodes] of the uniformly random policy, one episode each.
+
+    Each episode runs from `reset` until its first termination or truncation (at most
+    `params.max_steps_in_episode` steps); rewards after that are masked out.
+    """
+    num_steps = int(params.max_steps_in_episode)
+
+    def episode(key):
+        key_reset, key_steps = jax.random.split(key)
+        _, state = env.reset(key_reset, params)
+
+        def step(carry, key):
+            state, alive, ret = carry
+            key_action, key_step = jax.random.split(key)
+            action = env.action_space(params).sample(key_action)
+            _, state, reward, terminated, truncated, _ = env.step(key_step, state, action, params)
+            ret = ret + jnp.where(alive, reward, 0.0)
+            alive = alive & ~(terminated | truncated)
+            return (state, alive, ret), None
+
+        init = (state, jnp.array(True), jnp.array(0.0))
+        (_, _, ret), _ = jax.lax.scan(step, init, jax.random.split(key_steps, num_steps))
+        return ret
+
+    return jax.jit(jax.vmap(episode))(jax.random.split(key, num_episodes))
