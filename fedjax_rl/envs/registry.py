@@ -155,13 +155,17 @@ def _check(env, params, env_name: str, param: str) -> None:
         )
 
 
-def random_policy_returns(env, params, key: jax.Array, num_episodes: int) -> jax.Array:
+def random_policy_returns(
+    env, params, key: jax.Array, num_episodes: int, num_steps: int | None = None
+) -> jax.Array:
     """Undiscounted returns [num_episodes] of the uniformly random policy, one episode each.
 
-    Each episode runs from `reset` until its first termination or truncation (at most
-    `params.max_steps_in_episode` steps); rewards after that are masked out.
+    Each episode runs from `reset` until its first termination or truncation; rewards after that
+    are masked out. `num_steps` (static) bounds the episode, by default
+    `params.max_steps_in_episode`, which must then be concrete (pass it when vmapping over params).
     """
-    num_steps = int(params.max_steps_in_episode)
+    if num_steps is None:
+        num_steps = int(params.max_steps_in_episode)
 
     def episode(key):
         key_reset, key_steps = jax.random.split(key)
