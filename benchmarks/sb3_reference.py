@@ -183,6 +183,7 @@ def run_sb3_federated(
     budget = (warmup_rounds + rounds) * sync_every
 
     seconds_total = 0.0
+    cpu_total = 0.0
     per_seed = []
     lengths = []
     for s in range(num_seeds):
@@ -208,10 +209,11 @@ def run_sb3_federated(
 
         for _ in range(warmup_rounds):
             fed_round()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(rounds):
             fed_round()
         dt = time.perf_counter() - t0
+        cpu_total += time.process_time() - c0
         seconds_total += dt
         per_seed.append(num_agents * timed_steps / dt)
         for m in models:
@@ -224,6 +226,12 @@ def run_sb3_federated(
         agent_steps_per_sec=agent_steps / seconds_total,
         agent_steps=agent_steps,
         seconds=seconds_total,
+        # CPU seconds of this process over the timed part (all torch threads).
+        # With num_threads=1 on an idle machine this ~= seconds; on a shared
+        # machine agent_steps_per_cpu_sec is the less contention-sensitive figure.
+        cpu_seconds=cpu_total,
+        agent_steps_per_cpu_sec=agent_steps / cpu_total,
+        load_avg_1min_at_end=os.getloadavg()[0],
         per_seed_agent_steps_per_sec=per_seed,
         config=dict(
             num_agents=num_agents,
