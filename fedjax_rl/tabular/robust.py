@@ -33,8 +33,9 @@ def robust_backup(
 
     v: [S]; next_states: [S, A, m]; probs: [S, A, m]; neighbours: [S, n]; reward: [S, A].
     """
-    expectation = jnp.sum(probs * v[next_states], axis=-1)
-    worst = jnp.min(v[neighbours], axis=-1)
+    # Support lists are built in bounds (mdp.to_arrays): promising so skips XLA's index clamping.
+    expectation = jnp.sum(probs * v.at[next_states].get(mode="promise_in_bounds"), axis=-1)
+    worst = jnp.min(v.at[neighbours].get(mode="promise_in_bounds"), axis=-1)
     return reward + gamma * ((1.0 - omega) * expectation + omega * worst[:, None])
 
 
