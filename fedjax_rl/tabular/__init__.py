@@ -3,6 +3,7 @@
 from fedjax_rl.tabular.fedrq import (
     FedRQConfig,
     FedRQResult,
+    capped_step_size,
     fedrq,
     make_fedrq,
     qavg,
@@ -41,7 +42,7 @@ def theorem1_bound(t, gamma: float, sync_every: int):
 
 __all__ = [
     "ACTION_NAMES", "FedRQConfig", "FedRQResult", "TabularArrays", "TabularMDP", "agent_operator",
-    "agent_operators", "average_operator", "covers", "fedrq", "greedy_policy", "kappa", "make_fedrq",
+    "agent_operators", "average_operator", "capped_step_size", "covers", "fedrq", "greedy_policy", "kappa", "make_fedrq",
     "omega_min", "policy_values", "qavg", "random_mdp", "robust_backup", "robust_policy_q",
     "robust_policy_value", "robust_value_iteration", "stack_arrays", "support_sizes",
     "theorem1_bound", "theorem_step_size", "to_arrays", "windy_cliff",

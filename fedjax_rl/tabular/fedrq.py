@@ -39,6 +39,13 @@ def theorem_step_size(t: jax.Array, gamma: jax.Array, sync_every: int) -> jax.Ar
     return 2.0 / ((1.0 - gamma) * (t + sync_every))
 
 
+def capped_step_size(t: jax.Array, gamma: jax.Array, sync_every: int) -> jax.Array:
+    """min(1, lambda_t): Theorem 1's schedule without over-relaxation. Not the paper's schedule;
+    it keeps every local step a convex combination of Q_k and T_k Q_k (see tests/test_tabular.py:
+    for gamma = 0.9, E = 2 the uncapped schedule violates the bound and this one does not)."""
+    return jnp.minimum(1.0, theorem_step_size(t, gamma, sync_every))
+
+
 @dataclasses.dataclass(frozen=True)
 class FedRQConfig:
     """Static settings of a run (hashable; closed over, not traced).
