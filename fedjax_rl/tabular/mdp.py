@@ -243,7 +243,7 @@ def to_arrays(
 ) -> TabularArrays:
     """Compile a `TabularMDP` into support lists. Widths default to the largest list; pass larger
     widths to give several problems equal shapes (`stack_arrays` does this)."""
-    dtype = dtype or jnp.zeros(()).dtype  # float64 under jax.enable_x64, float32 otherwise
+    dtype = dtype or jax.dtypes.canonicalize_dtype(jnp.float64)  # float64 under x64, else float32
     P_bar = mdp.P_bar
     next_states = _padded_lists(P_bar > 0, support_width)  # [S, A, m]
     gather = lambda p: np.take_along_axis(p, np.broadcast_to(next_states, p.shape[:-1] + next_states.shape[-1:]), -1)

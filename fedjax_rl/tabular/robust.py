@@ -138,7 +138,7 @@ def policy_values(mdp: TabularMDP, policy: jax.Array, dtype=None) -> jax.Array:
 
     Solves (I - gamma P_k^pi) V_k = r^pi exactly for every k (dense linear solves).
     """
-    dtype = dtype or jnp.zeros(()).dtype
+    dtype = dtype or jax.dtypes.canonicalize_dtype(jnp.float64)
     return _policy_values(
         jnp.asarray(mdp.P, dtype), jnp.asarray(mdp.r, dtype), jnp.asarray(mdp.gamma, dtype), jnp.asarray(policy)
     )
