@@ -11,7 +11,6 @@ import functools
 import importlib.util
 
 import chex
-import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,7 +47,8 @@ def _pumping_policy(velocity, key, num_actions, eps=0.1):
     """Push along a velocity (reaches MountainCar's and Acrobot's goals); a fraction eps random."""
     k_eps, k_act = jax.random.split(key)
     greedy = jnp.where(velocity >= 0, num_actions - 1, 0)
-    return jnp.where(jax.random.uniform(k_eps) < eps, _random_policy(None, k_act, num_actions), greedy)
+    explore = jax.random.uniform(k_eps) < eps
+    return jnp.where(explore, _random_policy(None, k_act, num_actions), greedy)
 
 
 def policy_for(env_name):
@@ -330,6 +330,9 @@ def test_paper_parameters_are_physical_names(env_name):
 
 
 def test_registry_names_and_errors():
+    assert isinstance(make("CartPole-v1")[0], CartPole)
+    assert isinstance(make("Acrobot-v1")[0], Acrobot)
+    assert isinstance(make("MountainCar-v0")[0], MountainCar)
     assert list_envs() == ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")
     assert isinstance(get_spec("CartPole-v1"), EnvSpec)
     assert get_spec("CartPole-v1").perturbed == ("length", "masscart")
@@ -410,7 +413,8 @@ def test_acrobot_goal_terminates_with_zero_reward():
     env, params = make("Acrobot-v1")
     _, state = env.reset(jax.random.key(0), params)
     state = state.replace(joint_angle1=jnp.float32(np.pi - 0.05), joint_angle2=jnp.float32(0.0))
-    _, new_state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, 1, params)
+    key = jax.random.key(1)
+    _, new_state, reward, terminated, truncated, info = env.step(key, state, 1, params)
     assert bool(terminated) and not bool(truncated) and reward == 0.0
     final = np.asarray(info["final_observation"])
     assert -final[0] - (final[0] * final[2] - final[1] * final[3]) > 1.0  # tip above the bar

@@ -51,9 +51,8 @@ def test_different_keys_differ_same_key_repeats():
 def test_max_rate_may_be_traced():
     """p is a numeric hyperparameter: a sweep over p is a vmap, and n_k scales with p."""
     max_rates = jnp.array([0.1, 0.5, 0.9])
-    rates = jax.jit(jax.vmap(heterogeneity.sample_rates, in_axes=(None, None, 0)), static_argnums=1)(
-        jax.random.key(2), 5, max_rates
-    )
+    sample = jax.vmap(heterogeneity.sample_rates, in_axes=(None, None, 0))
+    rates = jax.jit(sample, static_argnums=1)(jax.random.key(2), 5, max_rates)
     chex.assert_shape(rates, (3, 5))
     unit = np.asarray(rates[0] / 0.1)
     np.testing.assert_allclose(rates / max_rates[:, None], np.broadcast_to(unit, (3, 5)), rtol=1e-5)
