@@ -1,0 +1,281 @@
+"""The compiled federated loop: `make_train(config) -> train(key) -> (state, metrics)`.
+
+    train(key):
+      env_params[K] <- heterogeneity sampler                     per-agent physics
+      carry[K]      <- init                                       nets, targets, optimisers, buffers, envs
+      round         = scan(local_step, length=E), then federated_average   (agents: named vmap axis)
+      block         = scan(round, length=eval_every_rounds), then evaluate the global policy (nominal env)
+      scan(block, length=num_evals), then evaluate in every agent's env and over the sweep
+
+`train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
+pieces (`Trainer.init`, `.run_block`, `.finalize`) let a host loop run the program block by block
+with a progress bar and checkpoints (`fedjax_rl.cli`), with bit-identical numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from fedjax_rl import envs, evaluate, federated, heterogeneity
+from fedjax_rl.agents.dqn import DQNAgent, DQNConfig, Transition
+
+ALGOS = {"fedrdqn": True, "dqnavg": False}  # algo -> robust (expectile network + omega term)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Static description of one federated run (hashable; numeric agent hyperparameters are also
+    exposed as traced leaves through `agent.hparams()`)."""
+
+    algo: str = "fedrdqn"
+    env_name: str = "CartPole-v1"
+    physics: tuple[str, ...] = ("length",)
+    num_agents: int = 5
+    sync_every: int = 100
+    max_rate: float = 0.5
+    steps_per_agent: int = 20_000
+    eval_every_rounds: int = 10
+    eval_episodes: int = 10
+    sweep_points: int = heterogeneity.SWEEP_NUM
+    num_devices: int | None = None
+    agent: DQNConfig = DQNConfig()
+
+    @property
+    def num_rounds(self) -> int:
+        return self.steps_per_agent // self.sync_every
+
+    @property
+    def num_evals(self) -> int:
+        return self.num_rounds // self.eval_every_rounds
+
+    def validate(self) -> None:
+        """Raise a ValueError naming the setting and its allowed range; runs before any tracing."""
+        if self.algo not in ALGOS:
+            raise ValueError(f"algo must be one of {sorted(ALGOS)}, got {self.algo!r}")
+        if self.agent.robust != ALGOS[self.algo]:
+            raise ValueError(
+                f"algo={self.algo!r} needs agent.robust={ALGOS[self.algo]} (DQNAvg has no expectile network)"
+            )
+        if not self.physics or len(set(self.physics)) != len(self.physics):
+            raise ValueError(f"physics must name one or more distinct parameters, got {self.physics}")
+        for param in self.physics:
+            envs.check_physics_param(self.env_name, param)
+        if self.num_agents < 1:
+            raise ValueError(f"num_agents (K) must be >= 1, got {self.num_agents}")
+        if self.sync_every < 1:
+            raise ValueError(f"sync_every (E) must be >= 1, got {self.sync_every}")
+        heterogeneity.check_max_rate(self.max_rate)
+        if self.eval_every_rounds < 1 or self.eval_episodes < 1:
+            raise ValueError(
+                f"eval_every_rounds and eval_episodes must be >= 1, got {self.eval_every_rounds}, {self.eval_episodes}"
+            )
+        block = self.sync_every * self.eval_every_rounds
+        if self.steps_per_agent < block or self.steps_per_agent % block:
+            raise ValueError(
+                f"steps_per_agent ({self.steps_per_agent}) must be a positive multiple of "
+                f"sync_every * eval_every_rounds = {block}; "
+                f"nearest valid: {max(block, round(self.steps_per_agent / block) * block)}"
+            )
+        if self.sweep_points < 2:
+            raise ValueError(f"sweep_points must be >= 2, got {self.sweep_points}")
+        federated.check_num_devices(self.num_agents, self.num_devices)
+        if self.num_devices is not None and self.num_devices > jax.device_count():
+            raise ValueError(
+                f"num_devices={self.num_devices} but only {jax.device_count()} devices are visible "
+                f"(on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count={self.num_devices})"
+            )
+        self.agent.validate()
+
+
+@struct.dataclass
+class AgentCarry:
+    """Everything one agent carries. Only `learner.shared` ever crosses the agent axis."""
+
+    learner: federated.FederatedState
+    env_state: Any
+    obs: jax.Array
+    env_params: Any
+    key: jax.Array
+    episode_return: jax.Array
+
+
+@struct.dataclass
+class TrainState:
+    """One seed's run. Every leaf of `agents` has the agent axis first."""
+
+    agents: AgentCarry
+    rates: jax.Array  # [K, len(physics)] perturbation rates n_k
+    eval_key: jax.Array
+    rounds_done: jax.Array
+
+
+class Trainer(NamedTuple):
+    config: TrainConfig
+    init: Any  # key -> TrainState
+    run_block: Any  # (TrainState, hparams, block_index) -> (TrainState, block metrics)
+    finalize: Any  # (TrainState, hparams) -> final metrics
+    train: Any  # (key, hparams) -> (TrainState, metrics)
+    hparams: Any  # the config's numeric hyperparameters as a pytree
+
+
+def make_trainer(config: TrainConfig) -> Trainer:
+    config.validate()
+    env, nominal_params = envs.make(config.env_name, config.physics)
+    max_steps = int(nominal_params.max_steps_in_episode)
+    obs_shape = env.observation_space(nominal_params).shape
+    agent = DQNAgent(config.agent, obs_shape, env.num_actions, total_steps=config.steps_per_agent)
+    K, E = config.num_agents, config.sync_every
+
+    def for_each_agent(fn, in_axes):
+        return federated.for_each_agent(fn, K, config.num_devices, in_axes=in_axes)
+
+    # -- one agent ---------------------------------------------------------------------------
+
+    def init_agent(key, env_params):
+        learner_key, reset_key, loop_key = jax.random.split(key, 3)
+        obs, env_state = env.reset(reset_key, env_params)
+        return AgentCarry(
+            learner=agent.init(learner_key),
+            env_state=env_state,
+            obs=obs,
+            env_params=env_params,
+            key=loop_key,
+            episode_return=jnp.float32(0.0),
+        )
+
+    def local_step(carry: AgentCarry, step, hp):
+        key, act_key, env_key, learn_key = jax.random.split(carry.key, 4)
+        action = agent.act(carry.learner.shared, carry.obs, act_key, step)
+        obs, env_state, reward, terminated, truncated, info = env.step(
+            env_key, carry.env_state, action, carry.env_params
+        )
+        transition = Transition(
+            obs=carry.obs,
+            action=action.astype(jnp.int32),
+            reward=reward.astype(jnp.float32),
+            next_obs=info["final_observation"],
+            terminated=terminated,
+        )
+        learner = agent.observe(carry.learner, transition)
+        learner, losses = agent.learn(learner, learn_key, step, hp)
+        episode_return = carry.episode_return + reward
+        done = terminated | truncated
+        metrics = {
+            "episodes": done.astype(jnp.float32),
+            "episode_return_sum": jnp.where(done, episode_return, 0.0),
+            **losses,
+        }
+        carry = carry.replace(
+            learner=learner,
+            env_state=env_state,
+            obs=obs,
+            key=key,
+            episode_return=jnp.where(done, 0.0, episode_return),
+        )
+        return carry, metrics
+
+    def agent_round(carry: AgentCarry, round_index, hp):
+        # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
+        steps = round_index * E + 1 + jnp.arange(E)
+        carry, metrics = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
+        carry = carry.replace(learner=federated.federated_average(carry.learner))
+        return carry, jax.tree.map(jnp.sum, metrics)
+
+    # -- one seed ----------------------------------------------------------------------------
+
+    def global_policy(state: TrainState):
+        # After a sync every agent holds the same shared leaves; agent 0's copy is the global model.
+        shared = jax.tree.map(lambda leaf: leaf[0], state.agents.learner.shared)
+        return lambda obs: agent.greedy_action(shared, obs)
+
+    def init(key) -> TrainState:
+        physics_key, agents_key, eval_key = jax.random.split(key, 3)
+        rates = jnp.stack(
+            [
+                heterogeneity.sample_rates(k, K, config.max_rate)
+                for k in jax.random.split(physics_key, len(config.physics))
+            ],
+            axis=-1,
+        )
+        env_params = heterogeneity.agent_env_params(env, nominal_params, config.physics, rates)
+        agents = for_each_agent(init_agent, in_axes=(0, 0))(jax.random.split(agents_key, K), env_params)
+        return TrainState(agents=agents, rates=rates, eval_key=eval_key, rounds_done=jnp.int32(0))
+
+    def run_block(state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
+        """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
+        (pass it with in_axes=None under a seed vmap): every schedule derives from it, and an
+        unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
+        mapped_round = for_each_agent(agent_round, in_axes=(0, None, None))
+
+        def round_fn(agents, round_index):
+            return mapped_round(agents, round_index, hp)
+
+        round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
+        agents, per_round = jax.lax.scan(round_fn, state.agents, round_indices)
+        rounds_done = (block_index + 1) * config.eval_every_rounds
+        state = state.replace(agents=agents, rounds_done=jnp.asarray(rounds_done, jnp.int32))
+        eval_key = jax.random.fold_in(state.eval_key, rounds_done)
+        totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
+        train_steps = jnp.maximum(totals["trained"], 1.0)
+        metrics = {
+            "env_steps": rounds_done * E,
+            "nominal_return": evaluate.mean_return(
+                env, nominal_params, global_policy(state), eval_key, config.eval_episodes, max_steps
+            ),
+            "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
+            "td_loss": totals["td_loss"] / train_steps,
+            "degree_loss": totals["degree_loss"] / train_steps,
+        }
+        return state, metrics
+
+    sweep_scales = heterogeneity.sweep_scales(config.sweep_points)
+
+    def finalize(state: TrainState, hp) -> dict:
+        del hp  # evaluation is greedy; kept in the signature for symmetry with run_block
+        policy = global_policy(state)
+        local_key, sweep_key = jax.random.split(
+            # Curve evaluations fold in rounds_done <= num_rounds; this index is never one of them.
+            jax.random.fold_in(state.eval_key, config.num_rounds + 1)
+        )
+        local = evaluate.mean_returns_over_params(
+            env, state.agents.env_params, policy, local_key, config.eval_episodes, max_steps
+        )
+        sweep_params = heterogeneity.scaled_env_params(env, nominal_params, config.physics, sweep_scales)
+        sweep = evaluate.mean_returns_over_params(
+            env, sweep_params, policy, sweep_key, config.eval_episodes, max_steps
+        )
+        return {
+            "rates": state.rates,
+            "local_returns": local,
+            "local_average": jnp.mean(local),
+            "local_minimum": jnp.min(local),
+            "sweep_scales": jnp.asarray(sweep_scales, jnp.float32),
+            "sweep_returns": sweep,
+        }
+
+    default_hparams = config.agent.hparams()
+
+    def train(key, hparams=None):
+        hp = default_hparams if hparams is None else hparams
+        state = init(key)
+        state, curve = jax.lax.scan(lambda s, b: run_block(s, hp, b), state, jnp.arange(config.num_evals))
+        return state, {"curve": curve, "final": finalize(state, hp)}
+
+    return Trainer(
+        config=config, init=init, run_block=run_block, finalize=finalize, train=train, hparams=default_hparams
+    )
+
+
+def make_train(config: TrainConfig):
+    """`train(key, hparams=None) -> (TrainState, metrics)`; pure, to be jitted/vmapped by the caller."""
+    return make_trainer(config).train
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Independent keys for `num_seeds` vmapped runs (they differ in init, exploration, physics)."""
+    return jax.random.split(jax.random.key(seed), num_seeds)
