@@ -377,6 +377,7 @@ def _bad_inputs():
     cases.append(("r shape", dict(P=P, r=r[:2], gamma=0.9), r"r must have shape \[S, A\] = \(3, 2\)"))
     cases.append(("P ndim", dict(P=P[0], r=r, gamma=0.9), r"P must have shape \[K, S, A, S\]"))
     cases.append(("P next states", dict(P=P[..., :2] * 1.5, r=r, gamma=0.9), r"S=3 states but 2 next states"))
+    cases.append(("K kernels", dict(P=[P[0], P[1, :2]], r=r, gamma=0.9), r"agent 0 has \(3, 2, 3\), agent 1 has \(2, 2, 3\)"))
     cases.append(("gamma=1", dict(P=P, r=r, gamma=1.0), r"gamma must be a number in \[0, 1\)"))
     cases.append(("gamma<0", dict(P=P, r=r, gamma=-0.1), r"gamma must be a number in \[0, 1\)"))
     cases.append(("nan", dict(P=np.where(P > 0, np.nan, 0), r=r, gamma=0.9), r"non-finite"))

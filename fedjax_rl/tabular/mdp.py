@@ -55,6 +55,14 @@ class TabularMDP:
     names: tuple[str, ...] | None = None
 
     def __post_init__(self):
+        if isinstance(self.P, (list, tuple)):  # K kernels given one by one: name the odd one out
+            shapes = [np.shape(p) for p in self.P]
+            for k, shape in enumerate(shapes):
+                if shape != shapes[0]:
+                    raise ValueError(
+                        f"every agent's kernel must have the same shape [S, A, S]: agent 0 has "
+                        f"{shapes[0]}, agent {k} has {shape}"
+                    )
         P = np.array(self.P, dtype=np.float64, copy=True)
         r = np.array(self.r, dtype=np.float64, copy=True)
         _validate(P, r, self.gamma, self.start_state, self.check_assumption1, self.names)
