@@ -64,3 +64,9 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     and `agent_overrides` (DQNConfig fields)."""
     agent = dqn_config(algo, env_name, **(agent_overrides or {}))
     return TrainConfig(algo=algo, env_name=env_name, agent=agent, **overrides)
+
+# The demo's and the learning tests' small-budget CartPole settings: one gradient step per
+# environment step from step 500 and a hard target copy every 100 steps learn CartPole within
+# 10k steps per agent, where RL-Zoo3's (train_freq 256, learning_starts 1000) needs far more.
+DEMO_DQN = dict(train_freq=1, gradient_steps=1, learning_starts=500, target_update_interval=100,
+                hidden_sizes=(64, 64))

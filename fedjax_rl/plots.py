@@ -1,0 +1,91 @@
+"""Figures and tables from run directories written by `fedjax-rl train` (metrics.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def load_run(run_dir: str) -> dict:
+    path = os.path.join(run_dir, "metrics.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{run_dir} has no metrics.json (is it a finished `fedjax-rl train` run?)")
+    with open(path) as f:
+        metrics = json.load(f)
+    with open(os.path.join(run_dir, "config.json")) as f:
+        metrics["config"] = json.load(f)
+    metrics["label"] = label(metrics["config"])
+    return metrics
+
+
+def label(config: dict) -> str:
+    algo = {"fedrdqn": "FedRDQN", "dqnavg": "DQNAvg"}.get(config["algo"], config["algo"])
+    if config["algo"] == "fedrdqn":
+        algo += f" (ω={config['agent']['omega']:g})"
+    return algo
+
+
+def _band(ax, x, values, name):
+    values = np.asarray(values, dtype=float)  # [seeds, points]
+    mean, std = values.mean(0), values.std(0)
+    ax.plot(x, mean, label=name)
+    ax.fill_between(x, mean - std, mean + std, alpha=0.2)
+
+
+def plot_runs(run_dirs: list[str], out_prefix: str) -> list[str]:
+    """Learning curves (nominal env) and robustness sweeps, mean ± std over seeds; returns PNG paths."""
+    runs = [load_run(d) for d in run_dirs]
+    env = runs[0]["config"]["env_name"]
+    physics = ", ".join(runs[0]["config"]["physics"])
+    os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for run in runs:
+        _band(ax, run["curve"]["env_steps"][0], run["curve"]["nominal_return"], run["label"])
+    ax.set(xlabel="environment steps per agent", ylabel="return (nominal env, greedy)", title=f"{env}: learning curve")
+    ax.legend()
+    fig.tight_layout()
+    curve_path = f"{out_prefix}_curve.png"
+    fig.savefig(curve_path, dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for run in runs:
+        _band(ax, run["final"]["sweep_scales"][0], run["final"]["sweep_returns"], run["label"])
+    ax.axvspan(1 - runs[0]["config"]["max_rate"], 1 + runs[0]["config"]["max_rate"], color="grey", alpha=0.1,
+               label="training range")
+    ax.set(xlabel=f"scale c of nominal {physics}", ylabel="return (greedy)", title=f"{env}: robustness sweep")
+    ax.legend()
+    fig.tight_layout()
+    sweep_path = f"{out_prefix}_sweep.png"
+    fig.savefig(sweep_path, dpi=120)
+    plt.close(fig)
+    return [curve_path, sweep_path]
+
+
+def comparison_table(run_dirs: list[str]) -> str:
+    """Table-1 style: mean ± std over seeds of the Average and Minimum local-environment returns."""
+    rows = []
+    for d in run_dirs:
+        run = load_run(d)
+        avg = np.asarray(run["final"]["local_average"], float)
+        mn = np.asarray(run["final"]["local_minimum"], float)
+        nominal = np.asarray(run["curve"]["nominal_return"], float)[:, -1]
+        cfg = run["config"]
+        rows.append((
+            f"{cfg['env_name']} ({', '.join(cfg['physics'])})", run["label"], len(avg),
+            f"{avg.mean():.1f} ± {avg.std():.1f}", f"{mn.mean():.1f} ± {mn.std():.1f}",
+            f"{nominal.mean():.1f} ± {nominal.std():.1f}",
+        ))
+    header = ("task", "algorithm", "seeds", "Average", "Minimum", "nominal (final)")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    fmt = " | ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), "-+-".join("-" * w for w in widths)]
+    lines += [fmt.format(*map(str, r)) for r in rows]
+    return "\n".join(lines)
