@@ -13,9 +13,10 @@ Structure of one compiled run (`make_fedrq(config)` returns `run(key, problem, o
       agent_run = scan(round, length=num_rounds)
         round   = scan(local_step, length=E) then federated_average
 
-Q_k is the `shared` part of a `FederatedState`; the agent's sampling key is `private`. With a
-target (Q_R* for FedRQ, Q* of P_bar for QAvg) the run also returns ||Q_bar_t - target||_inf for every
-t = 0..T, where Q_bar_t = mean_k Q_k at time t (also between syncs).
+Q_k is the `shared` part of a `FederatedState`; `private` (AgentPrivate) holds the agent's kernel,
+neighbour sets and sampling key. With a target (Q_R* for FedRQ, Q* of P_bar for QAvg) the run also
+returns ||Q_bar_t - target||_inf for every t = 0..T, where Q_bar_t = mean_k Q_k at time t (also
+between syncs).
 """
 
 from __future__ import annotations
@@ -93,6 +94,22 @@ class FedRQResult(NamedTuple):
     spread: jax.Array | None
 
 
+class AgentPrivate(NamedTuple):
+    """What never leaves agent k: its kernel on the support lists, its neighbour sets, its key."""
+
+    probs: jax.Array  # [S, A, m]
+    neighbours: jax.Array  # [S, n]
+    key: jax.Array
+
+
+class CommonProblem(NamedTuple):
+    """What every agent knows alike (not averaged, just replicated)."""
+
+    next_states: jax.Array  # [S, A, m]
+    reward: jax.Array  # [S, A]
+    gamma: jax.Array
+
+
 def _distance_to_mean(q: jax.Array) -> jax.Array:
     """max over agents of ||Q_k - Q_bar||_inf (a collective over the agent axis)."""
     return jax.lax.pmax(jnp.abs(q - federated_mean(q)).max(), federated.agent_axes())
@@ -107,8 +124,8 @@ def make_fedrq(config: FedRQConfig) -> Callable[..., FedRQResult]:
     E = int(config.sync_every)
     track_gap_default = config.record
 
-    def local_step(problem_shared, omega, target, track_gap, carry, _):
-        next_states, reward, gamma = problem_shared
+    def local_step(common: CommonProblem, omega, target, track_gap, carry, _):
+        next_states, reward, gamma = common
         state, t = carry
         q = state.shared
         probs, neighbours, key = state.private
@@ -123,15 +140,14 @@ def make_fedrq(config: FedRQConfig) -> Callable[..., FedRQResult]:
             target_q = robust_backup(v, next_states, probs, neighbours, reward, gamma, omega)
         lam = config.step_size(t.astype(q.dtype), gamma, E)
         q = (1.0 - lam) * q + lam * target_q
-        state = state.replace(shared=q, private=(probs, neighbours, key))
+        state = state.replace(shared=q, private=state.private._replace(key=key))
         gap = jnp.abs(federated_mean(q) - target).max() if track_gap else None
         return (state, t + 1), gap
 
-    def agent_run(key, probs, neighbours, problem_shared, omega, target, track_gap):
-        reward = problem_shared[1]
-        q0 = jnp.zeros_like(reward)
-        state = FederatedState(shared=q0, private=(probs, neighbours, key))
-        step = functools.partial(local_step, problem_shared, omega, target, track_gap)
+    def agent_run(private: AgentPrivate, common: CommonProblem, omega, target, track_gap):
+        q0 = jnp.zeros_like(common.reward)
+        state = FederatedState(shared=q0, private=private)
+        step = functools.partial(local_step, common, omega, target, track_gap)
 
         def round_(carry, _):
             carry, gaps = jax.lax.scan(step, carry, None, length=E)
@@ -159,10 +175,11 @@ def make_fedrq(config: FedRQConfig) -> Callable[..., FedRQResult]:
             functools.partial(agent_run, track_gap=track_gap),
             num_agents=K,
             num_devices=config.num_devices,
-            in_axes=(0, 0, 0, None, None, None),
+            in_axes=(0, None, None, None),
         )
-        problem_shared = (problem.next_states, problem.reward, problem.gamma)
-        q_agents, gap0, out = mapped(keys, problem.probs, problem.neighbours, problem_shared, omega, target)
+        private = AgentPrivate(problem.probs, problem.neighbours, keys)
+        common = CommonProblem(problem.next_states, problem.reward, problem.gamma)
+        q_agents, gap0, out = mapped(private, common, omega, target)
         if not config.record:
             return FedRQResult(q_agents[0], q_agents, None, None, None, None)
         gaps, q_rounds, drift, spread = jax.tree.map(lambda x: x[0], out)  # identical on every agent
