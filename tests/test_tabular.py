@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from fedjax_rl import tabular as tb
-from fedjax_rl.tabular import fedrq as fedrq_module
 
 T_LONG = 4000  # local steps of the theorem runs
 GAMMAS = (0.5, 0.9)

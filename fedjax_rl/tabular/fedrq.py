@@ -27,7 +27,6 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from fedjax_rl import federated
 from fedjax_rl.federated import FederatedState, federated_average, federated_mean, for_each_agent
