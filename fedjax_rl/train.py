@@ -120,6 +120,7 @@ class Trainer(NamedTuple):
     run_block: Any  # (TrainState, hparams, block_index) -> (TrainState, block metrics)
     finalize: Any  # (TrainState, hparams) -> final metrics
     train: Any  # (key, hparams) -> (TrainState, metrics)
+    local_round: Any  # (TrainState, hparams, round_index) -> TrainState, no averaging
     hparams: Any  # the config's numeric hyperparameters as a pytree
 
 
@@ -179,12 +180,15 @@ def make_trainer(config: TrainConfig) -> Trainer:
         )
         return carry, metrics
 
-    def agent_round(carry: AgentCarry, round_index, hp):
+    def agent_local_round(carry: AgentCarry, round_index, hp):
         # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
         steps = round_index * E + 1 + jnp.arange(E)
         carry, metrics = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
-        carry = carry.replace(learner=federated.federated_average(carry.learner))
         return carry, jax.tree.map(jnp.sum, metrics)
+
+    def agent_round(carry: AgentCarry, round_index, hp):
+        carry, metrics = agent_local_round(carry, round_index, hp)
+        return carry.replace(learner=federated.federated_average(carry.learner)), metrics
 
     # -- one seed ----------------------------------------------------------------------------
 
@@ -233,6 +237,11 @@ def make_trainer(config: TrainConfig) -> Trainer:
         }
         return state, metrics
 
+    def local_round(state: TrainState, hp, round_index) -> TrainState:
+        """E local steps of every agent *without* the federated average (for tests and debugging)."""
+        agents, _ = for_each_agent(agent_local_round, in_axes=(0, None, None))(state.agents, round_index, hp)
+        return state.replace(agents=agents)
+
     sweep_scales = heterogeneity.sweep_scales(config.sweep_points)
 
     def finalize(state: TrainState, hp) -> dict:
@@ -267,7 +276,13 @@ def make_trainer(config: TrainConfig) -> Trainer:
         return state, {"curve": curve, "final": finalize(state, hp)}
 
     return Trainer(
-        config=config, init=init, run_block=run_block, finalize=finalize, train=train, hparams=default_hparams
+        config=config,
+        init=init,
+        run_block=run_block,
+        finalize=finalize,
+        train=train,
+        local_round=local_round,
+        hparams=default_hparams,
     )
 
 
