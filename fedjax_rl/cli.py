@@ -38,9 +38,9 @@ def _overrides(pairs: list[str]) -> dict:
             raise ValueError(f"--set expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
         value = _parse_value(value)
-        out[key] = tuple(value) if key == "hidden_sizes" and not isinstance(value, tuple) else value
-    if "hidden_sizes" in out and isinstance(out["hidden_sizes"], int):
-        out["hidden_sizes"] = (out["hidden_sizes"],)
+        if key == "hidden_sizes" and not isinstance(value, tuple):
+            value = (value,)  # "--set hidden_sizes=64" means one hidden layer
+        out[key] = value
     return out
 
 
