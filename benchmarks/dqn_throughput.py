@@ -1,0 +1,264 @@
+"""Federated DQN agent-steps per second: the compiled fedjax_rl loop against Stable-Baselines3.
+
+One *agent-step* is one environment step of one agent plus one gradient update (train_freq=1,
+gradient_steps=1), with the federated average every E = 100 steps. Both sides run FedRDQN's setting
+on CartPole-v1 with the pole length perturbed per agent (p = 0.5), K = 5 agents, 5 seeds, and the
+same hyperparameters: RL-Zoo3's CartPole DQN (net [256, 256], lr 2.3e-3, gamma 0.99, target copy
+every 10 steps) with batch 16, buffer 1000 and learning_starts 100.
+
+  ours  fedjax_rl: `jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))` over seeds; one
+        call = `eval_every_rounds` rounds of E steps of all K agents of every seed, then one greedy
+        evaluation episode of the global policy (that evaluation is extra work SB3 does not do; it
+        is inside our timing). Compile time (lower + compile) is reported separately; block 0 (which
+        crosses learning_starts) is a warm-up; the steady-state rate times the calls after it.
+  sb3   benchmarks/sb3_reference.py (K SB3 DQN agents, parameters averaged every E steps, seeds one
+        after another, 1 torch thread), run as a subprocess with the .venv-bench interpreter; its
+        JSON is parsed. Its timing also excludes the warm-up rounds up to learning_starts.
+
+FedRDQN trains a second (expectile) network of the same size every step; SB3 has no FedRDQN, so
+its reference is the plain federated DQN (= DQNAvg's work). The ratio is reported against it for
+both of our algorithms: FedRDQN/SB3 compares more work with less.
+
+Measurements are interleaved (ours, sb3, ours, sb3, ...) because the machine is shared; every
+table entry is the median over repeats, and the load average is recorded. `agent-steps/CPU-s`
+divides by the process's CPU time (all threads), a less load-sensitive figure.
+
+Usage:
+  python benchmarks/dqn_throughput.py [--repeats 3] [--seeds-scaling 25] [--no-sb3] [--out PATH]
+Writes benchmarks/results/dqn_throughput.json (or --out; the GPU run uses dqn_throughput_gpu.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+
+from fedjax_rl import configs, train
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results", "dqn_throughput.json")
+BENCH_PYTHON = os.path.join(ROOT, ".venv-bench", "bin", "python")
+
+# The shared setting (both implementations).
+K = 5
+SYNC_EVERY = 100
+MAX_RATE = 0.5
+LEARNING_STARTS = 100
+AGENT = dict(
+    train_freq=1, gradient_steps=1, learning_starts=LEARNING_STARTS, batch_size=16, buffer_size=1000,
+    hidden_sizes=(256, 256),
+)  # the rest (lr, gamma, target interval, exploration) are configs.ZOO_DQN["CartPole-v1"] = SB3's
+
+
+def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int):
+    """Compile one vmapped-seeds `run_block`; return a callable that times one more block."""
+    steps_per_agent = rounds_per_call * SYNC_EVERY * (calls + 1)
+    cfg = configs.train_config(
+        algo, "CartPole-v1", agent_overrides=AGENT, num_agents=K, sync_every=SYNC_EVERY,
+        max_rate=MAX_RATE, steps_per_agent=steps_per_agent, eval_every_rounds=rounds_per_call,
+        eval_episodes=1,
+    )
+    trainer = train.make_trainer(cfg)
+    hp = trainer.hparams
+    state = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
+    jax.block_until_ready(state)
+    run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
+    t0 = time.perf_counter()
+    compiled = run_block.lower(state, hp, 0).compile()
+    compile_s = time.perf_counter() - t0
+    agent_steps_per_call = num_seeds * K * rounds_per_call * SYNC_EVERY
+    box = dict(state=state, block=0)
+
+    def call():
+        t0, c0 = time.perf_counter(), time.process_time()
+        box["state"], metrics = compiled(box["state"], hp, box["block"])
+        jax.block_until_ready((box["state"], metrics))
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        box["block"] += 1
+        return dict(seconds=dt, cpu_seconds=dc, agent_steps=agent_steps_per_call,
+                    agent_steps_per_sec=agent_steps_per_call / dt,
+                    agent_steps_per_cpu_sec=agent_steps_per_call / dc,
+                    load_avg_1min=os.getloadavg()[0],
+                    train_return=float(np.mean(metrics["train_return"])))
+
+    warmup = call()  # block 0: first execution, crosses learning_starts
+    return dict(algo=algo, num_seeds=num_seeds, num_agents=K, compile_s=compile_s,
+                rounds_per_call=rounds_per_call, agent_steps_per_call=agent_steps_per_call,
+                first_call_s=warmup["seconds"], call=call, calls=[], max_calls=calls,
+                config=dict(steps_per_agent=steps_per_agent, eval_every_rounds=rounds_per_call,
+                            eval_episodes=1, agent={k: getattr(cfg.agent, k) for k in (
+                                "learning_rate", "gamma", "batch_size", "buffer_size", "learning_starts",
+                                "train_freq", "gradient_steps", "target_update_interval",
+                                "exploration_fraction", "exploration_final_eps", "hidden_sizes",
+                                "omega", "tau", "robust")}))
+
+
+def run_sb3(num_seeds: int, steps: int, threads: int, python: str = BENCH_PYTHON) -> dict:
+    cmd = [python, os.path.join(HERE, "sb3_reference.py"), "--agents", str(K), "--seeds",
+           str(num_seeds), "--steps", str(steps), "--sync-every", str(SYNC_EVERY), "--length-rate",
+           str(MAX_RATE), "--batch-size", "16", "--buffer-size", "1000", "--learning-starts",
+           str(LEARNING_STARTS), "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out[out.index("{"):])
+
+
+def machine() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), cpu)
+    except OSError:
+        pass
+    info = dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
+                jax=jax.__version__, backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
+                xla_flags=os.environ.get("XLA_FLAGS", ""), dtype="float32",
+                load_average_1_5_15min_at_start=list(os.getloadavg()))
+    if jax.default_backend() == "gpu":
+        info["gpu"] = [getattr(d, "device_kind", str(d)) for d in jax.devices()]
+    return info
+
+
+def attach_sb3(path: str, reference: str) -> None:
+    """Ratios of a results file (e.g. the GPU run's) against the SB3 rate measured in another run."""
+    res, ref = json.load(open(path)), json.load(open(reference))
+    sb3 = {k: v for k, v in ref["sb3"].items() if k != "runs"}
+    sb3["source"] = (f"{os.path.relpath(reference, ROOT)}: SB3 on {ref['machine']['cpu']} "
+                     f"({ref['machine']['cores']} cores), measured in that run, not this one")
+    res["sb3"] = sb3
+    for row in res["ours"]:
+        row["ratio_vs_sb3"] = row["agent_steps_per_sec"] / sb3["agent_steps_per_sec"]
+        print(f"{row['algo']} x{row['num_seeds']}: {row['agent_steps_per_sec']:.0f} agent-steps/s = "
+              f"{row['ratio_vs_sb3']:.1f}x SB3 ({sb3['agent_steps_per_sec']:.1f})")
+    first = res["ours"][0]
+    res["target"] = dict(required_ratio=100, case=f"{first['algo']} x{first['num_seeds']} seeds",
+                         ratio=first["ratio_vs_sb3"], met=first["ratio_vs_sb3"] >= 100,
+                         best=max(r["ratio_vs_sb3"] for r in res["ours"]))
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"wrote {path}")
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=3, help="timed calls per case (median reported)")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seeds-scaling", type=int, nargs="*", default=[25],
+                   help="extra FedRDQN rows with more vmapped seeds")
+    p.add_argument("--algos", default="fedrdqn,dqnavg")
+    p.add_argument("--rounds-per-call", type=int, default=5, help="federated rounds (of E steps) per run_block")
+    p.add_argument("--scaling-rounds-per-call", type=int, default=None)
+    p.add_argument("--no-sb3", action="store_true", help="ours only (e.g. on a GPU machine)")
+    p.add_argument("--sb3-steps", type=int, default=200, help="timed steps per SB3 agent per repeat")
+    p.add_argument("--sb3-threads", type=int, default=1)
+    p.add_argument("--sb3-python", default=BENCH_PYTHON, help="interpreter with torch + SB3 + gymnasium")
+    p.add_argument("--sb3-reference", default=None, help="take the SB3 rate from this results JSON")
+    p.add_argument("--attach-sb3", metavar="JSON", default=None,
+                   help="only add SB3 ratios (from --sb3-reference, default the CPU results) to JSON and exit")
+    p.add_argument("--out", default=RESULTS)
+    a = p.parse_args()
+    if a.attach_sb3:
+        return attach_sb3(a.attach_sb3, a.sb3_reference or RESULTS)
+
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, jax {info['jax']} ({info['backend']}"
+          f"{', ' + info['gpu'][0] if 'gpu' in info else ''}); load average "
+          f"{' '.join(f'{x:.1f}' for x in info['load_average_1_5_15min_at_start'])}", flush=True)
+
+    cases = []
+    for algo in a.algos.split(","):
+        cases.append(make_case(algo, a.seeds, a.rounds_per_call, a.repeats))
+    for s in a.seeds_scaling:
+        cases.append(make_case("fedrdqn", s, a.scaling_rounds_per_call or a.rounds_per_call, a.repeats))
+    for c in cases:
+        print(f"compiled {c['algo']} x{c['num_seeds']} seeds: compile {c['compile_s']:.1f}s, "
+              f"first call {c['first_call_s']:.1f}s", flush=True)
+
+    sb3_runs = []
+    for r in range(a.repeats):
+        for c in cases:
+            c["calls"].append(c["call"]())
+            x = c["calls"][-1]
+            print(f"  rep {r}: ours {c['algo']} x{c['num_seeds']}: {x['agent_steps_per_sec']:.0f} agent-steps/s "
+                  f"(load {x['load_avg_1min']:.1f})", flush=True)
+            if not a.no_sb3 and c is cases[0]:
+                res = run_sb3(a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python)
+                sb3_runs.append(res)
+                print(f"  rep {r}: sb3 x{a.seeds}: {res['agent_steps_per_sec']:.1f} agent-steps/s "
+                      f"(load {res['load_avg_1min_at_end']:.1f})", flush=True)
+
+    sb3 = None
+    if sb3_runs:
+        sb3 = dict(agent_steps_per_sec=med([r["agent_steps_per_sec"] for r in sb3_runs]),
+                   agent_steps_per_cpu_sec=med([r["agent_steps_per_cpu_sec"] for r in sb3_runs]),
+                   source="measured in this run", runs=sb3_runs)
+    elif a.sb3_reference:
+        ref = json.load(open(a.sb3_reference))
+        sb3 = dict(ref["sb3"], source=f"from {os.path.relpath(a.sb3_reference, ROOT)} (other machine/run)")
+        sb3.pop("runs", None)
+
+    rows = []
+    for c in cases:
+        row = {k: v for k, v in c.items() if k not in ("call", "calls", "max_calls")}
+        row["agent_steps_per_sec"] = med([x["agent_steps_per_sec"] for x in c["calls"]])
+        row["agent_steps_per_cpu_sec"] = med([x["agent_steps_per_cpu_sec"] for x in c["calls"]])
+        row["timed_calls"] = c["calls"]
+        if sb3:
+            row["ratio_vs_sb3"] = row["agent_steps_per_sec"] / sb3["agent_steps_per_sec"]
+            row["ratio_vs_sb3_per_cpu_sec"] = row["agent_steps_per_cpu_sec"] / sb3["agent_steps_per_cpu_sec"]
+        rows.append(row)
+
+    print(f"\nagent-steps/s (median of {a.repeats}); 1 gradient update per agent-step; K={K}, E={SYNC_EVERY}, "
+          f"net 256x256, batch 16, buffer 1000")
+    print(f"{'impl':<26}{'seeds':>6}{'agent-steps/s':>15}{'per CPU-s':>11}{'x SB3':>8}{'x SB3/CPU-s':>12}"
+          f"{'compile s':>11}")
+    for r in rows:
+        print(f"{'fedjax_rl ' + r['algo']:<26}{r['num_seeds']:>6}{r['agent_steps_per_sec']:>15.0f}"
+              f"{r['agent_steps_per_cpu_sec']:>11.0f}{r.get('ratio_vs_sb3', float('nan')):>8.1f}"
+              f"{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.1f}{r['compile_s']:>11.1f}")
+    if sb3:
+        print(f"{'SB3 DQN (federated loop)':<26}{a.seeds:>6}{sb3['agent_steps_per_sec']:>15.1f}"
+              f"{sb3['agent_steps_per_cpu_sec']:>11.1f}{1.0:>8.1f}{1.0:>12.1f}{'-':>11}   ({sb3['source']})")
+    target = rows[0].get("ratio_vs_sb3")
+    if target is not None:
+        print(f"target (>= 100x SB3, {rows[0]['algo']} x{rows[0]['num_seeds']} seeds): {target:.1f}x -> "
+              f"{'met' if target >= 100 else 'NOT met'}")
+    info["load_average_1_5_15min_at_end"] = list(os.getloadavg())
+    print(f"load average at end: {' '.join(f'{x:.1f}' for x in info['load_average_1_5_15min_at_end'])}")
+
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(dict(
+            description=__doc__.strip().splitlines()[0],
+            definitions=dict(
+                agent_step="one env step of one agent + one gradient update (train_freq=1, gradient_steps=1)",
+                ours="jit(vmap(Trainer.run_block, in_axes=(0, None, None))) over seeds; steady state = calls "
+                     "after the first; includes one greedy nominal evaluation episode per call",
+                sb3="benchmarks/sb3_reference.py mode=loop, seeds sequential, torch threads as in sb3_threads",
+                ratio="ours agent-steps/s / SB3 agent-steps/s (medians)",
+            ),
+            setting=dict(env="CartPole-v1", physics="length", max_rate=MAX_RATE, num_agents=K,
+                         sync_every=SYNC_EVERY, **{k: list(v) if isinstance(v, tuple) else v for k, v in AGENT.items()}),
+            machine=info, repeats=a.repeats, sb3_threads=a.sb3_threads,
+            ours=rows, sb3=sb3,
+            target=dict(required_ratio=100, case=f"{rows[0]['algo']} x{rows[0]['num_seeds']} seeds",
+                        ratio=target, met=None if target is None else target >= 100),
+        ), f, indent=1, default=lambda o: list(o) if isinstance(o, tuple) else str(o))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
