@@ -181,6 +181,8 @@ class EnvParams(environment.EnvParams):
     lander_density: float = 5.0
     leg_density: float = 1.0
     leg_spring_torque: float = float(LEG_SPRING_TORQUE)
+    #: scale of gymnasium's random engine dispersion (1: as gymnasium; 0: noiseless engines).
+    engine_dispersion: float = 1.0
     max_steps_in_episode: int = 1000
 
 
@@ -569,7 +571,7 @@ class LunarLander(environment.Environment, PerturbablePhysics):
 
     def _step(self, key, state, action, params, extra_force, first=False):
         action = jnp.asarray(action, jnp.int32)
-        dispersion = jax.random.uniform(key, (2,), minval=-1.0, maxval=1.0) / SCALE
+        dispersion = jax.random.uniform(key, (2,), minval=-1.0, maxval=1.0) / SCALE * params.engine_dispersion
 
         # Wind and turbulence, only while no leg touches the ground.
         apply_wind = jnp.asarray(params.enable_wind) & ~(state.leg_contact[0] | state.leg_contact[1])
