@@ -151,12 +151,13 @@ def comparison():
 
 # Measured on a 2-core CPU box (jax 0.10.2, gymnasium 1.3.0); the fixture prints the full table.
 HEURISTIC_XFAIL = {
-    "wind 15": "target not met: heuristic return 118.7 +- 16.4 vs gymnasium 94.3 +- 16.7 (+26%) over "
-    "100 episodes; over 400 episodes (other seeds) 121.4 +- 7.8 vs 99.2 +- 8.5 (+22%), landing rate "
-    "0.54 vs 0.51: our lander is somewhat easier to land in wind, cause not found yet",
-    "gravity -11.9": "target not met at 100 episodes: 135.5 +- 13.0 vs gymnasium 109.5 +- 12.9 (+24%); "
-    "over 400 episodes (other seeds) 104.3 +- 6.6 vs 106.4 +- 6.6 (-2%), so this gap is sampling noise "
-    "(one standard error is 12% of the mean at 100 episodes)",
+    "wind 15": "target not met at 100 episodes: heuristic return 117.4 +- 16.1 vs gymnasium 94.3 +- 16.7 "
+    "(+24.5%, landing rate 0.51 vs 0.47); over 400 episodes (other seeds) 107.4 +- 8.0 vs 99.2 +- 8.5 "
+    "(+8%, landing 0.50 vs 0.51). One standard error is 17% of gymnasium's mean at 100 episodes, so the "
+    "15% target cannot be resolved there; a small excess of successful windy landings may remain",
+    "gravity -11.9": "target not met at 100 episodes: 127.7 +- 13.3 vs gymnasium 109.5 +- 12.9 (+16.6%, "
+    "landing 0.47 vs 0.40); over 400 episodes (other seeds) 98.2 +- 6.6 vs 106.4 +- 6.6 (-8%), i.e. within "
+    "target: the 100-episode gap is sampling noise (one standard error is 12% of the mean)",
 }
 
 
@@ -359,7 +360,7 @@ def test_paired_episodes_agree_with_gymnasium_without_engine_noise():
           f"mean {ret.mean():.1f} vs gymnasium {gym_returns.mean():.1f}, "
           f"landed {landed.mean():.2f} vs {np.mean(gym_landed):.2f}")
     assert done.all()
-    # Measured: agreement 0.83, within 10 points 0.60 (30 episodes, wind 15).
+    # Measured: agreement 0.87, within 10 points 0.63, mean 102.0 vs 101.1 (30 episodes, wind 15).
     assert agree >= 0.75
     assert close >= 0.5
 

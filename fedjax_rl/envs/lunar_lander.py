@@ -33,7 +33,10 @@ a small Box2D-2.3-style 2D solver written directly in ``jax.numpy``, shaped for 
   Gauss-Seidel on maximal coordinates only resolves with many iterations (gymnasium runs 180
   velocity and 60 position iterations per step; with 24 our landings were visibly too soft and
   crashed too often). In reduced coordinates every constraint row sees the articulated mass of
-  lander plus legs, and 10 iterations match gymnasium's landing decelerations step by step.
+  lander plus legs, and 10 iterations already match gymnasium's landing decelerations step by
+  step; the defaults (20 velocity, 6 position iterations; constructor arguments) were chosen on
+  paired noiseless episodes against gymnasium, where they brought the heuristic's windy-landing
+  returns from +22% to +8% of gymnasium's (400 episodes).
   Engine impulses and forces act on the lander and are projected onto the joints by momentum.
 * Joint rows as in ``b2RevoluteJoint``: motor (speed +-0.3 rad/s, max torque
   ``leg_spring_torque``) and the one-sided angle limits (with pybox2d's reference angle of +-0.05,
@@ -541,8 +544,8 @@ class LunarLander(environment.Environment, PerturbablePhysics):
     def __init__(
         self,
         enable_wind: bool = False,
-        velocity_iterations: int = 10,
-        position_iterations: int = 3,
+        velocity_iterations: int = 20,
+        position_iterations: int = 6,
         reset_iterations: int = 4,
     ):
         super().__init__()
