@@ -20,6 +20,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tabular.py
+	$(BIN)/python benchmarks/lunarlander_env.py
+	$(BIN)/python benchmarks/lunarlander_dqn.py
+	@echo "dqn_throughput.py needs the SB3 reference env: see benchmarks/README.md"
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[notebooks]"
