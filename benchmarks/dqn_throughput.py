@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,10 @@ import time
 import jax
 import numpy as np
 
-from fedjax_rl import configs, train
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+from fedjax_rl import configs, train  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -113,19 +115,7 @@ def run_sb3(num_seeds: int, steps: int, threads: int, python: str = BENCH_PYTHON
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), cpu)
-    except OSError:
-        pass
-    info = dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
-                jax=jax.__version__, backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
-                xla_flags=os.environ.get("XLA_FLAGS", ""), dtype="float32",
-                load_average_1_5_15min_at_start=list(os.getloadavg()))
-    if jax.default_backend() == "gpu":
-        info["gpu"] = [getattr(d, "device_kind", str(d)) for d in jax.devices()]
-    return info
+    return dict(common.machine(), dtype="float32")
 
 
 def attach_sb3(path: str, reference: str) -> None:

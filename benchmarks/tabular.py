@@ -20,13 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 from fedjax_rl.tabular import FedRQConfig, TabularArrays, make_fedrq
 
@@ -157,19 +159,10 @@ def bench_case(K: int, S: int, quick: bool) -> dict:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), cpu)
-    except OSError:
-        pass
-    return dict(
-        cpu=cpu, cores=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
-        jax=jax.__version__, numpy=np.__version__, backend=jax.default_backend(),
-        devices=[str(d) for d in jax.devices()], dtype="float32",
-        # The machine is shared: a load average above the core count means the timings are noisy.
-        load_average_1_5_15min=list(os.getloadavg()),
-    )
+    # The machine is shared: a load average above the core count means the timings are noisy.
+    info = dict(common.machine(), numpy=np.__version__, dtype="float32")
+    info["load_average_1_5_15min"] = info.pop("load_average_1_5_15min_at_start")
+    return info
 
 
 def main() -> None:

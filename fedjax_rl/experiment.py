@@ -15,7 +15,6 @@ import os
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fedjax_rl import checkpoint
