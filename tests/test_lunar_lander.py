@@ -19,6 +19,9 @@ from gymnasium.envs.box2d import lunar_lander as gym_ll
 from fedjax_rl.envs import lunar_lander as ll
 from fedjax_rl.envs.lunar_lander import EnvParams, LunarLander, heuristic_action
 
+# The module fixtures are expensive; under `pytest -n 2 --dist loadgroup` this keeps them on one worker.
+pytestmark = pytest.mark.xdist_group("lunar_lander")
+
 EPISODES = 100
 SETTINGS = {
     "no wind": ({}, EnvParams()),
