@@ -13,15 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import sys
 import time
 
 import gymnasium as gym
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fedjax_rl.envs.lunar_lander import LunarLander
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -93,24 +95,16 @@ def main():
     args = parser.parse_args()
     steps = 100 if args.quick else args.steps
 
-    machine = {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "jax_device": str(jax.devices()[0]),
-        "jax_backend": jax.default_backend(),
-        "jax_version": jax.__version__,
-        "gymnasium_version": gym.__version__,
-        "load_average_at_start": os.getloadavg(),
-    }
+    machine = dict(common.machine(), gymnasium=gym.__version__)
     gym_single = gym_steps_per_second(20 * steps)
     gym_vec = gym_vector_steps_per_second(64, max(steps // 2, 50))
     jax_rows = [jax_steps_per_second(n, steps) for n in (1, 64, 1024)]
-    machine["load_average_at_end"] = os.getloadavg()
+    machine["load_average_1_5_15min_at_end"] = list(os.getloadavg())
 
     base = gym_single["steps_per_s"]
-    print(f"machine: {machine['processor']}, {machine['cpu_count']} CPUs, JAX device {machine['jax_device']}, "
-          f"load average {machine['load_average_at_start'][0]:.1f} (other jobs share this machine)")
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores, JAX devices {machine['devices']}, "
+          f"load average {machine['load_average_1_5_15min_at_start'][0]:.1f} at start, "
+          f"{machine['load_average_1_5_15min_at_end'][0]:.1f} at end (other jobs share this machine)")
     print(f"{'implementation':<34} {'envs':>6} {'steps/s':>12} {'vs gymnasium x1':>16} {'compile s':>10}")
     print(f"{'gymnasium Box2D (Python loop)':<34} {1:>6} {base:>12,.0f} {1.0:>16.2f} {'-':>10}")
     print(f"{'gymnasium SyncVectorEnv':<34} {64:>6} {gym_vec['steps_per_s']:>12,.0f} "
