@@ -14,6 +14,10 @@ import argparse
 import os
 import sys
 
+import matplotlib
+
+matplotlib.use("Agg")  # files only: the command line never opens a window
+
 from fedjax_rl import configs, envs, heterogeneity
 from fedjax_rl.train import ALGOS
 

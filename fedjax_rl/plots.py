@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 
 def load_run(run_dir: str) -> dict:
@@ -38,9 +35,25 @@ def _band(ax, x, values, name):
     ax.fill_between(x, mean - std, mean + std, alpha=0.2)
 
 
+def from_metrics(config, metrics: dict, name: str | None = None) -> dict:
+    """A run record for `plot_results`/`results_table` from in-memory `train` output (seed-vmapped)
+    and its `TrainConfig` (or config dict)."""
+    import dataclasses
+
+    config = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)
+    run = {k: {n: np.asarray(v) for n, v in metrics[k].items()} for k in ("curve", "final")}
+    run["config"] = config
+    run["label"] = name or label(config)
+    return run
+
+
 def plot_runs(run_dirs: list[str], out_prefix: str) -> list[str]:
     """Learning curves (nominal env) and robustness sweeps, mean ± std over seeds; returns PNG paths."""
-    runs = [load_run(d) for d in run_dirs]
+    return plot_results([load_run(d) for d in run_dirs], out_prefix)
+
+
+def plot_results(runs: list[dict], out_prefix: str) -> list[str]:
+    """As `plot_runs`, for run records from `load_run` or `from_metrics`."""
     env = runs[0]["config"]["env_name"]
     physics = ", ".join(runs[0]["config"]["physics"])
     os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
@@ -71,9 +84,13 @@ def plot_runs(run_dirs: list[str], out_prefix: str) -> list[str]:
 
 def comparison_table(run_dirs: list[str]) -> str:
     """Table-1 style: mean ± std over seeds of the Average and Minimum local-environment returns."""
+    return results_table([load_run(d) for d in run_dirs])
+
+
+def results_table(runs: list[dict]) -> str:
+    """As `comparison_table`, for run records from `load_run` or `from_metrics`."""
     rows = []
-    for d in run_dirs:
-        run = load_run(d)
+    for run in runs:
         avg = np.asarray(run["final"]["local_average"], float)
         mn = np.asarray(run["final"]["local_minimum"], float)
         nominal = np.asarray(run["curve"]["nominal_return"], float)[:, -1]

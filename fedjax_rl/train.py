@@ -258,8 +258,13 @@ def make_trainer(config: TrainConfig) -> Trainer:
         sweep = evaluate.mean_returns_over_params(
             env, sweep_params, policy, sweep_key, config.eval_episodes, max_steps
         )
+        physics_values = jnp.stack(
+            [jax.vmap(lambda p, n=name: env.get_physics(p, n))(state.agents.env_params) for name in config.physics],
+            axis=-1,
+        )
         return {
             "rates": state.rates,
+            "physics_values": physics_values,  # [K, len(physics)]: each agent's perturbed parameters
             "local_returns": local,
             "local_average": jnp.mean(local),
             "local_minimum": jnp.min(local),

@@ -123,8 +123,21 @@ def test_agents_environments_differ(fedrdqn):
     assert len(np.unique(lengths[0])) == trainer.config.num_agents
     np.testing.assert_allclose(lengths, 0.5 * (1 + metrics["final"]["rates"][..., 0]), rtol=1e-6)
     assert np.all(np.abs(metrics["final"]["rates"]) <= 0.5)
+    np.testing.assert_array_equal(metrics["final"]["physics_values"][..., 0], lengths)
     # Derived physics follow the perturbed length.
     np.testing.assert_allclose(state.agents.env_params.polemass_length, lengths * 0.1, rtol=1e-6)
+
+
+def test_in_memory_results_table_and_plots(fedrdqn, tmp_path):
+    from fedjax_rl import plots
+
+    trainer, _, _, metrics = fedrdqn
+    run = plots.from_metrics(trainer.config, metrics)
+    table = plots.results_table([run])
+    avg = np.asarray(metrics["final"]["local_average"])
+    assert "FedRDQN (ω=0.2)" in table and f"{avg.mean():.1f} ± {avg.std():.1f}" in table
+    for path in plots.plot_results([run], str(tmp_path / "fig")):
+        assert (tmp_path / path.split("/")[-1]).stat().st_size > 1000
 
 
 def _shared_leaves(state):
