@@ -77,8 +77,7 @@ def config_from_args(args):
         agent["tau"] = args.tau
     if args.algo == "dqnavg":
         agent.setdefault("omega", 0.0)
-    if args.env not in envs.list_envs():
-        envs.get_spec(args.env)  # raises with the allowed names
+    envs.get_spec(args.env)  # an unknown name raises with the allowed names
     steps = args.steps if args.steps is not None else configs.zoo_steps(args.env)
     if args.sync_every < 1:
         raise ValueError(f"--sync-every (E) must be >= 1, got {args.sync_every}")

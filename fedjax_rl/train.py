@@ -111,7 +111,6 @@ class TrainState:
     agents: AgentCarry
     rates: jax.Array  # [K, len(physics)] perturbation rates n_k
     eval_key: jax.Array
-    rounds_done: jax.Array
 
 
 class Trainer(NamedTuple):
@@ -208,7 +207,7 @@ def make_trainer(config: TrainConfig) -> Trainer:
         )
         env_params = heterogeneity.agent_env_params(env, nominal_params, config.physics, rates)
         agents = for_each_agent(init_agent, in_axes=(0, 0))(jax.random.split(agents_key, K), env_params)
-        return TrainState(agents=agents, rates=rates, eval_key=eval_key, rounds_done=jnp.int32(0))
+        return TrainState(agents=agents, rates=rates, eval_key=eval_key)
 
     def run_block(state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
         """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
@@ -222,7 +221,7 @@ def make_trainer(config: TrainConfig) -> Trainer:
         round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
         agents, per_round = jax.lax.scan(round_fn, state.agents, round_indices)
         rounds_done = (block_index + 1) * config.eval_every_rounds
-        state = state.replace(agents=agents, rounds_done=jnp.asarray(rounds_done, jnp.int32))
+        state = state.replace(agents=agents)
         eval_key = jax.random.fold_in(state.eval_key, rounds_done)
         totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
         train_steps = jnp.maximum(totals["trained"], 1.0)
