@@ -6,6 +6,7 @@ all JAX episodes, plain Python for gymnasium's."""
 
 from __future__ import annotations
 
+import copy
 import time
 
 import chex
@@ -22,7 +23,6 @@ from fedjax_rl.envs.lunar_lander import EnvParams, LunarLander, heuristic_action
 # The module fixtures are expensive; under `pytest -n 2 --dist loadgroup` this keeps them on one worker.
 pytestmark = pytest.mark.xdist_group("lunar_lander")
 
-EPISODES = 100
 SETTINGS = {
     "no wind": ({}, EnvParams()),
     "wind 15": ({"enable_wind": True}, LunarLander.wind_params(15.0)),
@@ -30,38 +30,121 @@ SETTINGS = {
     "gravity -11.9": ({"gravity": -11.9}, EnvParams(gravity=-11.9)),
 }
 HEURISTIC_TOLERANCE = 0.15  # relative, the issue's target
-RANDOM_TOLERANCE = 0.25  # relative; what we meet (measured 3-18%), see the fixture's report
+RANDOM_TOLERANCE = 0.10  # relative; measured within 4% (paired, 400 episodes)
+OUTCOME_AGREEMENT = 0.85  # paired heuristic episodes that both land or both fail; measured 0.91-0.99
 
 
 # --- helpers -------------------------------------------------------------------------------
-def gym_episodes(kwargs, policy, episodes=EPISODES, seed=0):
+PAIRED_EPISODES = 400  # per setting; the first 100 are reported too (the issue's count)
+REPORTED_EPISODES = 100
+OWN_RESET_EPISODES = 100
+MAX_STEPS = 1000
+
+
+def gym_paired_episodes(kwargs, seeds):
+    """gymnasium's episodes, heuristic and random-action, from `reset(seed)` for each seed, plus
+    everything needed to replay them on the port with common random numbers: the start state
+    (bodies, terrain, wind phases, shaping), the engine-noise stream (two uniforms per step, drawn
+    whatever the action) and the random actions."""
     env = gym.make("LunarLander-v3", **kwargs)
-    rng = np.random.default_rng(seed)
-    returns, lengths, landed = [], [], []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed * 100_000 + episode)
-        total, steps = 0.0, 0
-        while True:
-            action = gym_ll.heuristic(env, obs) if policy == "heuristic" else int(rng.integers(4))
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += reward
-            steps += 1
-            if terminated or truncated:
-                break
-        returns.append(total)
-        lengths.append(steps)
-        landed.append(terminated and reward == 100)
+    out = {k: [] for k in ("start", "noise", "actions", "heuristic", "random")}
+    for seed in seeds:
+        actions = np.random.default_rng(10**6 + seed).integers(0, 4, MAX_STEPS)
+        for policy in ("heuristic", "random"):
+            obs, _ = env.reset(seed=seed)
+            u = env.unwrapped
+            if policy == "heuristic":
+                bodies = [u.lander] + u.legs
+                out["start"].append(
+                    {
+                        "obs": obs,
+                        "pos": np.array([list(b.worldCenter) for b in bodies], np.float32),
+                        "angle": np.array([b.angle for b in bodies], np.float32),
+                        "vel": np.array([list(b.linearVelocity) for b in bodies], np.float32),
+                        "angvel": np.array([b.angularVelocity for b in bodies], np.float32),
+                        "terrain_y": np.array([poly[0][1] for poly in u.sky_polys] + [u.sky_polys[-1][1][1]], np.float32),
+                        "wind_idx": np.int32(getattr(u, "wind_idx", 0)),
+                        "torque_idx": np.int32(getattr(u, "torque_idx", 0)),
+                        "prev_shaping": np.float32(u.prev_shaping),
+                    }
+                )
+                stream = copy.deepcopy(u.np_random)
+                out["noise"].append(np.array([stream.uniform(-1.0, 1.0) for _ in range(2 * MAX_STEPS)], np.float32))
+                out["actions"].append(actions)
+            total, steps = 0.0, 0
+            while True:
+                action = gym_ll.heuristic(env, obs) if policy == "heuristic" else int(actions[steps])
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += reward
+                steps += 1
+                if terminated or truncated:
+                    break
+            out[policy].append((total, steps, terminated and reward == 100, obs[6] + obs[7]))
     env.close()
-    return np.array(returns), np.array(lengths), np.array(landed)
+    for policy in ("heuristic", "random"):
+        out[policy] = {k: np.array(v) for k, v in zip(("returns", "lengths", "landed", "final_legs"), zip(*out[policy]))}
+    out["noise"] = np.stack(out["noise"]).reshape(len(seeds), MAX_STEPS, 2)
+    out["actions"] = np.stack(out["actions"])
+    return out
 
 
-def jax_episodes(env, params, heuristic, keys, max_steps=1000, chunk=50, start=None):
-    """Undiscounted returns, lengths and landings of one episode per key, vmapped over
-    (key, params, heuristic flag[, start (obs, state)]); stops when every episode has ended."""
+def replay_start(template, start):
+    """The port's state at gymnasium's start (after its reset step)."""
+    return jnp.asarray(start["obs"]), template.replace(
+        pos=jnp.asarray(start["pos"]),
+        angle=jnp.asarray(start["angle"]),
+        vel=jnp.asarray(start["vel"]),
+        angvel=jnp.asarray(start["angvel"]),
+        terrain_y=jnp.asarray(start["terrain_y"]),
+        wind_idx=jnp.int32(start["wind_idx"]),
+        torque_idx=jnp.int32(start["torque_idx"]),
+        prev_shaping=jnp.float32(start["prev_shaping"]),
+    )
 
-    def one(key, params, heuristic, start):
+
+def make_replays(env, chunk=50):
+    """A jitted function: undiscounted returns, lengths and landings of episodes replayed on the
+    port from given starts with given engine noise (and, unless `heuristic`, given actions);
+    vmapped over all arguments, stops when every episode has ended."""
+
+    def one(params, start, noise, actions, heuristic):
+        def step(carry, xs):
+            obs, state, ret, done, length, landed, legs = carry
+            noise_t, action_t = xs
+            action = jnp.where(heuristic, heuristic_action(obs), action_t)
+            obs, state, reward, terminated, _ = env.step_with_noise(noise_t, state, action, params)
+            live = ~done
+            ret = ret + jnp.where(live, reward, 0.0)
+            length = length + live
+            landed = landed | (live & terminated & (reward == 100.0))
+            legs = jnp.where(live, obs[6] + obs[7], legs)
+            return (obs, state, ret, done | terminated | (length >= MAX_STEPS), length, landed, legs), None
+
+        def chunk_body(loop):
+            i, carry = loop
+            xs = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * chunk, chunk), (noise, actions))
+            carry, _ = jax.lax.scan(step, carry, xs)
+            return i + 1, carry
+
+        def more(loop):
+            i, carry = loop
+            return (i * chunk < MAX_STEPS) & ~carry[3]
+
+        obs, state = start
+        init = (obs, state, jnp.zeros(()), jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.zeros((), bool), jnp.zeros(()))
+        _, (_, _, ret, done, length, landed, legs) = jax.lax.while_loop(more, chunk_body, (0, init))
+        return ret, length, landed, done, legs
+
+    return jax.jit(jax.vmap(one))
+
+
+def jax_episodes(env, params, heuristic, keys, max_steps=MAX_STEPS, chunk=50):
+    """Episodes from the port's own resets: returns, lengths, landings, done; vmapped over
+    (key, params, heuristic flag)."""
+
+    def one(key, params, heuristic):
         key_reset, key_run = jax.random.split(key)
-        obs, state = env.reset(key_reset, params) if start is None else start
+        obs, state = env.reset(key_reset, params)
 
         def step(carry, key):
             obs, state, ret, done, length, landed = carry
@@ -88,7 +171,7 @@ def jax_episodes(env, params, heuristic, keys, max_steps=1000, chunk=50, start=N
         _, (_, _, ret, done, length, landed) = jax.lax.while_loop(more, chunk_body, (0, init))
         return ret, length, landed, done
 
-    return jax.jit(jax.vmap(one))(keys, params, heuristic, start)
+    return jax.jit(jax.vmap(one))(keys, params, heuristic)
 
 
 SWEEP_C = np.linspace(0.1, 1.9, 19)
@@ -108,79 +191,175 @@ def stack_params(params_list, repeat):
     return jax.tree.map(lambda *x: jnp.repeat(jnp.stack([jnp.asarray(v) for v in x]), repeat, 0), *params_list)
 
 
+def concat(*trees):
+    return jax.tree.map(lambda *x: jnp.concatenate(x), *trees)
+
+
+def mean_and_se(x):
+    return x.mean(), x.std() / np.sqrt(len(x))
+
+
 # --- the gymnasium comparison ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def comparison():
+    """Both environments in four physical settings.
+
+    Paired episodes (common random numbers): every gymnasium episode is replayed on the port from
+    the same start (terrain, initial push, wind phases) with the same engine-noise stream and, for
+    the random policy, the same actions. The physics are the only difference, so the paired mean
+    difference has a standard error of about 4-5 return points at 400 episodes, against about 17
+    for two independent 100-episode means (the heuristic's returns are bimodal: +-100 for landing
+    or crashing). Also: episodes from the port's own resets, whose mean must be statistically
+    consistent with gymnasium's, and the robustness sweep's grid, in the same compiled program."""
     env = LunarLander()
     names = list(SETTINGS)
-    params = stack_params([SETTINGS[n][1] for n in names], 2 * EPISODES)
-    heuristic = jnp.tile(jnp.repeat(jnp.array([True, False]), EPISODES), len(names))
-    # The robustness sweep's grid rides along in the same compiled program (heuristic episodes).
-    sweep = sweep_grid_params(env)
-    params = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), params, sweep)
-    heuristic = jnp.concatenate([heuristic, jnp.ones(SWEEP_SIZE, bool)])
-    keys = jax.random.split(jax.random.PRNGKey(0), heuristic.shape[0])
+    seeds = range(PAIRED_EPISODES)
     start = time.time()
-    ret, length, landed, done = (np.asarray(x) for x in jax_episodes(env, params, heuristic, keys))
-    jax_seconds = time.time() - start
-    chex.assert_shape(ret, (len(names) * 2 * EPISODES + SWEEP_SIZE,))
-    assert done.all()
-    sweep_result = {"returns": ret[-SWEEP_SIZE:], "lengths": length[-SWEEP_SIZE:], "landed": landed[-SWEEP_SIZE:]}
-    ret, length, landed = ret[:-SWEEP_SIZE], length[:-SWEEP_SIZE], landed[:-SWEEP_SIZE]
-    shape = (len(names), 2, EPISODES)
-    ret, length, landed = ret.reshape(shape), length.reshape(shape), landed.reshape(shape)
+    gym_runs = {name: gym_paired_episodes(SETTINGS[name][0], seeds) for name in names}
+    gym_seconds = time.time() - start
+
+    template = env.reset(jax.random.PRNGKey(0), env.default_params)[1]
+    starts = [replay_start(template, s) for name in names for s in gym_runs[name]["start"]]
+    batch = {
+        "params": concat(*[stack_params([SETTINGS[name][1]], PAIRED_EPISODES) for name in names]),
+        "start": jax.tree.map(lambda *x: jnp.stack(x), *starts),
+        "noise": jnp.asarray(np.concatenate([gym_runs[name]["noise"] for name in names])),
+        "actions": jnp.asarray(np.concatenate([gym_runs[name]["actions"] for name in names])),
+    }
+    replays = make_replays(env)
     start = time.time()
-    result = {}
+    ret, length, landed, final_legs = [], [], [], []
+    # Heuristic and random episodes in separate calls of one compiled program: random episodes
+    # end within a few hundred steps and need not wait for the longest heuristic one.
+    for heuristic in (True, False):
+        out = replays(*batch.values(), jnp.full(len(names) * PAIRED_EPISODES, heuristic))
+        assert np.asarray(out[3]).all()
+        ret.append(np.asarray(out[0]))
+        length.append(np.asarray(out[1]))
+        landed.append(np.asarray(out[2]))
+        final_legs.append(np.asarray(out[4]))
+    replay_seconds = time.time() - start
+    # (policy, setting, episode) -> (setting, policy, episode)
+    shape = (2, len(names), PAIRED_EPISODES)
+    ret, length, landed, final_legs = (
+        np.stack(x).reshape(shape).swapaxes(0, 1) for x in (ret, length, landed, final_legs)
+    )
+
+    # The port's own resets (heuristic) and the sweep grid: one more program.
+    own_params = concat(stack_params([SETTINGS[n][1] for n in names], OWN_RESET_EPISODES), sweep_grid_params(env))
+    n_own = len(names) * OWN_RESET_EPISODES + SWEEP_SIZE
+    keys = jax.random.split(jax.random.PRNGKey(0), n_own)
+    start = time.time()
+    own_ret, own_len, own_landed, own_done = (
+        np.asarray(x) for x in jax_episodes(env, own_params, jnp.ones(n_own, bool), keys)
+    )
+    assert own_done.all()
+    own_seconds = time.time() - start
+    sweep_result = {"returns": own_ret[-SWEEP_SIZE:], "lengths": own_len[-SWEEP_SIZE:], "landed": own_landed[-SWEEP_SIZE:]}
+    own_ret = own_ret[:-SWEEP_SIZE].reshape(len(names), OWN_RESET_EPISODES)
+
+    result = {"sweep": sweep_result}
+    print(
+        f"\ngymnasium episodes {gym_seconds:.1f} s; on the port (compile + run): replays {replay_seconds:.1f} s, "
+        f"own resets and sweep {own_seconds:.1f} s"
+    )
+    print(
+        f"{'setting':>14} {'policy':>9} | {f'port ({PAIRED_EPISODES})':>10} {f'gym ({PAIRED_EPISODES})':>10} {'paired diff':>14} {'rel':>6} | "
+        f"{'first 100: rel':>14} | outcome agree | landed port/gym | length port/gym | legs at rest port/gym"
+    )
     for i, name in enumerate(names):
         for j, policy in enumerate(["heuristic", "random"]):
-            g_ret, g_len, g_land = gym_episodes(SETTINGS[name][0], policy)
-            result[name, policy] = {
-                "jax": (ret[i, j].mean(), ret[i, j].std() / np.sqrt(EPISODES), landed[i, j].mean(), length[i, j].mean()),
-                "gym": (g_ret.mean(), g_ret.std() / np.sqrt(EPISODES), g_land.mean(), g_len.mean()),
-                "jax_returns": ret[i, j],
+            g = gym_runs[name][policy]
+            diff = ret[i, j] - g["returns"]
+            r = {
+                "port": ret[i, j],
+                "gym": g["returns"],
+                "diff": mean_and_se(diff),
+                "rel": diff.mean() / abs(g["returns"].mean()),
+                "rel_first_100": diff[:REPORTED_EPISODES].mean() / abs(g["returns"][:REPORTED_EPISODES].mean()),
+                "outcome_agreement": (landed[i, j] == g["landed"]).mean(),
             }
-    gym_seconds = time.time() - start
-    print(f"\nJAX episodes (compile + run) {jax_seconds:.1f} s, gymnasium episodes {gym_seconds:.1f} s")
-    print(f"{'setting':>14} {'policy':>9} | {'return jax':>16} {'return gym':>16} | rel.diff | landed jax/gym | length jax/gym")
-    for (name, policy), r in result.items():
-        (jr, jse, jl, jn), (gr, gse, gl, gn) = r["jax"], r["gym"]
+            both = landed[i, j] & g["landed"]
+            # Leg flags still set when the lander comes to rest (0-2), over episodes both land.
+            r["final_legs"] = (final_legs[i, j][both].mean(), g["final_legs"][both].mean()) if both.any() else None
+            result[name, policy] = r
+            print(
+                f"{name:>14} {policy:>9} | {ret[i, j].mean():10.1f} {g['returns'].mean():10.1f} "
+                f"{r['diff'][0]:7.1f} +- {r['diff'][1]:4.1f} {r['rel']:+6.1%} | {r['rel_first_100']:+14.1%} | "
+                f"{r['outcome_agreement']:13.2f} | {landed[i, j].mean():6.2f} / {g['landed'].mean():4.2f}   | "
+                f"{length[i, j].mean():5.0f} / {g['lengths'].mean():4.0f}   | "
+                + ("-" if r["final_legs"] is None else f"{r['final_legs'][0]:.2f} / {r['final_legs'][1]:.2f}")
+            )
+        own = own_ret[i]
+        g100 = gym_runs[name]["heuristic"]["returns"][:OWN_RESET_EPISODES]
+        se = np.hypot(own.std(), g100.std()) / np.sqrt(OWN_RESET_EPISODES)
+        result[name, "own resets"] = {"port": own, "gym": g100, "z": (own.mean() - g100.mean()) / se}
         print(
-            f"{name:>14} {policy:>9} | {jr:8.1f} +- {jse:5.1f} {gr:8.1f} +- {gse:5.1f} | "
-            f"{abs(jr - gr) / abs(gr):7.1%} | {jl:5.2f} / {gl:4.2f}   | {jn:5.0f} / {gn:4.0f}"
+            f"{name:>14} {'own reset':>9} | {own.mean():10.1f} {g100.mean():10.1f}  independent 100-episode means, "
+            f"difference {own.mean() - g100.mean():+.1f} = {result[name, 'own resets']['z']:+.2f} standard errors"
         )
-    result["sweep"] = sweep_result
     return result
 
 
-# Measured on a 2-core CPU box (jax 0.10.2, gymnasium 1.3.0); the fixture prints the full table.
-HEURISTIC_XFAIL = {
-    # Deterministic with these seeds, so strict: a physics change that meets the target shows as XPASS.
-    "wind 15": "target not met at 100 episodes: heuristic return 117.4 +- 16.1 vs gymnasium 94.3 +- 16.7 "
-    "(+24.5%, landing rate 0.51 vs 0.47). At 400 episodes (key 1 / gym seed 1): 94.5 +- 8.3 vs 101.3 +- 8.4 "
-    "(-6.7%, within target); one standard error is 17% of gymnasium's mean at 100 episodes",
-    "gravity -11.9": "target not met: 100 episodes 127.7 +- 13.3 vs gymnasium 109.5 +- 12.9 (+16.6%, landing "
-    "0.47 vs 0.40); 400 episodes (key 1 / gym seed 1) 88.6 +- 6.5 vs 109.7 +- 6.5 (-19.2%); another 400-episode "
-    "draw gave -8%. At strong gravity the port's heuristic returns differ from Box2D's by 8-19%",
-}
-
-
-@pytest.mark.parametrize(
-    "setting",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(reason=HEURISTIC_XFAIL[s], strict=True)) if s in HEURISTIC_XFAIL else s
-        for s in SETTINGS
-    ],
-)
+@pytest.mark.parametrize("setting", list(SETTINGS))
 def test_heuristic_return_matches_gymnasium(comparison, setting):
-    jr, gr = comparison[setting, "heuristic"]["jax"][0], comparison[setting, "heuristic"]["gym"][0]
-    assert np.isfinite(comparison[setting, "heuristic"]["jax_returns"]).all()
-    assert abs(jr - gr) <= HEURISTIC_TOLERANCE * abs(gr), (setting, jr, gr)
+    r = comparison[setting, "heuristic"]
+    assert np.isfinite(r["port"]).all()
+    assert abs(r["rel"]) <= HEURISTIC_TOLERANCE, (setting, r["port"].mean(), r["gym"].mean(), r["diff"])
+    # Same start, same noise: mostly the same ending (landing or not).
+    assert r["outcome_agreement"] >= OUTCOME_AGREEMENT, (setting, r["outcome_agreement"])
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_leg_flags_at_rest_match_gymnasium(comparison, setting):
+    """gymnasium's leg flags are Box2D contact events, not touching tests: a leg that slides from
+    one terrain chunk onto the next reads 0 while it stands on the ground (EndContact of the old
+    edge after BeginContact of the new). Over the episodes both environments land, the number of
+    flags still set at rest agrees (gymnasium: about 1.5 of 2 without wind; a port that reports
+    touching would read 2.0)."""
+    port, gym_ = comparison[setting, "heuristic"]["final_legs"]
+    assert abs(port - gym_) <= 0.15, (setting, port, gym_)
 
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_random_return_matches_gymnasium(comparison, setting):
-    jr, gr = comparison[setting, "random"]["jax"][0], comparison[setting, "random"]["gym"][0]
-    assert abs(jr - gr) <= RANDOM_TOLERANCE * abs(gr), (setting, jr, gr)
+    r = comparison[setting, "random"]
+    assert abs(r["rel"]) <= RANDOM_TOLERANCE, (setting, r["port"].mean(), r["gym"].mean(), r["diff"])
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_own_resets_are_consistent_with_gymnasium(comparison, setting):
+    """The port's own reset sampler (terrain, push, wind phases): its heuristic mean return over
+    100 episodes is within 3 standard errors of gymnasium's over 100 others."""
+    assert abs(comparison[setting, "own resets"]["z"]) < 3.0, comparison[setting, "own resets"]["z"]
+
+
+def ks_statistic(a, b):
+    grid = np.sort(np.concatenate([a, b]))
+    cdf = lambda x: np.searchsorted(np.sort(x), grid, side="right") / len(x)
+    return np.abs(cdf(a) - cdf(b)).max()
+
+
+def test_reset_distribution_matches_gymnasium():
+    """Initial push (the first observation's velocities, angle and spin) and terrain heights:
+    two-sample Kolmogorov-Smirnov against gymnasium's resets."""
+    n = 1000
+    env = gym.make("LunarLander-v3")
+    gym_obs, gym_terrain = [], []
+    for seed in range(n):
+        obs, _ = env.reset(seed=10_000 + seed)
+        gym_obs.append(obs)
+        gym_terrain.append([poly[0][1] for poly in env.unwrapped.sky_polys] + [env.unwrapped.sky_polys[-1][1][1]])
+    port = LunarLander()
+    obs, state = jax.jit(jax.vmap(port.reset, in_axes=(0, None)))(jax.random.split(jax.random.PRNGKey(5), n), port.default_params)
+    gym_obs, gym_terrain = np.array(gym_obs), np.array(gym_terrain)
+    obs, terrain = np.asarray(obs), np.asarray(state.terrain_y)
+    critical = 1.95 * np.sqrt(2.0 / n)  # KS at the 0.1% level
+    for column in (0, 1, 2, 3, 4, 5):
+        assert ks_statistic(obs[:, column], gym_obs[:, column]) < critical, column
+    for chunk in (0, 1, 2, 3, 7, 8, 9, 10):  # 4-6 lie on the pad
+        assert ks_statistic(terrain[:, chunk], gym_terrain[:, chunk]) < critical, chunk
+    np.testing.assert_allclose(terrain[:, 4:7], ll.HELIPAD_Y * 0.99, rtol=1e-5)  # the flat pad
 
 
 # --- reward and controller parity --------------------------------------------------------------
@@ -308,64 +487,6 @@ def test_spaces_and_reset_observation():
     assert env.name == "LunarLander-v3"
     # gymnasium's reset observation: top centre, legs off the ground, y about 1.4.
     assert abs(float(obs[0])) < 0.05 and 1.35 < float(obs[1]) < 1.45 and float(obs[6] + obs[7]) == 0.0
-
-
-class _NoiselessEngines:
-    """Stands in for gymnasium's np_random in `step`: engine dispersion 0."""
-
-    def uniform(self, *args, **kwargs):
-        return 0.0
-
-
-def test_paired_episodes_agree_with_gymnasium_without_engine_noise():
-    """Same terrain, push, wind and start as gymnasium's episode (copied from its Box2D bodies),
-    engine dispersion off in both: the heuristic's closed-loop episodes should mostly end the same
-    way. The physics differ only where our solver differs from Box2D."""
-    env = LunarLander(enable_wind=True)
-    params = env.default_params.replace(engine_dispersion=0.0)
-    template = env.reset(jax.random.PRNGKey(0), params)[1]
-    starts, gym_returns, gym_landed = [], [], []
-    for seed in range(30):
-        genv = gym.make("LunarLander-v3", enable_wind=True)
-        obs, _ = genv.reset(seed=seed)
-        u = genv.unwrapped
-        bodies = [u.lander] + u.legs
-        terrain = [poly[0][1] for poly in u.sky_polys] + [u.sky_polys[-1][1][1]]
-        state = template.replace(
-            pos=jnp.asarray([list(b.worldCenter) for b in bodies], jnp.float32),
-            angle=jnp.asarray([b.angle for b in bodies], jnp.float32),
-            vel=jnp.asarray([list(b.linearVelocity) for b in bodies], jnp.float32),
-            angvel=jnp.asarray([b.angularVelocity for b in bodies], jnp.float32),
-            wind_idx=jnp.int32(u.wind_idx),
-            torque_idx=jnp.int32(u.torque_idx),
-            terrain_y=jnp.asarray(terrain, jnp.float32),
-            prev_shaping=jnp.float32(u.prev_shaping),
-        )
-        starts.append((jnp.asarray(obs), state))
-        u.np_random = _NoiselessEngines()
-        total = 0.0
-        while True:
-            obs, reward, terminated, truncated, _ = genv.step(gym_ll.heuristic(genv, obs))
-            total += reward
-            if terminated or truncated:
-                break
-        gym_returns.append(total)
-        gym_landed.append(terminated and reward == 100)
-    start = jax.tree.map(lambda *x: jnp.stack(x), *starts)
-    n = len(starts)
-    ret, _, landed, done = jax_episodes(
-        env, stack_params([params], n), jnp.ones(n, bool), jax.random.split(jax.random.PRNGKey(1), n), start=start
-    )
-    ret, landed, gym_returns = np.asarray(ret), np.asarray(landed), np.array(gym_returns)
-    agree = (landed == np.array(gym_landed)).mean()
-    close = (np.abs(ret - gym_returns) < 10.0).mean()
-    print(f"\npaired wind episodes: outcome agreement {agree:.2f}, returns within 10 points {close:.2f}, "
-          f"mean {ret.mean():.1f} vs gymnasium {gym_returns.mean():.1f}, "
-          f"landed {landed.mean():.2f} vs {np.mean(gym_landed):.2f}")
-    assert done.all()
-    # Measured: agreement 0.87, within 10 points 0.63, mean 102.0 vs 101.1 (30 episodes, wind 15).
-    assert agree >= 0.75
-    assert close >= 0.5
 
 
 def test_legs_hang_like_gymnasiums_after_reset():

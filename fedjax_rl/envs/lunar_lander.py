@@ -41,18 +41,32 @@ a small Box2D-2.3-style 2D solver written directly in ``jax.numpy``, shaped for 
 * Joint rows as in ``b2RevoluteJoint``: motor (speed +-0.3 rad/s, max torque
   ``leg_spring_torque``) and the one-sided angle limits (with pybox2d's reference angle of +-0.05,
   so the legs hang at +-0.54 after reset and settle at 0.4 joint angle), limit positions corrected
-  in the position pass. The legs start where Box2D's reset step leaves them (measured).
+  in the position pass.
+* The reset step (gymnasium's ``reset`` ends with ``step(0)`` under the random push) in closed
+  form: gymnasium creates the legs beside the lander with every joint 0.6 m apart and past its
+  limit, so Box2D's velocity solve moves lander and legs as one rigid body, and its position pass
+  pulls the legs in while keeping the system's centre of mass. gymnasium's post-reset state is
+  exactly affine in the push; this reproduces its slopes (spin -4.579e-4 rad/s per N) and offsets
+  to within 0.2 mm (``_reset_world_step``).
 * Contacts: the terrain is the episode's piecewise-linear height field. The two bottom vertices of
   each leg (the only leg vertices that can reach the ground before the lander body does) are
   tested against the terrain segment beneath them with Box2D's contact skin (polygon + edge
   radius, 0.02 m): within the skin, a contact with a non-negative normal impulse and Coulomb
   friction (Box2D's mixed friction sqrt(0.2 * 0.1)). Contacts are found from the positions at the
-  *start* of the world step (``b2World::Collide`` runs before the solver), so the leg flags and
-  the crash flag lag by one step exactly as gymnasium's ``ContactListener`` does; a leg or the
-  lander that reaches Box2D's time-of-impact distance during the step also raises its flag in that
-  step, as Box2D's continuous collision calls ``BeginContact`` within the step. The TOI sub-step
-  stops only the leg (joints are not part of Box2D's TOI island), so the lander is not slowed in
-  that step; here too the contact acts from the next step on.
+  *start* of the world step (``b2World::Collide`` runs before the solver).
+* Leg flags are gymnasium's ``ContactListener``, event for event: every terrain chunk is its own
+  Box2D edge, and each leg-edge contact (separating-axis test against the skin, kept while the
+  broad phase's fat boxes overlap) reports BeginContact (flag set) and EndContact (flag cleared,
+  even if the leg still stands on the next chunk), in Box2D's order (newest contact first, so the
+  oldest contact's event decides). A leg that slides across a chunk boundary therefore reads 0,
+  as in gymnasium, where 37 of the heuristic's 95 windless landings (seeds 0-99) come to rest
+  with a flag cleared.
+* Continuous collision: a foot or the lander that reaches Box2D's time-of-impact distance within
+  the step raises its flag in that step (BeginContact from ``b2World::SolveTOI``). The TOI
+  sub-step stops only the leg (joints are not part of TOI islands): the leg's velocity takes the
+  foot impulse computed with the leg's own mass, and the joint passes it to the lander in the
+  next step (the momentum projection at its start), as Box2D's joint solver does. The lander is
+  not slowed in that step.
 * The lander body needs no contact *response*: touching the ground ends the episode with
   ``game_over``. Its contact is detected with the same skin both ways (lander vertices below the
   terrain, terrain corners inside the lander polygon).
@@ -60,11 +74,12 @@ a small Box2D-2.3-style 2D solver written directly in ``jax.numpy``, shaped for 
   position constraints solved.
 
 Other approximations, stated: Box2D's two-point block contact solver is replaced by
-Gauss-Seidel over the points; a foot is tested only against the terrain segment under it; the
-reset step (free flight, no contacts) uses 4 velocity iterations. The tests in
-``tests/test_lunar_lander.py`` measure what all this costs: heuristic-controller and
-random-action returns, landing rates and episode lengths against gymnasium's Box2D environment
-in four physical settings (numbers in the test output and in benchmarks/results).
+Gauss-Seidel over the points; a foot's contact response uses only the terrain segment under it;
+after a TOI impact the leg's position is not moved off its joint as in Box2D (reduced coordinates
+keep joints exact). The tests in ``tests/test_lunar_lander.py`` measure what all this costs, on
+400 paired episodes per setting (gymnasium's episode replayed on the port from the same start
+with the same engine noise): heuristic and random-action returns, landing agreement, leg flags at
+rest, episode lengths, in four physical settings (numbers in the README).
 
 Every function uses ``jax.lax``-friendly control flow only, and everything is vmappable over
 ``EnvParams`` and keys, so each agent can have its own gravity, wind and lander physics.
@@ -200,6 +215,8 @@ class EnvState(environment.EnvState):
     limit_state: jax.Array  # (2,) int: 0 inactive, 1 at lower, 2 at upper
     contact_impulse: jax.Array  # (2, 2, 2) per leg foot: normal, tangent (warm start)
     leg_contact: jax.Array  # (2,) bool, as gymnasium's legs[i].ground_contact
+    edge_touching: jax.Array  # (2, CHUNKS - 1) bool: Box2D's touching flag of each leg-edge contact
+    edge_contact_order: jax.Array  # (2, CHUNKS - 1) int32: creation order of each contact, -1 if none
     game_over: jax.Array  # bool
     sleep_time: jax.Array  # (3,)
     awake: jax.Array  # bool
@@ -210,10 +227,9 @@ class EnvState(environment.EnvState):
     time: int
 
 
-# gymnasium creates the legs beside the lander with their joints violated by 0.6 m; Box2D's
-# position pass of the reset step pulls them in, leaving the joint angles at +-0.542 (measured over
-# 50 seeds, spread 0.002) and turning at the motor speed. We start them there, one motor step before.
-INITIAL_JOINT_ANGLE = 0.542 + 0.3 * DT
+# Where Box2D's reset step leaves the legs: joint angles +-0.542 (measured over 50 seeds, spread
+# 0.002), turning with the lander. See `_reset_world_step`.
+INITIAL_JOINT_ANGLE = 0.542
 
 
 # --- small 2D helpers ------------------------------------------------------------------------
@@ -285,6 +301,54 @@ def _leg_contacts(terrain_y, pl, al):
     return inside, p1, n, sep
 
 
+_LEG_NORMALS = jnp.asarray([[0.0, -1.0], [1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], jnp.float32)  # of LEG_VERTS' edges
+AABB_MARGIN = 0.1  # b2_aabbExtension: the broad phase's fattening of every shape's box
+
+
+def _leg_edge_pairs(terrain_y, pl, al):
+    """Per leg and terrain edge (each chunk is its own edge fixture in gymnasium): whether Box2D
+    would report the contact as touching (b2CollideEdgeAndPolygon's separating-axis test against
+    the 0.02 m skin) and whether the broad phase keeps a contact at all (fat boxes overlap)."""
+    verts = pl[:, None, :] + _rot(al[:, None], LEG_VERTS[None])  # (2, 4, 2)
+    normals = _rot(al[:, None], _LEG_NORMALS[None])  # (2, 4, 2)
+    p = jnp.stack([jnp.asarray(CHUNK_X), terrain_y], -1)  # (CHUNKS, 2)
+    p1, p2 = p[:-1], p[1:]  # (E, 2)
+    d = p2 - p1
+    n = jnp.stack([-d[:, 1], d[:, 0]], -1) / jnp.linalg.norm(d, axis=-1, keepdims=True)  # upward
+    sep_edge = jnp.min(jnp.einsum("ed,levd->lev", n, verts[:, None] - p1[None, :, None]), -1)  # (2, E)
+    sep_p1 = jnp.einsum("lvd,levd->lev", normals, p1[None, :, None] - verts[:, None])
+    sep_p2 = jnp.einsum("lvd,levd->lev", normals, p2[None, :, None] - verts[:, None])
+    sep_poly = jnp.max(jnp.minimum(sep_p1, sep_p2), -1)  # (2, E)
+    touching = jnp.maximum(sep_edge, sep_poly) <= CONTACT_SKIN
+    leg_lo, leg_hi = verts.min(1), verts.max(1)  # (2, 2)
+    edge_lo, edge_hi = jnp.minimum(p1, p2), jnp.maximum(p1, p2)
+    gap = jnp.maximum(edge_lo[None] - leg_hi[:, None], leg_lo[:, None] - edge_hi[None])  # (2, E, 2)
+    overlap = jnp.all(gap < 2.0 * (AABB_MARGIN + POLYGON_RADIUS), -1)
+    return touching, overlap
+
+
+def _listener_flags(state, touching, overlap):
+    """gymnasium's ContactListener on Box2D's per-edge contacts, at b2World::Collide.
+
+    BeginContact sets `ground_contact`, EndContact clears it, whatever other edge the leg still
+    touches; a leg sliding from one terrain chunk to the next therefore usually reads 0 while it
+    stands on the ground. Box2D updates contacts newest first (new contacts are prepended to the
+    world's list), so the last event, which decides the flag, is the oldest contact's; contacts
+    found in the same step are taken in edge order, the lowest edge last (Box2D sorts new pairs by
+    proxy id; gymnasium creates the edges in order, though recycled ids can differ).
+    Returns the flags, the touching state and the contacts' creation order."""
+    edges = CHUNKS - 1
+    touching = touching & overlap  # a contact the broad phase destroys reports EndContact
+    created = overlap & (state.edge_contact_order < 0)
+    order = jnp.where(created, state.time * edges + jnp.arange(edges), state.edge_contact_order)
+    begin = touching & ~state.edge_touching
+    end = state.edge_touching & ~touching
+    event = begin | end
+    last = jnp.argmin(jnp.where(event, order, jnp.iinfo(jnp.int32).max), axis=-1)
+    flags = jnp.where(jnp.any(event, -1), jnp.take_along_axis(begin, last[:, None], -1)[:, 0], state.leg_contact)
+    return flags, touching, jnp.where(overlap, order, -1)
+
+
 # --- the solver (reduced coordinates) ----------------------------------------------------------
 # Generalised coordinates q = (lander x, lander y, lander angle, leg0 angle, leg1 angle) of the
 # lander's centre of mass; the legs' centres follow from the (exact) revolute joints.
@@ -343,6 +407,7 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
         contact_active, contact_p1, contact_n, contact_sep = _leg_contacts(state.terrain_y, pl, al)
         touching = contact_active & (contact_sep < 0.0)
         game_over = state.game_over | _lander_touches(state.terrain_y, p0, a0)
+        leg_contact, edge_touching, edge_order = _listener_flags(state, *_leg_edge_pairs(state.terrain_y, pl, al))
     else:
         game_over = state.game_over
 
@@ -442,6 +507,7 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
             q = q + joint_w[i] * (-c * joint_eff[i])
         return q
 
+    q_swept = q  # where the step's motion alone takes the bodies (what Box2D's TOI sweep sees)
     q = jax.lax.fori_loop(0, position_iterations, position_iteration, q)
     p0, a0, al = q[:2], q[2], q[3:]
     ra, rb, pl = _kinematics(p0, a0, al)
@@ -461,18 +527,27 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
         # within the step). Box2D's TOI sub-step stops only the leg (the joint is not part of a
         # TOI island), so the lander is not slowed within that step; likewise here the contact
         # acts from the next step on, when the position pass pushes the foot back out.
-        end_feet = _leg_feet(pl, al)
+        _, _, swept_pl = _kinematics(q_swept[:2], q_swept[2], q_swept[3:])
+        end_feet = _leg_feet(swept_pl, q_swept[3:])
         end_p1, end_n, end_inside = _terrain_under(state.terrain_y, end_feet[..., 0])
         end_core = jnp.sum((end_feet - end_p1) * end_n, -1)
-        leg_contact = jnp.any(touching | (end_inside & (end_core < TOI_TARGET)), axis=-1)
-        game_over = game_over | _lander_touches(state.terrain_y, p0, a0, TOI_TARGET)
+        end_edge = jnp.clip(jnp.floor(end_feet[..., 0] / (W / (CHUNKS - 1))).astype(jnp.int32), 0, CHUNKS - 2)
+        toi = end_inside & (end_core < TOI_TARGET)  # (2 legs, 2 feet)
+        toi_edges = jnp.any(toi[..., None] & (end_edge[..., None] == jnp.arange(CHUNKS - 1)), axis=1)  # (2, E)
+        # A TOI event on a contact that is not yet touching calls BeginContact.
+        leg_contact = leg_contact | jnp.any(toi_edges & ~edge_touching, -1)
+        edge_touching = edge_touching | toi_edges
+        game_over = game_over | _lander_touches(state.terrain_y, q_swept[:2], q_swept[2], TOI_TARGET)
     else:
-        leg_contact = state.leg_contact
+        leg_contact, edge_touching, edge_order = state.leg_contact, state.edge_touching, state.edge_contact_order
 
     # Island sleep.
     still = (jnp.sum(vel * vel, -1) <= LINEAR_SLEEP_TOL**2) & (angvel * angvel <= ANGULAR_SLEEP_TOL**2)
     sleep_time = jnp.where(still, state.sleep_time + DT, 0.0)
     asleep = (jnp.min(sleep_time) >= TIME_TO_SLEEP) & solved
+
+    if contacts:  # after the island solve, as b2World::SolveTOI
+        vel, angvel = _toi_leg_impacts(vel, angvel, m, inertia, end_feet - swept_pl[:, None], end_n, end_core, toi)
 
     return state.replace(
         pos=jnp.concatenate([p0[None], pl], 0),
@@ -484,9 +559,94 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
         limit_state=limit_state,
         contact_impulse=jnp.stack([cimp_n, cimp_t], -1),
         leg_contact=leg_contact,
+        edge_touching=edge_touching,
+        edge_contact_order=edge_order,
         game_over=game_over,
         sleep_time=sleep_time,
         awake=state.awake & ~asleep,
+    )
+
+
+def _toi_leg_impacts(vel, angvel, m, inertia, lever, normal, core, toi, iterations=8):
+    """Box2D's TOI sub-step for a leg whose foot reaches the time-of-impact distance: the leg
+    alone (its joint is not part of the TOI island) meets the ground, so the contact stops its
+    foot with the leg's own mass, and the leg tumbles. The lander keeps its velocity; the joint
+    passes the leg's changed momentum on in the next step (the momentum projection at its start),
+    as Box2D's joint solver does. Points: the foot that triggered, and the other one if it is
+    within the contact skin too."""
+    hit = jnp.any(toi, -1)  # (2,)
+    points = hit[:, None] & (toi | (core < CONTACT_SKIN))  # (2, 2)
+    tangent = jnp.stack([normal[..., 1], -normal[..., 0]], -1)
+    v, w = vel[1:], angvel[1:]
+    rn, rt = _cross(lever, normal), _cross(lever, tangent)  # (2, 2)
+    eff_n = 1.0 / (1.0 / m[1:, None] + rn * rn / inertia[1:, None])
+    eff_t = 1.0 / (1.0 / m[1:, None] + rt * rt / inertia[1:, None])
+
+    def iteration(_, carry):
+        v, w, pn, pt = carry
+        for s in range(2):
+            vp = v + w[:, None] * _perp(lever[:, s])
+            new_t = jnp.clip(pt[:, s] - eff_t[:, s] * jnp.sum(vp * tangent[:, s], -1), -LEG_FRICTION * pn[:, s], LEG_FRICTION * pn[:, s])
+            dt_ = jnp.where(points[:, s], new_t - pt[:, s], 0.0)
+            v = v + dt_[:, None] * tangent[:, s] / m[1:, None]
+            w = w + dt_ * rt[:, s] / inertia[1:]
+            pt = pt.at[:, s].add(dt_)
+            vp = v + w[:, None] * _perp(lever[:, s])
+            new_n = jnp.maximum(pn[:, s] - eff_n[:, s] * jnp.sum(vp * normal[:, s], -1), 0.0)
+            dn = jnp.where(points[:, s], new_n - pn[:, s], 0.0)
+            v = v + dn[:, None] * normal[:, s] / m[1:, None]
+            w = w + dn * rn[:, s] / inertia[1:]
+            pn = pn.at[:, s].add(dn)
+        return v, w, pn, pt
+
+    v, w, _, _ = jax.lax.fori_loop(0, iterations, iteration, (v, w, jnp.zeros((2, 2)), jnp.zeros((2, 2))))
+    return vel.at[1:].set(v), angvel.at[1:].set(w)
+
+
+def _reset_world_step(state: EnvState, params: EnvParams, force, torque):
+    """gymnasium's reset step (`step(0)` with the random push), in closed form.
+
+    gymnasium creates each leg beside the lander, level with it, at its reference angle, so every
+    joint starts 0.6 m apart and 0.4 rad past its limit. In that step Box2D's velocity solve sees
+    the legs rigidly locked to the lander (limits and motors hold the relative angles; the point
+    constraints act at the creation angles), and its position pass then pulls the legs onto their
+    joints with equal and opposite corrections, which leaves the system's centre of mass where the
+    step's motion took it. Both are reproduced here: gymnasium's post-reset state is affine in the
+    push with slope -4.579e-4 rad/s per N for the spin (this model: -4.5788e-4) and the lander
+    lifted 6.1 mm by its legs (this model: 6.0 mm); the joints end at +-INITIAL_JOINT_ANGLE."""
+    m = jnp.stack([params.lander_density * _LANDER_UNIT_MASS] + [params.leg_density * _LEG_UNIT_MASS] * 2)
+    inertia = jnp.stack(
+        [params.lander_density * _LANDER_UNIT_INERTIA] + [params.leg_density * _LEG_UNIT_INERTIA] * 2
+    )
+    p0 = state.pos[0]  # the lander's centre of mass, angle 0
+    total = jnp.sum(m)
+    # Velocity solve: one rigid body, legs where their joints hold at the creation angles.
+    _, _, locked_legs = _kinematics(p0, jnp.zeros(()), REF_ANGLE)
+    bodies = jnp.concatenate([p0[None], locked_legs])
+    com = jnp.sum(m[:, None] * bodies, 0) / total
+    r = bodies - com
+    system_inertia = jnp.sum(inertia + m * jnp.sum(r * r, -1))
+    gravity = jnp.stack([jnp.zeros_like(params.gravity), params.gravity])
+    v_com = DT * (force / total + gravity)
+    w = DT * (_cross(r[0], force) + torque) / system_inertia
+    vel = v_com + w * _perp(r)
+    # Position pass: the legs, created at (x -+ LEG_AWAY, y), end on their joints; the centre of
+    # mass of the integrated creation pose is kept.
+    origin = p0 - LANDER_LOCAL_CENTER
+    created_legs = origin + jnp.stack([-LEG_SIGNS * LEG_AWAY / SCALE, jnp.zeros(2)], -1) + _rot(REF_ANGLE, jnp.asarray(_LEG_CENTER, jnp.float32))
+    moved = jnp.concatenate([p0[None], created_legs]) + DT * vel
+    a0 = DT * w
+    al = a0 + REF_ANGLE + INITIAL_JOINT_ANGLE * jnp.asarray(-LEG_SIGNS)
+    _, _, legs_from_lander = _kinematics(jnp.zeros(2), a0, al)
+    lander = jnp.sum(m[:, None] * moved, 0) / total - jnp.sum(m[1:, None] * legs_from_lander, 0) / total
+    return state.replace(
+        pos=jnp.concatenate([lander[None], lander + legs_from_lander]),
+        angle=jnp.concatenate([a0[None], al]),
+        vel=vel,
+        angvel=jnp.full(3, w),
+        limit_impulse=jnp.zeros(2),
+        motor_impulse=jnp.zeros(2),
+        limit_state=jnp.zeros(2, jnp.int32),
     )
 
 
@@ -546,10 +706,8 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         enable_wind: bool = False,
         velocity_iterations: int = 20,
         position_iterations: int = 6,
-        reset_iterations: int = 4,
     ):
         super().__init__()
-        self.reset_iterations = reset_iterations
         self.enable_wind = enable_wind
         self.velocity_iterations = velocity_iterations
         self.position_iterations = position_iterations
@@ -557,7 +715,7 @@ class LunarLander(environment.Environment, PerturbablePhysics):
 
     def __hash__(self):
         return hash(
-            (type(self), self.enable_wind, self.velocity_iterations, self.position_iterations, self.reset_iterations)
+            (type(self), self.enable_wind, self.velocity_iterations, self.position_iterations)
         )
 
     def __eq__(self, other):
@@ -572,9 +730,10 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         """The wind row: gymnasium's `enable_wind=True` with the given wind power."""
         return EnvParams(enable_wind=True, wind_power=wind_power, **kwargs)
 
-    def _step(self, key, state, action, params, extra_force, first=False):
+    def _step(self, noise, state, action, params, extra_force, first=False):
+        """`noise`: gymnasium's two per-step uniforms in [-1, 1] (engine dispersion)."""
         action = jnp.asarray(action, jnp.int32)
-        dispersion = jax.random.uniform(key, (2,), minval=-1.0, maxval=1.0) / SCALE * params.engine_dispersion
+        dispersion = noise / SCALE * params.engine_dispersion
 
         # Wind and turbulence, only while no leg touches the ground.
         apply_wind = jnp.asarray(params.enable_wind) & ~(state.leg_contact[0] | state.leg_contact[1])
@@ -621,8 +780,8 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         )
         state = state.replace(vel=state.vel.at[0].set(vel0), angvel=state.angvel.at[0].set(w0))
 
-        if first:  # gymnasium's reset step: high above the terrain, the legs' joints only
-            state = _world_step(state, params, force, torque, self.reset_iterations, self.position_iterations, False)
+        if first:  # gymnasium's reset step: high above the terrain
+            state = _reset_world_step(state, params, force, torque)
         else:
             state = _world_step(state, params, force, torque, self.velocity_iterations, self.position_iterations)
         obs = observation(state)
@@ -631,7 +790,13 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         return state, obs, m_power, s_power, crashed, at_rest
 
     def step_env(self, key, state, action, params):
-        state, obs, m_power, s_power, crashed, at_rest = self._step(key, state, action, params, jnp.zeros(2))
+        return self.step_with_noise(engine_noise(key), state, action, params)
+
+    def step_with_noise(self, noise, state, action, params):
+        """`step_env` with the engines' dispersion given: `noise` is the pair of uniforms in
+        [-1, 1] that gymnasium draws from `np_random` at every step. Lets a test replay one of
+        gymnasium's episodes with its own random stream (common random numbers); no auto-reset."""
+        state, obs, m_power, s_power, crashed, at_rest = self._step(noise, state, action, params, jnp.zeros(2))
         reward, shape = reward_fn(obs, state.prev_shaping, m_power, s_power, crashed, at_rest)
         state = state.replace(prev_shaping=shape, time=state.time + 1)
         terminated = crashed | at_rest
@@ -655,6 +820,8 @@ class LunarLander(environment.Environment, PerturbablePhysics):
             limit_state=jnp.zeros(2, jnp.int32),
             contact_impulse=jnp.zeros((2, 2, 2)),
             leg_contact=jnp.zeros(2, bool),
+            edge_touching=jnp.zeros((2, CHUNKS - 1), bool),
+            edge_contact_order=jnp.full((2, CHUNKS - 1), -1, jnp.int32),
             game_over=jnp.asarray(False),
             sleep_time=jnp.zeros(3),
             awake=jnp.asarray(True),
@@ -665,7 +832,7 @@ class LunarLander(environment.Environment, PerturbablePhysics):
             time=0,
         )
         # gymnasium's reset ends with step(0), which also applies the initial random force.
-        state, obs, *_ = self._step(k_step, state, 0, params, force, first=True)
+        state, obs, *_ = self._step(engine_noise(k_step), state, 0, params, force, first=True)
         return obs, state.replace(prev_shaping=shaping(obs))
 
     def is_terminated(self, state, params):
@@ -687,6 +854,11 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         high = jnp.array([2.5, 2.5, 10.0, 10.0, 2 * jnp.pi, 10.0, 1.0, 1.0], jnp.float32)
         low = -high.at[6:].set(0.0)
         return spaces.Box(low, high, (8,), jnp.float32)
+
+
+def engine_noise(key):
+    """The two uniforms in [-1, 1] behind one step's engine dispersion."""
+    return jax.random.uniform(key, (2,), minval=-1.0, maxval=1.0)
 
 
 def initial_bodies(joint_angle: float = INITIAL_JOINT_ANGLE):
