@@ -1,8 +1,9 @@
 """LunarLander-v3 in JAX against gymnasium's Box2D LunarLander-v3.
 
-The expensive comparison (heuristic and random returns, 100 episodes in each of four physical
-settings, both environments) runs once per session in a module fixture: one compiled program for
-all JAX episodes, plain Python for gymnasium's."""
+The expensive comparison runs once per session in a module fixture: gymnasium's episodes (400
+per setting, heuristic and random actions, four physical settings) in plain Python, then all of
+them replayed on the port with common random numbers in one compiled program, plus episodes from
+the port's own resets and the robustness sweep's grid in another."""
 
 from __future__ import annotations
 
@@ -542,8 +543,8 @@ def test_landing_deceleration_matches_box2d():
     assert gym_end == 100 and end == 100  # both come to rest on their legs
     n = 14  # fall, touch down, and the legs' motors absorb the impact
     np.testing.assert_allclose(vy[:n], gym_vy[:n], atol=0.15)
-    # Time to come to rest (Box2D sleep): measured 102 steps here against 82 in gymnasium.
-    assert abs(len(vy) - len(gym_vy)) <= 25, (len(vy), len(gym_vy))
+    # Time to come to rest (Box2D sleep): measured 89 steps here against 82 in gymnasium.
+    assert abs(len(vy) - len(gym_vy)) <= 12, (len(vy), len(gym_vy))
 
 
 def test_time_limit_truncates_at_1000_steps():
