@@ -1,6 +1,6 @@
 """LunarLander-v3 in JAX against gymnasium's Box2D LunarLander-v3.
 
-The expensive comparison runs once per session in a module fixture: gymnasium's episodes (400
+The expensive comparison runs once per session in a fixture: gymnasium's episodes (400
 per setting, heuristic and random actions, four physical settings) in plain Python, then all of
 them replayed on the port with common random numbers in one compiled program, plus episodes from
 the port's own resets and the robustness sweep's grid in another."""
@@ -21,8 +21,8 @@ from gymnasium.envs.box2d import lunar_lander as gym_ll
 from fedjax_rl.envs import lunar_lander as ll
 from fedjax_rl.envs.lunar_lander import EnvParams, LunarLander, heuristic_action
 
-# The module fixtures are expensive; under `pytest -n 2 --dist loadgroup` this keeps them on one worker.
-pytestmark = pytest.mark.xdist_group("lunar_lander")
+# The fixtures are expensive and session-scoped; `make test` runs pytest with `--dist loadfile`,
+# so this whole module runs on one worker (xdist's loadgroup marks are ignored under pytest 9.2).
 
 SETTINGS = {
     "no wind": ({}, EnvParams()),
@@ -201,7 +201,7 @@ def mean_and_se(x):
 
 
 # --- the gymnasium comparison ----------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def comparison():
     """Both environments in four physical settings.
 
@@ -411,7 +411,7 @@ def rollout(env, params, key, steps=150):
     return obs, reward
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def perturbed_rollouts():
     """One vmapped program: the same key under several physics."""
     env = LunarLander()
