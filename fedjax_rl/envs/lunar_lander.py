@@ -242,12 +242,13 @@ def _rot(angle, v):
     return jnp.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], -1)
 
 
-def _masses(params):
+def _mass_properties(params):
+    """Masses and inertias (about each centre of mass) of the lander and the two legs."""
     m = jnp.stack([params.lander_density * _LANDER_UNIT_MASS] + [params.leg_density * _LEG_UNIT_MASS] * 2)
     i = jnp.stack(
         [params.lander_density * _LANDER_UNIT_INERTIA] + [params.leg_density * _LEG_UNIT_INERTIA] * 2
     )
-    return 1.0 / m, 1.0 / i
+    return m, i
 
 
 def lander_origin(pos, angle):
@@ -389,27 +390,17 @@ def _point_jacobian(ra, rb, r_point, direction):
     )
 
 
-def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iterations, position_iterations,
-                contacts: bool = True):
-    """One b2World::Step(1/FPS) of the lander scene. Returns the new state (contacts refreshed).
-
-    `contacts=False` skips collision (used for the reset step, where the lander is high above
-    the terrain)."""
-    m = jnp.stack([params.lander_density * _LANDER_UNIT_MASS] + [params.leg_density * _LEG_UNIT_MASS] * 2)
-    inertia = jnp.stack(
-        [params.lander_density * _LANDER_UNIT_INERTIA] + [params.leg_density * _LEG_UNIT_INERTIA] * 2
-    )
+def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iterations, position_iterations):
+    """One b2World::Step(1/FPS) of the lander scene. Returns the new state (contacts refreshed)."""
+    m, inertia = _mass_properties(params)
     p0, a0, al = state.pos[0], state.angle[0], state.angle[1:]
     ra, rb, pl = _kinematics(p0, a0, al)
 
     # Collide: contacts and listener flags from the positions at the start of the step.
-    if contacts:
-        contact_active, contact_p1, contact_n, contact_sep = _leg_contacts(state.terrain_y, pl, al)
-        touching = contact_active & (contact_sep < 0.0)
-        game_over = state.game_over | _lander_touches(state.terrain_y, p0, a0)
-        leg_contact, edge_touching, edge_order = _listener_flags(state, *_leg_edge_pairs(state.terrain_y, pl, al))
-    else:
-        game_over = state.game_over
+    contact_active, contact_p1, contact_n, contact_sep = _leg_contacts(state.terrain_y, pl, al)
+    touching = contact_active & (contact_sep < 0.0)
+    game_over = state.game_over | _lander_touches(state.terrain_y, p0, a0)
+    leg_contact, edge_touching, edge_order = _listener_flags(state, *_leg_edge_pairs(state.terrain_y, pl, al))
 
     # Generalised mass, and the momentum-preserving projection of the body velocities (which
     # carry this step's engine impulses on the lander) onto the joints.
@@ -437,20 +428,17 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
     max_motor = DT * params.leg_spring_torque
     u = u + joint_w.T @ (motor_impulse + limit_impulse)
 
-    if contacts:
-        feet = _leg_feet(pl, al)  # (2, 2, 2)
-        tangent = jnp.stack([contact_n[..., 1], -contact_n[..., 0]], -1)
-        normal_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], contact_n)  # (2, 2, 5)
-        tangent_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], tangent)
-        normal_w = normal_rows @ inv_mass
-        tangent_w = tangent_rows @ inv_mass
-        normal_eff = 1.0 / jnp.sum(normal_rows * normal_w, -1)
-        tangent_eff = 1.0 / jnp.sum(tangent_rows * tangent_w, -1)
-        cimp = jnp.where(touching[..., None], state.contact_impulse, 0.0)
-        cimp_n, cimp_t = cimp[..., 0], cimp[..., 1]
-        u = u + jnp.einsum("lsi,ls->i", normal_w, cimp_n) + jnp.einsum("lsi,ls->i", tangent_w, cimp_t)
-    else:
-        cimp_n = cimp_t = jnp.zeros((2, 2))
+    feet = _leg_feet(pl, al)  # (2, 2, 2)
+    tangent = jnp.stack([contact_n[..., 1], -contact_n[..., 0]], -1)
+    normal_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], contact_n)  # (2, 2, 5)
+    tangent_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], tangent)
+    normal_w = normal_rows @ inv_mass
+    tangent_w = tangent_rows @ inv_mass
+    normal_eff = 1.0 / jnp.sum(normal_rows * normal_w, -1)
+    tangent_eff = 1.0 / jnp.sum(tangent_rows * tangent_w, -1)
+    cimp = jnp.where(touching[..., None], state.contact_impulse, 0.0)
+    cimp_n, cimp_t = cimp[..., 0], cimp[..., 1]
+    u = u + jnp.einsum("lsi,ls->i", normal_w, cimp_n) + jnp.einsum("lsi,ls->i", tangent_w, cimp_t)
 
     def velocity_iteration(_, carry):
         u, motor_impulse, limit_impulse, cimp_n, cimp_t = carry
@@ -464,19 +452,18 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
             new = jnp.where(limit_state[i] == 1, jnp.maximum(new, 0.0), jnp.where(limit_state[i] == 2, jnp.minimum(new, 0.0), 0.0))
             u = u + joint_w[i] * (new - limit_impulse[i])
             limit_impulse = limit_impulse.at[i].set(new)
-        if contacts:
-            for i in range(2):  # friction first, then normal, as b2ContactSolver
-                for s in range(2):
-                    bound = LEG_FRICTION * cimp_n[i, s]
-                    new = jnp.clip(cimp_t[i, s] - tangent_eff[i, s] * (tangent_rows[i, s] @ u), -bound, bound)
-                    u = u + tangent_w[i, s] * (new - cimp_t[i, s])
-                    cimp_t = cimp_t.at[i, s].set(new)
-            for i in range(2):
-                for s in range(2):
-                    vn = normal_rows[i, s] @ u
-                    new = jnp.where(touching[i, s], jnp.maximum(cimp_n[i, s] - normal_eff[i, s] * vn, 0.0), 0.0)
-                    u = u + normal_w[i, s] * (new - cimp_n[i, s])
-                    cimp_n = cimp_n.at[i, s].set(new)
+        for i in range(2):  # friction first, then normal, as b2ContactSolver
+            for s in range(2):
+                bound = LEG_FRICTION * cimp_n[i, s]
+                new = jnp.clip(cimp_t[i, s] - tangent_eff[i, s] * (tangent_rows[i, s] @ u), -bound, bound)
+                u = u + tangent_w[i, s] * (new - cimp_t[i, s])
+                cimp_t = cimp_t.at[i, s].set(new)
+        for i in range(2):
+            for s in range(2):
+                vn = normal_rows[i, s] @ u
+                new = jnp.where(touching[i, s], jnp.maximum(cimp_n[i, s] - normal_eff[i, s] * vn, 0.0), 0.0)
+                u = u + normal_w[i, s] * (new - cimp_n[i, s])
+                cimp_n = cimp_n.at[i, s].set(new)
         return u, motor_impulse, limit_impulse, cimp_n, cimp_t
 
     u, motor_impulse, limit_impulse, cimp_n, cimp_t = jax.lax.fori_loop(
@@ -492,13 +479,12 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
 
     # Position pass (non-linear Gauss-Seidel): feet out of the ground, legs into their limits.
     def position_iteration(_, q):
-        if contacts:
-            for i in range(2):
-                for s in range(2):
-                    foot = _foot(q, i, s)
-                    sep = jnp.sum((foot - contact_p1[i, s]) * contact_n[i, s]) - CONTACT_SKIN
-                    c = jnp.clip(BAUMGARTE * (sep + LINEAR_SLOP), -MAX_LINEAR_CORRECTION, 0.0)
-                    q = q + normal_w[i, s] * jnp.where(contact_active[i, s], -c * normal_eff[i, s], 0.0)
+        for i in range(2):
+            for s in range(2):
+                foot = _foot(q, i, s)
+                sep = jnp.sum((foot - contact_p1[i, s]) * contact_n[i, s]) - CONTACT_SKIN
+                c = jnp.clip(BAUMGARTE * (sep + LINEAR_SLOP), -MAX_LINEAR_CORRECTION, 0.0)
+                q = q + normal_w[i, s] * jnp.where(contact_active[i, s], -c * normal_eff[i, s], 0.0)
         for i in range(2):
             ja = q[3 + i] - q[2] - REF_ANGLE[i]
             c_low = jnp.clip(ja - LOWER_ANGLE[i] + ANGULAR_SLOP, -MAX_ANGULAR_CORRECTION, 0.0)
@@ -518,36 +504,30 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
     ja = al - a0 - REF_ANGLE
     ang_err = jnp.where(limit_state == 1, LOWER_ANGLE - ja, jnp.where(limit_state == 2, ja - UPPER_ANGLE, 0.0))
     solved = jnp.all(ang_err <= ANGULAR_SLOP)
-    if contacts:
-        feet = _leg_feet(pl, al)
-        sep = jnp.sum((feet - contact_p1) * contact_n, -1) - CONTACT_SKIN
-        solved = solved & jnp.all(jnp.where(contact_active, sep, 0.0) >= -3.0 * LINEAR_SLOP)
-        # Listener flags: touching at the start of the step (b2World::Collide), or reaching the
-        # time-of-impact distance during it (Box2D's continuous collision calls BeginContact
-        # within the step). Box2D's TOI sub-step stops only the leg (the joint is not part of a
-        # TOI island), so the lander is not slowed within that step; likewise here the contact
-        # acts from the next step on, when the position pass pushes the foot back out.
-        _, _, swept_pl = _kinematics(q_swept[:2], q_swept[2], q_swept[3:])
-        end_feet = _leg_feet(swept_pl, q_swept[3:])
-        end_p1, end_n, end_inside = _terrain_under(state.terrain_y, end_feet[..., 0])
-        end_core = jnp.sum((end_feet - end_p1) * end_n, -1)
-        end_edge = jnp.clip(jnp.floor(end_feet[..., 0] / (W / (CHUNKS - 1))).astype(jnp.int32), 0, CHUNKS - 2)
-        toi = end_inside & (end_core < TOI_TARGET)  # (2 legs, 2 feet)
-        toi_edges = jnp.any(toi[..., None] & (end_edge[..., None] == jnp.arange(CHUNKS - 1)), axis=1)  # (2, E)
-        # A TOI event on a contact that is not yet touching calls BeginContact.
-        leg_contact = leg_contact | jnp.any(toi_edges & ~edge_touching, -1)
-        edge_touching = edge_touching | toi_edges
-        game_over = game_over | _lander_touches(state.terrain_y, q_swept[:2], q_swept[2], TOI_TARGET)
-    else:
-        leg_contact, edge_touching, edge_order = state.leg_contact, state.edge_touching, state.edge_contact_order
+    feet = _leg_feet(pl, al)
+    sep = jnp.sum((feet - contact_p1) * contact_n, -1) - CONTACT_SKIN
+    solved = solved & jnp.all(jnp.where(contact_active, sep, 0.0) >= -3.0 * LINEAR_SLOP)
 
-    # Island sleep.
+    # Continuous collision (b2World::SolveTOI): a foot or the lander whose swept motion reaches the
+    # time-of-impact distance touches within this step and calls BeginContact.
+    _, _, swept_pl = _kinematics(q_swept[:2], q_swept[2], q_swept[3:])
+    end_feet = _leg_feet(swept_pl, q_swept[3:])
+    end_p1, end_n, end_inside = _terrain_under(state.terrain_y, end_feet[..., 0])
+    end_core = jnp.sum((end_feet - end_p1) * end_n, -1)
+    end_edge = jnp.clip(jnp.floor(end_feet[..., 0] / (W / (CHUNKS - 1))).astype(jnp.int32), 0, CHUNKS - 2)
+    toi = end_inside & (end_core < TOI_TARGET)  # (2 legs, 2 feet)
+    toi_edges = jnp.any(toi[..., None] & (end_edge[..., None] == jnp.arange(CHUNKS - 1)), axis=1)  # (2, E)
+    # A TOI event on a contact that is not yet touching calls BeginContact.
+    leg_contact = leg_contact | jnp.any(toi_edges & ~edge_touching, -1)
+    edge_touching = edge_touching | toi_edges
+    game_over = game_over | _lander_touches(state.terrain_y, q_swept[:2], q_swept[2], TOI_TARGET)
+
+    # Island sleep (decided in the island solve, before the TOI sub-steps).
     still = (jnp.sum(vel * vel, -1) <= LINEAR_SLEEP_TOL**2) & (angvel * angvel <= ANGULAR_SLEEP_TOL**2)
     sleep_time = jnp.where(still, state.sleep_time + DT, 0.0)
     asleep = (jnp.min(sleep_time) >= TIME_TO_SLEEP) & solved
 
-    if contacts:  # after the island solve, as b2World::SolveTOI
-        vel, angvel = _toi_leg_impacts(vel, angvel, m, inertia, end_feet - swept_pl[:, None], end_n, end_core, toi)
+    vel, angvel = _toi_leg_impacts(vel, angvel, m, inertia, end_feet - swept_pl[:, None], end_n, end_core, toi)
 
     return state.replace(
         pos=jnp.concatenate([p0[None], pl], 0),
@@ -614,10 +594,7 @@ def _reset_world_step(state: EnvState, params: EnvParams, force, torque):
     step's motion took it. Both are reproduced here: gymnasium's post-reset state is affine in the
     push with slope -4.579e-4 rad/s per N for the spin (this model: -4.5788e-4) and the lander
     lifted 6.1 mm by its legs (this model: 6.0 mm); the joints end at +-INITIAL_JOINT_ANGLE."""
-    m = jnp.stack([params.lander_density * _LANDER_UNIT_MASS] + [params.leg_density * _LEG_UNIT_MASS] * 2)
-    inertia = jnp.stack(
-        [params.lander_density * _LANDER_UNIT_INERTIA] + [params.leg_density * _LEG_UNIT_INERTIA] * 2
-    )
+    m, inertia = _mass_properties(params)
     p0 = state.pos[0]  # the lander's centre of mass, angle 0
     total = jnp.sum(m)
     # Velocity solve: one rigid body, legs where their joints hold at the creation angles.
@@ -751,7 +728,7 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         force = extra_force + jnp.stack([wind, jnp.zeros_like(wind)])
 
         # Engine impulses, at gymnasium's points.
-        inv_m, inv_i = _masses(params)
+        m, inertia = _mass_properties(params)
         a0 = state.angle[0]
         tip = jnp.stack([jnp.sin(a0), jnp.cos(a0)])
         side = jnp.stack([-tip[1], tip[0]])
@@ -774,8 +751,8 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         side_pos = origin + side_o + jnp.stack([-tip[0] * 17 / SCALE, tip[1] * SIDE_ENGINE_HEIGHT / SCALE])
         side_imp = -side_o * params.side_engine_power * s_power
 
-        vel0 = state.vel[0] + inv_m[0] * (main_imp + side_imp)
-        w0 = state.angvel[0] + inv_i[0] * (
+        vel0 = state.vel[0] + (1.0 / m[0]) * (main_imp + side_imp)
+        w0 = state.angvel[0] + (1.0 / inertia[0]) * (
             _cross(main_pos - state.pos[0], main_imp) + _cross(side_pos - state.pos[0], side_imp)
         )
         state = state.replace(vel=state.vel.at[0].set(vel0), angvel=state.angvel.at[0].set(w0))
