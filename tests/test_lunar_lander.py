@@ -103,74 +103,73 @@ def replay_start(template, start):
     )
 
 
+def run_episode(env_step, obs, state, chunk_inputs, chunk=50):
+    """One episode, scanned in chunks of `chunk` steps until it ends (or MAX_STEPS): the
+    undiscounted return, length, whether it landed (ended at rest, +100), whether it ended, and
+    the number of leg flags set in its last observation. `env_step(obs, state, x)` returns
+    (obs, state, reward, terminated, truncated); `chunk_inputs(i)` the per-step inputs x of chunk i."""
+
+    def step(carry, x):
+        obs, state, ret, done, length, landed, legs = carry
+        obs, state, reward, terminated, truncated = env_step(obs, state, x)
+        live = ~done
+        ret = ret + jnp.where(live, reward, 0.0)
+        length = length + live
+        landed = landed | (live & terminated & (reward == 100.0))
+        legs = jnp.where(live, obs[6] + obs[7], legs)
+        done = done | terminated | truncated | (length >= MAX_STEPS)
+        return (obs, state, ret, done, length, landed, legs), None
+
+    def chunk_body(loop):
+        i, carry = loop
+        carry, _ = jax.lax.scan(step, carry, chunk_inputs(i))
+        return i + 1, carry
+
+    def more(loop):
+        i, carry = loop
+        return (i * chunk < MAX_STEPS) & ~carry[3]
+
+    init = (obs, state, jnp.zeros(()), jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.zeros((), bool), jnp.zeros(()))
+    _, (_, _, ret, done, length, landed, legs) = jax.lax.while_loop(more, chunk_body, (0, init))
+    return ret, length, landed, done, legs
+
+
 def make_replays(env, chunk=50):
-    """A jitted function: undiscounted returns, lengths and landings of episodes replayed on the
-    port from given starts with given engine noise (and, unless `heuristic`, given actions);
-    vmapped over all arguments, stops when every episode has ended."""
+    """A jitted function: episodes replayed on the port from given starts with given engine noise
+    (and, unless `heuristic`, given actions), vmapped over all arguments; see `run_episode`."""
 
     def one(params, start, noise, actions, heuristic):
-        def step(carry, xs):
-            obs, state, ret, done, length, landed, legs = carry
-            noise_t, action_t = xs
+        def env_step(obs, state, x):
+            noise_t, action_t = x
             action = jnp.where(heuristic, heuristic_action(obs), action_t)
             obs, state, reward, terminated, _ = env.step_with_noise(noise_t, state, action, params)
-            live = ~done
-            ret = ret + jnp.where(live, reward, 0.0)
-            length = length + live
-            landed = landed | (live & terminated & (reward == 100.0))
-            legs = jnp.where(live, obs[6] + obs[7], legs)
-            return (obs, state, ret, done | terminated | (length >= MAX_STEPS), length, landed, legs), None
+            return obs, state, reward, terminated, jnp.zeros((), bool)
 
-        def chunk_body(loop):
-            i, carry = loop
-            xs = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * chunk, chunk), (noise, actions))
-            carry, _ = jax.lax.scan(step, carry, xs)
-            return i + 1, carry
+        def chunk_inputs(i):
+            return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * chunk, chunk), (noise, actions))
 
-        def more(loop):
-            i, carry = loop
-            return (i * chunk < MAX_STEPS) & ~carry[3]
-
-        obs, state = start
-        init = (obs, state, jnp.zeros(()), jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.zeros((), bool), jnp.zeros(()))
-        _, (_, _, ret, done, length, landed, legs) = jax.lax.while_loop(more, chunk_body, (0, init))
-        return ret, length, landed, done, legs
+        return run_episode(env_step, *start, chunk_inputs, chunk)
 
     return jax.jit(jax.vmap(one))
 
 
-def jax_episodes(env, params, heuristic, keys, max_steps=MAX_STEPS, chunk=50):
-    """Episodes from the port's own resets: returns, lengths, landings, done; vmapped over
-    (key, params, heuristic flag)."""
+def jax_episodes(env, params, heuristic, keys, chunk=50):
+    """Episodes from the port's own resets (heuristic or random actions), vmapped over
+    (key, params, heuristic flag); see `run_episode`."""
 
     def one(key, params, heuristic):
         key_reset, key_run = jax.random.split(key)
-        obs, state = env.reset(key_reset, params)
 
-        def step(carry, key):
-            obs, state, ret, done, length, landed = carry
+        def env_step(obs, state, key):
             key_action, key_step = jax.random.split(key)
             action = jnp.where(heuristic, heuristic_action(obs), jax.random.randint(key_action, (), 0, 4))
             obs, state, reward, terminated, truncated, _ = env.step(key_step, state, action, params)
-            live = ~done
-            ret = ret + jnp.where(live, reward, 0.0)
-            length = length + live
-            landed = landed | (live & terminated & (reward == 100.0))
-            return (obs, state, ret, done | terminated | truncated, length, landed), None
+            return obs, state, reward, terminated, truncated
 
-        def chunk_body(loop):
-            i, carry = loop
-            keys = jax.random.split(jax.random.fold_in(key_run, i), chunk)
-            carry, _ = jax.lax.scan(step, carry, keys)
-            return i + 1, carry
+        def chunk_inputs(i):
+            return jax.random.split(jax.random.fold_in(key_run, i), chunk)
 
-        def more(loop):
-            i, carry = loop
-            return (i * chunk < max_steps) & ~carry[3]
-
-        init = (obs, state, jnp.zeros(()), jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        _, (_, _, ret, done, length, landed) = jax.lax.while_loop(more, chunk_body, (0, init))
-        return ret, length, landed, done
+        return run_episode(env_step, *env.reset(key_reset, params), chunk_inputs, chunk)
 
     return jax.jit(jax.vmap(one))(keys, params, heuristic)
 
@@ -251,7 +250,7 @@ def comparison():
     n_own = len(names) * OWN_RESET_EPISODES + SWEEP_SIZE
     keys = jax.random.split(jax.random.PRNGKey(0), n_own)
     start = time.time()
-    own_ret, own_len, own_landed, own_done = (
+    own_ret, own_len, own_landed, own_done, _ = (
         np.asarray(x) for x in jax_episodes(env, own_params, jnp.ones(n_own, bool), keys)
     )
     assert own_done.all()
@@ -307,6 +306,8 @@ def test_heuristic_return_matches_gymnasium(comparison, setting):
     r = comparison[setting, "heuristic"]
     assert np.isfinite(r["port"]).all()
     assert abs(r["rel"]) <= HEURISTIC_TOLERANCE, (setting, r["port"].mean(), r["gym"].mean(), r["diff"])
+    # The issue's count, 100 episodes (paired; its standard error is about twice the 400's).
+    assert abs(r["rel_first_100"]) <= HEURISTIC_TOLERANCE, (setting, r["rel_first_100"])
     # Same start, same noise: mostly the same ending (landing or not).
     assert r["outcome_agreement"] >= OUTCOME_AGREEMENT, (setting, r["outcome_agreement"])
 
