@@ -15,6 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 
 
+class CheckpointMismatch(ValueError):
+    """The file's leaves do not fit the state (another configuration or library version)."""
+
+
 def _is_key(leaf) -> bool:
     return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
@@ -33,7 +37,7 @@ def load(path: str, like: Any) -> tuple[Any, dict]:
     with np.load(path) as data:
         leaves, treedef = jax.tree.flatten(like)
         if sum(k.startswith("leaf_") for k in data.files) != len(leaves):
-            raise ValueError(f"checkpoint {path} does not match this configuration (leaf count differs)")
+            raise CheckpointMismatch(f"checkpoint {path} does not match this state (leaf count differs)")
         restored = []
         for i, ref in enumerate(leaves):
             value = data[f"leaf_{i}"]
@@ -41,7 +45,7 @@ def load(path: str, like: Any) -> tuple[Any, dict]:
                 restored.append(jax.random.wrap_key_data(jnp.asarray(value), impl=jax.random.key_impl(ref)))
             else:
                 if value.shape != np.shape(ref):
-                    raise ValueError(f"checkpoint {path} does not match this configuration (shape differs)")
+                    raise CheckpointMismatch(f"checkpoint {path} does not match this state (shape differs)")
                 restored.append(jnp.asarray(value, dtype=ref.dtype))
         extra = {k[len("extra_"):]: data[k] for k in data.files if k.startswith("extra_")}
     return jax.tree.unflatten(treedef, restored), extra

@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import json
 import os
+import warnings
 from typing import Any
 
 import jax
@@ -64,9 +65,17 @@ def run(
             with open(config_path) as f:
                 previous = json.load(f)
             if previous == json.loads(json.dumps(config_dict)):
-                state, extra = checkpoint.load(ckpt_path, state)
-                start_block = int(extra["blocks_done"])
-                curve = json.loads(str(extra["curve"]))
+                try:
+                    state, extra = checkpoint.load(ckpt_path, state)
+                    start_block = int(extra["blocks_done"])
+                    curve = json.loads(str(extra["curve"]))
+                except checkpoint.CheckpointMismatch as error:
+                    # Same configuration, different state layout: written by another version of
+                    # this library. Keep the file, start afresh.
+                    kept = ckpt_path.replace(".npz", ".incompatible.npz")
+                    os.replace(ckpt_path, kept)
+                    warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
+                                  "starting this run from block 0.", stacklevel=2)
         with open(config_path, "w") as f:
             json.dump(config_dict, f, indent=2)
 

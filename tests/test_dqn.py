@@ -1,6 +1,8 @@
 """FedRDQN / DQNAvg: losses on a hand-checked batch, federation invariants, determinism, sharding,
 checkpoint/resume, and learning on CartPole."""
 
+import json
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -228,6 +230,24 @@ def test_host_loop_matches_one_program_and_resumes(fedrdqn, tmp_path, monkeypatc
     chex.assert_trees_all_close(result["final"], jax.tree.map(np.asarray, metrics["final"]), rtol=1e-5, atol=1e-6)
     for name in ("config.json", "metrics.json", "metrics.csv", "final.csv", "global_params.npz", "checkpoint.npz"):
         assert (tmp_path / "run" / name).exists()
+
+
+def test_checkpoint_from_another_version_is_kept_and_the_run_starts_afresh(fedrdqn, tmp_path):
+    """Same configuration, but a checkpoint whose state layout differs (an older fedjax_rl): the
+    run warns, keeps the file aside, and trains from block 0 to the same numbers."""
+    trainer, _, _, metrics = fedrdqn
+    out = tmp_path / "run"
+    out.mkdir()
+    config_dict = {**experiment.config_to_dict(trainer.config), "num_seeds": 2, "seed": 0}
+    (out / "config.json").write_text(json.dumps(config_dict))
+    experiment.checkpoint.save(str(out / "checkpoint.npz"), {"old": np.zeros(3)}, blocks_done=1, curve="[]")
+    with pytest.warns(UserWarning, match="another version of fedjax_rl"):
+        result = experiment.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
+    assert (out / "checkpoint.incompatible.npz").exists()
+    np.testing.assert_array_equal(result["curve"]["env_steps"], metrics["curve"]["env_steps"])
+    np.testing.assert_allclose(result["curve"]["nominal_return"], metrics["curve"]["nominal_return"], rtol=1e-5, atol=1e-6)
+    # The new checkpoint fits the state.
+    experiment.checkpoint.load(str(out / "checkpoint.npz"), jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, 2)))
 
 
 @pytest.mark.parametrize(
