@@ -4,12 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench notebooks clean
+# constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
+CONSTRAINTS := constraints.txt
 
-$(STAMP): pyproject.toml
+.PHONY: demo test bench notebooks lock clean
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,8 +28,17 @@ bench: $(STAMP)
 	@echo "dqn_throughput.py needs the SB3 reference env: see benchmarks/README.md"
 
 notebooks: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[notebooks]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[notebooks]"
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
+
+# Refresh constraints.txt: resolve the newest versions pyproject.toml allows in a scratch venv.
+# Then run `make test` (and the learning tests under XLA_FLAGS=--xla_cpu_max_isa=AVX2) before committing.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --upgrade pip
+	.venv-lock/bin/python -m pip install --quiet -e ".[test]"
+	{ sed -n '1,2p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^fedjax'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
 
 clean:
 	rm -rf $(VENV) runs
