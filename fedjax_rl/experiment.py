@@ -1,9 +1,13 @@
 """The host loop: run a compiled federated training block by block over vmapped seeds, with a
 progress bar, a checkpoint after every block, and outputs written to a run directory.
 
-The numbers are those of `jax.jit(jax.vmap(make_train(config)))(keys)` (tests check this): the
-host loop calls the same `init`, `run_block` and `finalize` pieces, one compiled block at a time,
-so a killed run resumes from its last finished block.
+`run` is the one door to a training run: the command line calls it, the Python API is it, and a
+resumed run re-enters it, so all three execute the same compiled `init`, `run_block` and
+`finalize` programs and give bit-identical metrics for one seed on one machine
+(tests/test_reproducibility.py). `jax.jit(jax.vmap(make_train(config)))(keys)` runs the same
+computation as one fused program: XLA then fuses and rounds a few operations differently (1-2 float32
+ulps after one update, measured), which a chaotic task amplifies over a run. Use it to compose
+(vmap over hyperparameters, embed in a larger program), not to reproduce a CLI run to the last bit.
 """
 
 from __future__ import annotations
