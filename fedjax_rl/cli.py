@@ -121,7 +121,7 @@ def cmd_plot(args) -> None:
     from fedjax_rl import plots
 
     out = args.out or os.path.join(args.runs[0], "plot")
-    for path in plots.plot_runs(args.runs, out):
+    for path in plots.plot_runs(args.runs, out, smooth=args.smooth):
         print(f"wrote {path}")
 
 
@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plot", help="learning-curve and robustness-sweep figures from run directories")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", default=None, help="output path prefix (default: RUN/plot)")
+    p.add_argument("--smooth", type=int, default=5,
+                   help="moving-average window over evaluations for learning curves (the paper smooths; 1: raw)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("compare", help="Table-1 style table of local-environment returns")

@@ -28,11 +28,25 @@ def label(config: dict) -> str:
     return algo
 
 
-def _band(ax, x, values, name):
-    values = np.asarray(values, dtype=float)  # [seeds, points]
-    mean, std = values.mean(0), values.std(0)
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average along the last axis; the first points average what exists so far."""
+    values = np.asarray(values, dtype=float)
+    if window <= 1:
+        return values
+    cumsum = np.cumsum(values, axis=-1)
+    lagged = np.zeros_like(cumsum)  # lagged[..., i] = cumsum[..., i - window], 0 before the window fills
+    lagged[..., window:] = cumsum[..., :-window]
+    counts = np.minimum(np.arange(1, values.shape[-1] + 1), window)
+    return (cumsum - lagged) / counts
+
+
+def _band(ax, x, values, name, smooth: int = 1):
+    """The paper's style: mean over seeds with a half-standard-deviation band, after smoothing each
+    seed's curve with a `smooth`-point moving average."""
+    values = moving_average(np.asarray(values, dtype=float), smooth)  # [seeds, points]
+    mean, half_std = values.mean(0), 0.5 * values.std(0)
     ax.plot(x, mean, label=name)
-    ax.fill_between(x, mean - std, mean + std, alpha=0.2)
+    ax.fill_between(x, mean - half_std, mean + half_std, alpha=0.2)
 
 
 def from_metrics(config, metrics: dict, name: str | None = None) -> dict:
@@ -47,21 +61,28 @@ def from_metrics(config, metrics: dict, name: str | None = None) -> dict:
     return run
 
 
-def plot_runs(run_dirs: list[str], out_prefix: str) -> list[str]:
-    """Learning curves (nominal env) and robustness sweeps, mean ± std over seeds; returns PNG paths."""
-    return plot_results([load_run(d) for d in run_dirs], out_prefix)
+PAPER_SMOOTHING = 5  # evaluations in the learning curve's moving average
 
 
-def plot_results(runs: list[dict], out_prefix: str) -> list[str]:
+def plot_runs(run_dirs: list[str], out_prefix: str, smooth: int = PAPER_SMOOTHING) -> list[str]:
+    """Learning curves (nominal env) and robustness sweeps, mean ± half std over seeds (the paper's
+    band), curves smoothed by a `smooth`-evaluation moving average; returns PNG paths."""
+    return plot_results([load_run(d) for d in run_dirs], out_prefix, smooth)
+
+
+def plot_results(runs: list[dict], out_prefix: str, smooth: int = PAPER_SMOOTHING) -> list[str]:
     """As `plot_runs`, for run records from `load_run` or `from_metrics`."""
+    if smooth < 1:
+        raise ValueError(f"smooth (moving-average window) must be >= 1, got {smooth}")
     env = runs[0]["config"]["env_name"]
     physics = ", ".join(runs[0]["config"]["physics"])
     os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for run in runs:
-        _band(ax, run["curve"]["env_steps"][0], run["curve"]["nominal_return"], run["label"])
-    ax.set(xlabel="environment steps per agent", ylabel="return (nominal env, greedy)", title=f"{env}: learning curve")
+        _band(ax, run["curve"]["env_steps"][0], run["curve"]["nominal_return"], run["label"], smooth)
+    ax.set(xlabel="environment steps per agent", ylabel="return (nominal env, greedy)",
+           title=f"{env}: learning curve\n(mean ± ½ std over seeds, {smooth}-evaluation moving average)")
     ax.legend()
     fig.tight_layout()
     curve_path = f"{out_prefix}_curve.png"
@@ -73,7 +94,8 @@ def plot_results(runs: list[dict], out_prefix: str) -> list[str]:
         _band(ax, run["final"]["sweep_scales"][0], run["final"]["sweep_returns"], run["label"])
     ax.axvspan(1 - runs[0]["config"]["max_rate"], 1 + runs[0]["config"]["max_rate"], color="grey", alpha=0.1,
                label="training range")
-    ax.set(xlabel=f"scale c of nominal {physics}", ylabel="return (greedy)", title=f"{env}: robustness sweep")
+    ax.set(xlabel=f"scale c of nominal {physics}", ylabel="return (greedy)",
+           title=f"{env}: robustness sweep\n(mean ± ½ std over seeds)")
     ax.legend()
     fig.tight_layout()
     sweep_path = f"{out_prefix}_sweep.png"
