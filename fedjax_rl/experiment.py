@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fedjax_rl import checkpoint
@@ -36,26 +39,66 @@ def _to_lists(tree: Any) -> Any:
     return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
 
 
+def grid_configs(config: TrainConfig, grid: dict[str, Sequence[float]]) -> list[TrainConfig]:
+    """One validated config per point of the Cartesian grid over vmappable agent hyperparameters
+    (e.g. {"omega": [0.01, 0.1], "learning_rate": [1e-3]}); raises before anything compiles."""
+    leaves = {f.name for f in dataclasses.fields(make_trainer(config).hparams)}
+    for name, values in grid.items():
+        if name not in leaves:
+            raise ValueError(f"grid setting {name!r} is not a vmappable hyperparameter of {config.algo}; "
+                             f"allowed: {', '.join(sorted(leaves))}")
+        if len(values) < 1:
+            raise ValueError(f"grid setting {name!r} needs at least one value")
+    points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    configs = [dataclasses.replace(config, agent=dataclasses.replace(config.agent, **p)) for p in points]
+    for c in configs:
+        c.validate()
+    return configs
+
+
+def grid_label(point: TrainConfig, grid: dict) -> str:
+    """`omega=0.05,learning_rate=0.001`: the sub-directory name of one grid point."""
+    return ",".join(f"{name}={getattr(point.agent, name):g}" for name in grid)
+
+
 def run(
     config: TrainConfig,
     num_seeds: int = 1,
     seed: int = 0,
     out_dir: str | None = None,
     progress: bool = True,
+    grid: dict[str, Sequence[float]] | None = None,
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
 
     With `out_dir`, writes config.json, a checkpoint after every block (resumed from if present and
     written by the same config), metrics.json, metrics.csv and the final global parameters.
+
+    `grid` maps vmappable agent hyperparameters to values: every point of their Cartesian product
+    trains in the same compiled program (a leading grid axis over the seed axis), from the same seeds
+    (same initialisation, physics and exploration keys: only the hyperparameters differ). Metrics
+    then carry a leading grid axis, `result["grid"]` lists the points' configs, and `out_dir` gets one
+    ordinary run directory per point (`out_dir/omega=0.05/`) beside the shared checkpoint. A grid is a
+    differently shaped program, so its numbers match separate runs only to float rounding.
     """
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
     trainer = make_trainer(config)  # validates before anything compiles
     config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
 
-    init = jax.jit(jax.vmap(trainer.init))
-    run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
-    finalize = jax.jit(jax.vmap(trainer.finalize, in_axes=(0, None)))
+    init = jax.vmap(trainer.init)
+    run_block = jax.vmap(trainer.run_block, in_axes=(0, None, None))
+    finalize = jax.vmap(trainer.finalize, in_axes=(0, None))
+    hparams = trainer.hparams
+    points = None
+    if grid:
+        points = grid_configs(config, grid)
+        config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
+        hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
+        init = jax.vmap(init, in_axes=None, axis_size=len(points))
+        run_block = jax.vmap(run_block, in_axes=(0, 0, None))
+        finalize = jax.vmap(finalize, in_axes=(0, 0))
+    init, run_block, finalize = jax.jit(init), jax.jit(run_block), jax.jit(finalize)
 
     state = init(seed_keys(seed, num_seeds))
     curve: list[dict] = []
@@ -90,23 +133,34 @@ def run(
         blocks = tqdm(blocks, initial=start_block, total=config.num_evals, desc=f"{config.algo} {config.env_name}",
                       unit="block")
     for block in blocks:
-        state, metrics = run_block(state, trainer.hparams, block)
+        state, metrics = run_block(state, hparams, block)
         curve.append(_to_lists(metrics))
         if progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
         if ckpt_path is not None:
             checkpoint.save(ckpt_path, state, blocks_done=block + 1, curve=json.dumps(curve))
 
-    final = jax.tree.map(np.asarray, finalize(state, trainer.hparams))
+    final = jax.tree.map(np.asarray, finalize(state, hparams))
     # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.
     stacked = {k: np.stack([np.asarray(c[k]) for c in curve], axis=-1) for k in curve[0]}
     result = {"curve": stacked, "final": final}
+    if points is None:
+        if out_dir is not None:
+            _write_outputs(out_dir, result, state.agents.learner.shared)
+        return result
+    result["grid"] = points
     if out_dir is not None:
-        _write_outputs(out_dir, result, state, trainer)
+        for i, point in enumerate(points):
+            point_dir = os.path.join(out_dir, grid_label(point, grid))
+            os.makedirs(point_dir, exist_ok=True)
+            with open(os.path.join(point_dir, "config.json"), "w") as f:
+                json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
+            one = jax.tree.map(lambda x, i=i: x[i], {"curve": result["curve"], "final": result["final"]})
+            _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], state.agents.learner.shared))
     return result
 
 
-def _write_outputs(out_dir: str, result: dict, state, trainer) -> None:
+def _write_outputs(out_dir: str, result: dict, shared) -> None:
     with open(os.path.join(out_dir, "metrics.json"), "w") as f:
         json.dump(_to_lists(result), f)
     curve = result["curve"]
@@ -125,5 +179,5 @@ def _write_outputs(out_dir: str, result: dict, state, trainer) -> None:
         for s in range(len(final["local_average"])):
             writer.writerow([s, final["local_average"][s], final["local_minimum"][s], *final["sweep_returns"][s]])
     # The global model: agent 0's shared leaves (identical on every agent after the last sync).
-    global_params = jax.tree.map(lambda leaf: leaf[:, 0], state.agents.learner.shared)
+    global_params = jax.tree.map(lambda leaf: leaf[:, 0], shared)
     checkpoint.save(os.path.join(out_dir, "global_params.npz"), global_params)

@@ -58,6 +58,33 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     resumed = experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
     _assert_results_identical(resumed, from_api)
 
+    # An omega grid is one program with a leading grid axis; each point gets its own run directory.
+    grid = experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
+                          grid={"omega": [0.2, 0.5]})
+    assert [p.agent.omega for p in grid["grid"]] == [0.2, 0.5]
+    point = json.loads((tmp_path / "grid" / "omega=0.5" / "config.json").read_text())
+    assert point["agent"]["omega"] == 0.5 and point["num_seeds"] == 2
+    on_disk = json.loads((tmp_path / "grid" / "omega=0.2" / "metrics.json").read_text())
+    for name in from_api["curve"]:
+        np.testing.assert_array_equal(grid["curve"][name][0], on_disk["curve"][name])
+        # The same computation in a differently shaped program: equal up to float rounding.
+        np.testing.assert_allclose(grid["curve"][name][0], from_api["curve"][name], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(grid["curve"]["td_loss"][0], grid["curve"]["td_loss"][1])
+
+
+@pytest.mark.parametrize(
+    "grid,match",
+    [
+        ({"omega": [0.1, 1.5]}, r"omega must be in \[0, 1\), got 1.5"),
+        ({"batch_size": [8]}, r"grid setting 'batch_size' is not a vmappable hyperparameter of fedrdqn; allowed: .*omega"),
+        ({"omega": []}, r"grid setting 'omega' needs at least one value"),
+    ],
+)
+def test_bad_grids_raise_before_compiling(grid, match):
+    config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
+    with pytest.raises(ValueError, match=match):
+        experiment.grid_configs(config, grid)
+
 
 def _one_update_config(**fields):
     # One block of 30 steps whose only gradient step is the last one (learning_starts = 30).
