@@ -19,13 +19,43 @@ import jax
 import numpy as np
 
 from fedjax_rl import checkpoint
-from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
+from fedjax_rl.train import make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"
 
 
-def config_to_dict(config: TrainConfig) -> dict:
+class NonFiniteError(FloatingPointError):
+    """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
+
+
+def config_to_dict(config) -> dict:
     return dataclasses.asdict(config)
+
+
+def check_finite(metrics: dict, trainer, seed: int, block: int) -> None:
+    """Raise `NonFiniteError` naming the quantity, the seed, the agent and the environment step if
+    a block's metrics (seed-batched) report a non-finite loss or parameter."""
+    problems = []
+    for key, steps in metrics.items():
+        if not key.startswith("nonfinite_step/"):
+            continue
+        name = key.split("/", 1)[1]
+        agents_ = np.asarray(metrics[f"nonfinite_agent/{name}"]).reshape(-1)
+        for s, step in enumerate(np.asarray(steps).reshape(-1)):
+            if step > 0:
+                problems.append((int(step), s, int(agents_[s]), name))
+    if not problems:
+        return
+    step, s, agent, name = min(problems)
+    what = getattr(trainer.agent, "loss_descriptions", {}).get(name, name)
+    if name == "parameters":
+        what = "shared parameters (checked at the end of each round)"
+    others = "" if len(problems) == 1 else f" ({len(problems) - 1} more: {sorted(set(p[3] for p in problems))})"
+    raise NonFiniteError(
+        f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}), "
+        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block, "
+        f"the blocks before it are saved{others}"
+    )
 
 
 def _to_lists(tree: Any) -> Any:
@@ -33,7 +63,7 @@ def _to_lists(tree: Any) -> Any:
 
 
 def run(
-    config: TrainConfig,
+    config,
     num_seeds: int = 1,
     seed: int = 0,
     out_dir: str | None = None,
@@ -87,6 +117,7 @@ def run(
                       unit="block")
     for block in blocks:
         state, metrics = run_block(state, trainer.hparams, block)
+        check_finite(metrics, trainer, seed, block)
         curve.append(_to_lists(metrics))
         if progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
