@@ -165,7 +165,7 @@ def cmd_demo(args) -> None:
         tabular_demo.run_demo(os.path.join(args.out, "tabular"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedjax-rl", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -189,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tabular", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         args.func(args)
     except FileNotFoundError as err:

@@ -60,7 +60,9 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     if resolved.get("eval_every_rounds") is None:
         resolved["eval_every_rounds"] = default_eval_every(resolved["steps_per_agent"], sync_every)
     resolved = {k: v for k, v in resolved.items() if v is not None or k == "num_devices"}
-    return TrainConfig(algo=algo, env_name=env_name, agent=agent, **resolved)
+    config = TrainConfig(algo=algo, env_name=env_name, agent=agent, **resolved)
+    config.validate()
+    return config
 
 
 # The demo's and the learning tests' small-budget CartPole settings: one gradient step per
