@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from fedjax_rl.agents import dqn
+from fedjax_rl.agents import ddpg, dqn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +60,12 @@ ALGORITHMS: dict[str, Algorithm] = {
                   task_defaults=dqn.task_defaults, family="DQN"),
         Algorithm("dqnavg", "DQNAvg", dqn.DQNAgent, dqn.DQNConfig, fixed=dict(robust=False),
                   defaults=dict(omega=0.0), task_defaults=dqn.task_defaults, family="DQN"),
+        Algorithm("fedrddpg", "FedRDDPG", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=True),
+                  defaults=dict(num_critics=1), task_defaults=ddpg.task_defaults, family="DDPG"),
+        Algorithm("ddpgavg1", "DDPGAvg(1)", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0, num_critics=1), task_defaults=ddpg.task_defaults, family="DDPG"),
+        Algorithm("ddpgavg2", "DDPGAvg(2)", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0, num_critics=2), task_defaults=ddpg.task_defaults, family="DDPG"),
     )
 }
 
