@@ -1,11 +1,15 @@
 """`fedjax-rl` command line: train, plot, compare, demo.
 
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
+    fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
     fedjax-rl plot runs/x runs/y --out runs/figs
     fedjax-rl compare runs/x runs/y
     fedjax-rl demo --out runs/demo
 
-Every setting is checked before anything compiles; a bad one stops with a message naming it.
+Every setting is checked before anything compiles; a bad one stops with a message naming it. A
+training flag is spelled as its config name (`--sync-every` for `sync_every`); agent settings are
+`--set NAME=VALUE` (`--omega` and `--tau` have flags too). Defaults are resolved exactly as
+`fedjax_rl.configs.train_config` resolves them.
 """
 
 from __future__ import annotations
@@ -18,84 +22,80 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: the command line never opens a window
 
-from fedjax_rl import configs, envs, heterogeneity
-from fedjax_rl.train import ALGOS
+from fedjax_rl import agents, configs, envs
+from fedjax_rl.train import TRAIN_SETTINGS
+
+# Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
+# shorter spellings are kept as aliases.
+ALIASES = {
+    "env_name": ("--env",),
+    "physics": ("--param",),
+    "num_agents": ("--agents",),
+    "steps_per_agent": ("--steps",),
+    "eval_every_rounds": ("--eval-every",),
+    "num_devices": ("--devices",),
+}
+AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
+_RESOLVED = {
+    "env_name": "",
+    "physics": "the task's first perturbed parameter",
+    "steps_per_agent": "RL-Zoo3's budget for the task",
+    "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
+}
 
 
-def _parse_value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if "," in text:
-        return tuple(_parse_value(t) for t in text.split(",") if t)
-    return text
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
-def _overrides(pairs: list[str]) -> dict:
+def _set_pairs(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         if "=" not in pair:
             raise ValueError(f"--set expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
-        value = _parse_value(value)
-        if key == "hidden_sizes" and not isinstance(value, tuple):
-            value = (value,)  # "--set hidden_sizes=64" means one hidden layer
         out[key] = value
     return out
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--algo", default="fedrdqn", choices=sorted(ALGOS))
-    p.add_argument("--env", default="CartPole-v1", help=f"one of {', '.join(envs.list_envs())}")
-    p.add_argument("--param", default="length", help="physical parameter(s) to perturb, comma-separated")
-    p.add_argument("--omega", type=float, default=None, help="robustness level in [0, 1) (FedRDQN)")
-    p.add_argument("--tau", type=float, default=None, help="expectile level in (0, 0.5)")
-    p.add_argument("--agents", type=int, default=heterogeneity.PAPER_NUM_AGENTS, help="K")
-    p.add_argument("--sync-every", type=int, default=heterogeneity.PAPER_SYNC_EVERY, help="E")
-    p.add_argument("--max-rate", type=float, default=heterogeneity.PAPER_MAX_RATE, help="p in [0, 1)")
-    p.add_argument("--steps", type=int, default=None, help="environment steps per agent (default: RL-Zoo3's)")
-    p.add_argument("--eval-every", type=int, default=None, help="rounds between evaluations (default: 20 points)")
-    p.add_argument("--eval-episodes", type=int, default=10)
+    for setting in TRAIN_SETTINGS:
+        if setting.name == "agent":
+            continue
+        default = _RESOLVED.get(setting.name, repr(setting.default))
+        help_text = f"{setting.help} (default: {default}{' ' + setting.source if setting.source else ''})"
+        kwargs = dict(choices=agents.names()) if setting.name == "algo" else {}
+        p.add_argument(_flag(setting.name), *ALIASES.get(setting.name, ()), dest=setting.name, default=None,
+                       type=str, help=help_text.replace("%", "%%"), **kwargs)
+    for name in AGENT_FLAGS:
+        p.add_argument(_flag(name), dest=name, default=None, type=str, help=f"the agent setting {name} (as --set {name}=...)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--devices", type=int, default=None, help="shard the agent axis over this many devices")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a DQN setting, e.g. --set learning_rate=1e-3 --set hidden_sizes=64,64")
+                   help="override an agent setting of the algorithm, e.g. --set learning_rate=1e-3 --set hidden_sizes=64,64")
     p.add_argument("--out", default=None, help="run directory (config, checkpoints, metrics, parameters)")
     p.add_argument("--no-progress", action="store_true")
 
 
 def config_from_args(args):
-    agent = _overrides(args.set)
-    if args.omega is not None:
-        agent["omega"] = args.omega
-    if args.tau is not None:
-        agent["tau"] = args.tau
-    if args.algo == "dqnavg":
-        agent.setdefault("omega", 0.0)
-    envs.get_spec(args.env)  # an unknown name raises with the allowed names
-    steps = args.steps if args.steps is not None else configs.zoo_steps(args.env)
-    if args.sync_every < 1:
-        raise ValueError(f"--sync-every (E) must be >= 1, got {args.sync_every}")
-    rounds = max(1, steps // args.sync_every)
-    eval_every = args.eval_every if args.eval_every is not None else max(1, rounds // 20)
-    return configs.train_config(
-        args.algo,
-        args.env,
-        agent_overrides=agent,
-        physics=tuple(p for p in args.param.split(",") if p),
-        num_agents=args.agents,
-        sync_every=args.sync_every,
-        max_rate=args.max_rate,
-        steps_per_agent=steps,
-        eval_every_rounds=eval_every,
-        eval_episodes=args.eval_episodes,
-        num_devices=args.devices,
-    )
+    """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
+    algo = args.algo or TRAIN_SETTINGS[0].default
+    algorithm = agents.get(algo)
+    env_name = args.env_name or "CartPole-v1"
+    fields = {}
+    for setting in TRAIN_SETTINGS:
+        text = getattr(args, setting.name, None)
+        if setting.name in ("algo", "env_name", "agent") or text is None:
+            continue
+        fields[setting.name] = setting.parse(text)
+    declared = {s.name: s for s in algorithm.config.SETTINGS}
+    given = _set_pairs(args.set)
+    given.update({name: getattr(args, name) for name in AGENT_FLAGS if getattr(args, name) is not None})
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ValueError(f"unknown {algorithm.family} settings {unknown}; allowed: {sorted(declared)}")
+    agent = {name: declared[name].parse(text) for name, text in given.items()}
+    return configs.train_config(algo, env_name, agent_overrides=agent, **fields)
 
 
 def cmd_train(args) -> None:
@@ -139,6 +139,8 @@ def cmd_demo(args) -> None:
         raise SystemExit(f"fedjax-rl: error: --steps must be a positive multiple of 1000, got {args.steps}")
 
     run_dirs = []
+    print(f"demo: small-budget CartPole DQN settings, not the paper's (configs.DEMO_DQN: {configs.DEMO_DQN}); "
+          "batch 16, buffer 1000, K = 5, E = 100, p = 0.5 as in the paper")
     for algo in ("fedrdqn", "dqnavg"):
         config = configs.train_config(
             algo,
@@ -163,7 +165,7 @@ def cmd_demo(args) -> None:
         tabular_demo.run_demo(os.path.join(args.out, "tabular"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedjax-rl", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -189,8 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tabular", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         args.func(args)
     except FileNotFoundError as err:

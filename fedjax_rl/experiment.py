@@ -31,8 +31,44 @@ from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
 CHECKPOINT = "checkpoint.npz"
 
 
-def config_to_dict(config: TrainConfig) -> dict:
+class NonFiniteError(FloatingPointError):
+    """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
+
+
+def config_to_dict(config) -> dict:
     return dataclasses.asdict(config)
+
+
+def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | None = None) -> None:
+    """Raise `NonFiniteError` naming the quantity, the seed, the agent and the environment step if
+    a block's metrics (seed-batched, grid-batched first when `grid` lists the points) report a
+    non-finite loss or parameter."""
+    problems = []
+    for key, steps in metrics.items():
+        if not key.startswith("nonfinite_step/"):
+            continue
+        name = key.split("/", 1)[1]
+        agents_ = np.asarray(metrics[f"nonfinite_agent/{name}"]).reshape(-1)
+        for s, step in enumerate(np.asarray(steps).reshape(-1)):
+            if step > 0:
+                problems.append((int(step), s, int(agents_[s]), name))
+    if not problems:
+        return
+    step, s, agent, name = min(problems)
+    where = ""
+    if grid:  # flat index over [grid point, seed]
+        num_seeds = np.shape(metrics["env_steps"])[-1]
+        s, point = s % num_seeds, s // num_seeds
+        where = f" at grid point {point} ({grid[point].agent.hparams()})"
+    what = getattr(trainer.agent, "loss_descriptions", {}).get(name, name)
+    if name == "parameters":
+        what = "shared parameters (checked at the end of each round)"
+    others = "" if len(problems) == 1 else f" ({len(problems) - 1} more: {sorted(set(p[3] for p in problems))})"
+    raise NonFiniteError(
+        f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}){where}, "
+        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block, "
+        f"the blocks before it are saved{others}"
+    )
 
 
 def _to_lists(tree: Any) -> Any:
@@ -62,7 +98,7 @@ def grid_label(point: TrainConfig, grid: dict) -> str:
 
 
 def run(
-    config: TrainConfig,
+    config,
     num_seeds: int = 1,
     seed: int = 0,
     out_dir: str | None = None,
@@ -134,6 +170,7 @@ def run(
                       unit="block")
     for block in blocks:
         state, metrics = run_block(state, hparams, block)
+        check_finite(metrics, trainer, seed, block, grid=points)
         curve.append(_to_lists(metrics))
         if progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")

@@ -62,3 +62,8 @@ def clipped_double_q(next_values: jax.Array) -> jax.Array:
 def mean_squared_td(prediction: jax.Array, target: jax.Array) -> jax.Array:
     """E (Q(s, a) - y)^2 with the target treated as a constant."""
     return jnp.mean(jnp.square(prediction - jax.lax.stop_gradient(target)))
+
+
+def actor_loss(q_values: jax.Array) -> jax.Array:
+    """DDPG's actor loss -E Q(s, pi(s; phi); theta): minimising it raises the critic's value."""
+    return -jnp.mean(q_values)

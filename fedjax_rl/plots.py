@@ -22,10 +22,12 @@ def load_run(run_dir: str) -> dict:
 
 
 def label(config: dict) -> str:
-    algo = {"fedrdqn": "FedRDQN", "dqnavg": "DQNAvg"}.get(config["algo"], config["algo"])
-    if config["algo"] == "fedrdqn":
-        algo += f" (ω={config['agent']['omega']:g})"
-    return algo
+    """The registry's name for the run's algorithm, with omega for the robust ones: 'FedRDQN (ω=0.2)'."""
+    from fedjax_rl import agents
+
+    if config["algo"] not in agents.ALGORITHMS:
+        return config["algo"]
+    return agents.get(config["algo"]).describe(config["agent"])
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:

@@ -1,49 +1,69 @@
-"""The compiled federated loop: `make_train(config) -> train(key) -> (state, metrics)`.
+"""The compiled federated loop: `make_train(config) -> train(key) -> (state, metrics)`, for any agent
+that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes from the registry).
 
     train(key):
       env_params[K] <- heterogeneity sampler                     per-agent physics
-      carry[K]      <- init                                       nets, targets, optimisers, buffers, envs
+      carry[K]      <- init                                       agent states, envs
       round         = scan(local_step, length=E), then federated_average   (agents: named vmap axis)
       block         = scan(round, length=eval_every_rounds), then evaluate the global policy (nominal env)
       scan(block, length=num_evals), then evaluate in every agent's env and over the sweep
 
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
 pieces (`Trainer.init`, `.run_block`, `.finalize`) let a host loop run the program block by block
-with a progress bar and checkpoints (`fedjax_rl.cli`), with bit-identical numbers.
+with a progress bar and checkpoints (`fedjax_rl.experiment`), with bit-identical numbers.
+
+Non-finite values: every block reports, per seed, the first environment step at which each of the
+agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
+which agent it was (`nonfinite_step/<quantity>`, `nonfinite_agent/<quantity>`; step 0: none). The
+host loop stops a run on them (`experiment.run`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from fedjax_rl import envs, evaluate, federated, heterogeneity
-from fedjax_rl.agents.dqn import DQNAgent, DQNConfig, Transition
+from fedjax_rl import agents, envs, evaluate, federated, heterogeneity, settings
+from fedjax_rl.agents.base import Transition
+from fedjax_rl.settings import Setting, at_least, interval
 
-ALGOS = {"fedrdqn": True, "dqnavg": False}  # algo -> robust (expectile network + omega term)
+PARAMETERS = "parameters"  # the quantity name for non-finite shared parameters
+_NO_STEP = jnp.iinfo(jnp.int32).max
+
+TRAIN_SETTINGS = (
+    Setting("algo", "fedrdqn", lambda v: None if v in agents.ALGORITHMS else f"must be one of {agents.names()}",
+            kind=str, help="algorithm (fedjax_rl.agents.ALGORITHMS)"),
+    Setting("env_name", "CartPole-v1", kind=str, help="registered environment (fedjax_rl.envs)"),
+    Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb"),
+    Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
+            source="(paper)"),
+    Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
+            help="local steps between federated averages", source="(paper)"),
+    Setting("max_rate", heterogeneity.PAPER_MAX_RATE, interval(0, 1, high_open=True), kind=float,
+            label="max perturbation rate p", source="(paper)"),
+    Setting("steps_per_agent", 50_000, at_least(1), kind=int,
+            help="environment steps per agent; configs.train_config resolves RL-Zoo3's budget per task",
+            source="(RL-Zoo3, CartPole-v1)"),
+    Setting("eval_every_rounds", 25, at_least(1), kind=int,
+            help="rounds between evaluations; configs.train_config resolves 20 points per run"),
+    Setting("eval_episodes", 5, at_least(1), kind=int, help="episodes per evaluation", source="(paper)"),
+    Setting("sweep_points", heterogeneity.SWEEP_NUM, at_least(2), kind=int,
+            help="scales c in m' = c m for the robustness sweep"),
+    Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
+            help="shard the agent axis over this many devices"),
+    Setting("agent", agents.get("fedrdqn").agent_config("CartPole-v1"), kind=None,
+            help="the algorithm's settings (its own declarations)"),
+)
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Static description of one federated run (hashable; numeric agent hyperparameters are also
-    exposed as traced leaves through `agent.hparams()`)."""
+class _TrainConfigMethods(settings.SettingsConfig):
+    """Static description of one federated run (hashable; the agent's numeric hyperparameters are
+    also exposed as traced leaves through `agent.hparams()`)."""
 
-    algo: str = "fedrdqn"
-    env_name: str = "CartPole-v1"
-    physics: tuple[str, ...] = ("length",)
-    num_agents: int = 5
-    sync_every: int = 100
-    max_rate: float = 0.5
-    steps_per_agent: int = 20_000
-    eval_every_rounds: int = 10
-    eval_episodes: int = 10
-    sweep_points: int = heterogeneity.SWEEP_NUM
-    num_devices: int | None = None
-    agent: DQNConfig = DQNConfig()
+    SYNC_EVERY_DEFAULT = heterogeneity.PAPER_SYNC_EVERY
 
     @property
     def num_rounds(self) -> int:
@@ -53,27 +73,24 @@ class TrainConfig:
     def num_evals(self) -> int:
         return self.num_rounds // self.eval_every_rounds
 
-    def validate(self) -> None:
-        """Raise a ValueError naming the setting and its allowed range; runs before any tracing."""
-        if self.algo not in ALGOS:
-            raise ValueError(f"algo must be one of {sorted(ALGOS)}, got {self.algo!r}")
-        if self.agent.robust != ALGOS[self.algo]:
-            raise ValueError(
-                f"algo={self.algo!r} needs agent.robust={ALGOS[self.algo]} (DQNAvg has no expectile network)"
-            )
+    @property
+    def algorithm(self) -> agents.Algorithm:
+        return agents.get(self.algo)
+
+    def check_together(self) -> None:
+        algorithm = self.algorithm
+        if not isinstance(self.agent, algorithm.config):
+            raise ValueError(f"algo={self.algo!r} needs agent settings of type {algorithm.config.__name__}, "
+                             f"got {type(self.agent).__name__}")
+        for name, value in algorithm.fixed.items():
+            if getattr(self.agent, name) != value:
+                raise ValueError(f"algo={self.algo!r} needs agent.{name}={value}")
         if not self.physics or len(set(self.physics)) != len(self.physics):
             raise ValueError(f"physics must name one or more distinct parameters, got {self.physics}")
         for param in self.physics:
             envs.check_physics_param(self.env_name, param)
-        if self.num_agents < 1:
-            raise ValueError(f"num_agents (K) must be >= 1, got {self.num_agents}")
-        if self.sync_every < 1:
-            raise ValueError(f"sync_every (E) must be >= 1, got {self.sync_every}")
-        heterogeneity.check_max_rate(self.max_rate)
-        if self.eval_every_rounds < 1 or self.eval_episodes < 1:
-            raise ValueError(
-                f"eval_every_rounds and eval_episodes must be >= 1, got {self.eval_every_rounds}, {self.eval_episodes}"
-            )
+        env, params = envs.make(self.env_name, self.physics)
+        algorithm.agent.check_env(self.env_name, env.action_space(params))
         block = self.sync_every * self.eval_every_rounds
         if self.steps_per_agent < block or self.steps_per_agent % block:
             raise ValueError(
@@ -81,8 +98,6 @@ class TrainConfig:
                 f"sync_every * eval_every_rounds = {block}; "
                 f"nearest valid: {max(block, round(self.steps_per_agent / block) * block)}"
             )
-        if self.sweep_points < 2:
-            raise ValueError(f"sweep_points must be >= 2, got {self.sweep_points}")
         federated.check_num_devices(self.num_agents, self.num_devices)
         if self.num_devices is not None and self.num_devices > jax.device_count():
             raise ValueError(
@@ -90,6 +105,11 @@ class TrainConfig:
                 f"(on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count={self.num_devices})"
             )
         self.agent.validate()
+
+
+TrainConfig = settings.config_class("TrainConfig", TRAIN_SETTINGS, base=_TrainConfigMethods,
+                                    doc=_TrainConfigMethods.__doc__)
+ALGOS = agents.ALGORITHMS  # name -> Algorithm (the registry); kept under its old name
 
 
 @struct.dataclass
@@ -114,22 +134,35 @@ class TrainState:
 
 
 class Trainer(NamedTuple):
-    config: TrainConfig
+    config: Any  # TrainConfig
     init: Any  # key -> TrainState
     run_block: Any  # (TrainState, hparams, block_index) -> (TrainState, block metrics)
     finalize: Any  # (TrainState, hparams) -> final metrics
     train: Any  # (key, hparams) -> (TrainState, metrics)
     local_round: Any  # (TrainState, hparams, round_index) -> TrainState, no averaging
-    hparams: Any  # the config's numeric hyperparameters as a pytree
+    hparams: Any  # the agent's numeric hyperparameters as a pytree (settings.Hyperparams)
+    agent: Any = None  # the agent (protocol of fedjax_rl.agents.base)
 
 
-def make_trainer(config: TrainConfig) -> Trainer:
+def _first_step(bad: jax.Array, steps: jax.Array) -> jax.Array:
+    """The first of `steps` where `bad` holds (_NO_STEP if none)."""
+    return jnp.min(jnp.where(bad, steps, _NO_STEP))
+
+
+def _all_finite(tree) -> jax.Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+def make_trainer(config) -> Trainer:
     config.validate()
     env, nominal_params = envs.make(config.env_name, config.physics)
     max_steps = int(nominal_params.max_steps_in_episode)
     obs_shape = env.observation_space(nominal_params).shape
-    agent = DQNAgent(config.agent, obs_shape, env.num_actions, total_steps=config.steps_per_agent)
+    agent = config.algorithm.agent(config.agent, obs_shape, env.action_space(nominal_params),
+                                   total_steps=config.steps_per_agent)
     K, E = config.num_agents, config.sync_every
+    watched = (*agent.loss_names, PARAMETERS)  # quantities checked for non-finite values
 
     def for_each_agent(fn, in_axes):
         return federated.for_each_agent(fn, K, config.num_devices, in_axes=in_axes)
@@ -150,13 +183,13 @@ def make_trainer(config: TrainConfig) -> Trainer:
 
     def local_step(carry: AgentCarry, step, hp):
         key, act_key, env_key, learn_key = jax.random.split(carry.key, 4)
-        action = agent.act(carry.learner.shared, carry.obs, act_key, step)
+        action = agent.act(carry.learner.shared, carry.obs, act_key, step, hp)
         obs, env_state, reward, terminated, truncated, info = env.step(
-            env_key, carry.env_state, action, carry.env_params
+            env_key, carry.env_state, agent.env_action(action), carry.env_params
         )
         transition = Transition(
             obs=carry.obs,
-            action=action.astype(jnp.int32),
+            action=action,
             reward=reward.astype(jnp.float32),
             next_obs=info["final_observation"],
             terminated=terminated,
@@ -182,8 +215,11 @@ def make_trainer(config: TrainConfig) -> Trainer:
     def agent_local_round(carry: AgentCarry, round_index, hp):
         # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
         steps = round_index * E + 1 + jnp.arange(E)
-        carry, metrics = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
-        return carry, jax.tree.map(jnp.sum, metrics)
+        carry, per_step = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
+        metrics = jax.tree.map(jnp.sum, per_step)
+        first_bad = {name: _first_step(~jnp.isfinite(per_step[name]), steps) for name in agent.loss_names}
+        first_bad[PARAMETERS] = jnp.where(_all_finite(carry.learner.shared), _NO_STEP, steps[-1])
+        return carry, (metrics, first_bad)
 
     def agent_round(carry: AgentCarry, round_index, hp):
         carry, metrics = agent_local_round(carry, round_index, hp)
@@ -206,8 +242,8 @@ def make_trainer(config: TrainConfig) -> Trainer:
             axis=-1,
         )
         env_params = heterogeneity.agent_env_params(env, nominal_params, config.physics, rates)
-        agents = for_each_agent(init_agent, in_axes=(0, 0))(jax.random.split(agents_key, K), env_params)
-        return TrainState(agents=agents, rates=rates, eval_key=eval_key)
+        agents_state = for_each_agent(init_agent, in_axes=(0, 0))(jax.random.split(agents_key, K), env_params)
+        return TrainState(agents=agents_state, rates=rates, eval_key=eval_key)
 
     def run_block(state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
         """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
@@ -215,13 +251,13 @@ def make_trainer(config: TrainConfig) -> Trainer:
         unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
         mapped_round = for_each_agent(agent_round, in_axes=(0, None, None))
 
-        def round_fn(agents, round_index):
-            return mapped_round(agents, round_index, hp)
+        def round_fn(agents_state, round_index):
+            return mapped_round(agents_state, round_index, hp)
 
         round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
-        agents, per_round = jax.lax.scan(round_fn, state.agents, round_indices)
+        agents_state, (per_round, first_bad) = jax.lax.scan(round_fn, state.agents, round_indices)
         rounds_done = (block_index + 1) * config.eval_every_rounds
-        state = state.replace(agents=agents)
+        state = state.replace(agents=agents_state)
         eval_key = jax.random.fold_in(state.eval_key, rounds_done)
         totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
         train_steps = jnp.maximum(totals["trained"], 1.0)
@@ -231,15 +267,19 @@ def make_trainer(config: TrainConfig) -> Trainer:
                 env, nominal_params, global_policy(state), eval_key, config.eval_episodes, max_steps
             ),
             "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
-            "td_loss": totals["td_loss"] / train_steps,
-            "degree_loss": totals["degree_loss"] / train_steps,
+            **{name: totals[name] / train_steps for name in agent.loss_names},
         }
+        for name in watched:
+            per_agent = jnp.min(first_bad[name], axis=0)  # [K]: first bad step of each agent
+            step = jnp.min(per_agent)
+            metrics[f"nonfinite_step/{name}"] = jnp.where(step == _NO_STEP, 0, step)
+            metrics[f"nonfinite_agent/{name}"] = jnp.where(step == _NO_STEP, -1, jnp.argmin(per_agent))
         return state, metrics
 
     def local_round(state: TrainState, hp, round_index) -> TrainState:
         """E local steps of every agent *without* the federated average (for tests and debugging)."""
-        agents, _ = for_each_agent(agent_local_round, in_axes=(0, None, None))(state.agents, round_index, hp)
-        return state.replace(agents=agents)
+        agents_state, _ = for_each_agent(agent_local_round, in_axes=(0, None, None))(state.agents, round_index, hp)
+        return state.replace(agents=agents_state)
 
     sweep_scales = heterogeneity.sweep_scales(config.sweep_points)
 
@@ -271,7 +311,7 @@ def make_trainer(config: TrainConfig) -> Trainer:
             "sweep_returns": sweep,
         }
 
-    default_hparams = config.agent.hparams()
+    default_hparams = agent.hparams()
 
     def train(key, hparams=None):
         hp = default_hparams if hparams is None else hparams
@@ -287,10 +327,11 @@ def make_trainer(config: TrainConfig) -> Trainer:
         train=train,
         local_round=local_round,
         hparams=default_hparams,
+        agent=agent,
     )
 
 
-def make_train(config: TrainConfig):
+def make_train(config):
     """`train(key, hparams=None) -> (TrainState, metrics)`; pure, to be jitted/vmapped by the caller."""
     return make_trainer(config).train
 

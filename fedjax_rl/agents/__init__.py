@@ -1,0 +1,81 @@
+"""The algorithm registry: name -> agent class, settings, per-task defaults, validation.
+
+The command line (`--algo` choices, `--set`), `configs.train_config`, the trainer's validation,
+and the plots' labels all read `ALGORITHMS`. Adding an algorithm means one new agent module (the
+protocol in `agents/base.py`) and one entry here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from fedjax_rl.agents import ddpg, dqn
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """name: the `--algo` name. label: how tables and figures name it. agent: the agent class.
+    config: its settings dataclass. fixed: settings the name decides (not overridable: `robust`).
+    defaults: the algorithm's own defaults over the settings' declared ones.
+    task_defaults: env name -> per-task defaults (RL-Zoo3), including the training budget "steps".
+    family: how an unknown setting is reported ("unknown DQN settings ...")."""
+
+    name: str
+    label: str
+    agent: type
+    config: type
+    fixed: dict
+    defaults: dict
+    task_defaults: Callable[[str], dict]
+    family: str
+
+    def agent_config(self, env_name: str, **overrides) -> Any:
+        """The algorithm's settings for `env_name`: declared defaults, then the algorithm's, then
+        the task's, then `overrides` (which may not change a fixed setting)."""
+        fields = [s.name for s in self.config.SETTINGS]
+        unknown = sorted(set(overrides) - set(fields))
+        if unknown:
+            raise ValueError(f"unknown {self.family} settings {unknown}; allowed: {sorted(fields)}")
+        for name, value in self.fixed.items():
+            if name in overrides and overrides[name] != value:
+                raise ValueError(f"{name} is fixed to {value} by algo={self.name!r}, got {overrides[name]}")
+        task = {k: v for k, v in self.task_defaults(env_name).items() if k != "steps"}
+        return self.config(**{**self.defaults, **task, **overrides, **self.fixed})
+
+    def steps(self, env_name: str) -> int:
+        """The default training budget (environment steps per agent) for `env_name`."""
+        return self.task_defaults(env_name)["steps"]
+
+    def describe(self, agent_config) -> str:
+        """Label for tables and figures: 'FedRDQN (ω=0.2)'."""
+        get = agent_config.get if isinstance(agent_config, dict) else lambda k: getattr(agent_config, k)
+        return f"{self.label} (ω={get('omega'):g})" if self.fixed.get("robust") else self.label
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm("fedrdqn", "FedRDQN", dqn.DQNAgent, dqn.DQNConfig, fixed=dict(robust=True), defaults={},
+                  task_defaults=dqn.task_defaults, family="DQN"),
+        Algorithm("dqnavg", "DQNAvg", dqn.DQNAgent, dqn.DQNConfig, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0), task_defaults=dqn.task_defaults, family="DQN"),
+        Algorithm("fedrddpg", "FedRDDPG", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=True),
+                  defaults=dict(num_critics=1), task_defaults=ddpg.task_defaults, family="DDPG"),
+        Algorithm("ddpgavg1", "DDPGAvg(1)", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0, num_critics=1), task_defaults=ddpg.task_defaults, family="DDPG"),
+        Algorithm("ddpgavg2", "DDPGAvg(2)", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0, num_critics=2), task_defaults=ddpg.task_defaults, family="DDPG"),
+    )
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(sorted(ALGORITHMS))
+
+
+def get(name: str) -> Algorithm:
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"algo must be one of {sorted(ALGORITHMS)}, got {name!r}") from None

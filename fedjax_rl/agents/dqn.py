@@ -5,7 +5,8 @@
     L_D = E l_tau(max_a' Q(s', a'; theta'), D(s; psi))                              (expectile regression)
     theta' <- eta theta + (1 - eta) theta'   every `target_update_interval` steps (hard update: eta = 1)
 
-DQNAvg is FedRDQN with omega = 0 and no expectile network (`robust=False`).
+DQNAvg is FedRDQN with omega = 0 and no expectile network (`robust=False`). Its hyperparameters have
+no omega leaf, so a sweep cannot give it a robustness term by accident.
 
 Everything in this module is written for *one* agent; `train.py` maps it over the agent axis.
 The state is a `FederatedState`: `shared` (theta, theta', psi) is what the server averages every
@@ -14,96 +15,69 @@ E steps; `private` (optimizer states, replay buffer) never leaves the agent.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
-import flashbax as fbx
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
+from gymnax.environments import spaces
 
-from fedjax_rl import losses
+from fedjax_rl import losses, settings
+from fedjax_rl.agents import base
+from fedjax_rl.agents.base import Transition
 from fedjax_rl.federated import FederatedState
+from fedjax_rl.settings import Setting, interval
+
+__all__ = ["DQNAgent", "DQNConfig", "Transition", "SETTINGS"]
+
+_ZOO = "(RL-Zoo3 dqn.yml, CartPole-v1)"
+_PAPER = "(paper, federated replay)"
+
+# Defaults: RL-Zoo3's CartPole-v1 DQN with the paper's federated replay settings (batch 16, buffer
+# 1000). `fedjax_rl.configs.ZOO_DQN` holds the other tasks' sets.
+SETTINGS = (
+    base.ROBUST,
+    base.OMEGA,
+    base.TAU,
+    base.HIDDEN_SIZES.with_default((256, 256), _ZOO),
+    base.LEARNING_RATE.with_default(2.3e-3, _ZOO),
+    base.GAMMA.with_default(0.99, _ZOO),
+    base.BATCH_SIZE.with_default(16, _PAPER),
+    base.BUFFER_SIZE.with_default(1000, _PAPER),
+    base.LEARNING_STARTS.with_default(1000, _ZOO),
+    base.TRAIN_FREQ.with_default(256, _ZOO),
+    base.GRADIENT_STEPS.with_default(128, _ZOO),
+    base.TARGET_UPDATE_INTERVAL.with_default(10, _ZOO),
+    base.TARGET_UPDATE_RATE.with_default(1.0, "(SB3 DQN: hard copy)"),
+    Setting("exploration_fraction", 0.16, interval(0, 1, low_open=True), source=_ZOO,
+            help="share of training over which epsilon decays linearly"),
+    Setting("exploration_initial_eps", 1.0, interval(0, 1), source="(SB3)"),
+    Setting("exploration_final_eps", 0.04, interval(0, 1), source=_ZOO),
+    Setting("max_grad_norm", 10.0, settings.positive, source="(SB3 DQN)", help="global-norm gradient clipping"),
+)
 
 
-@dataclasses.dataclass(frozen=True)
-class DQNConfig:
-    """Hyperparameters of one DQN agent. Defaults: RL-Zoo3's CartPole-v1 DQN, with the paper's
-    federated replay settings (batch 16, buffer 1000). `fedjax_rl.configs` holds per-task sets."""
-
-    robust: bool = True  # FedRDQN (expectile network and omega term) or DQNAvg
-    omega: float = 0.1
-    tau: float = 0.01
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    learning_rate: float = 2.3e-3
-    gamma: float = 0.99
-    batch_size: int = 16
-    buffer_size: int = 1000
-    learning_starts: int = 1000
-    train_freq: int = 256
-    gradient_steps: int = 128
-    target_update_interval: int = 10
-    target_update_rate: float = 1.0  # eta; 1.0 is a hard copy
-    exploration_fraction: float = 0.16
-    exploration_initial_eps: float = 1.0
-    exploration_final_eps: float = 0.04
-    max_grad_norm: float = 10.0
-
-    def hparams(self) -> "DQNHyperparams":
-        return DQNHyperparams(
-            omega=self.omega if self.robust else 0.0,
-            tau=self.tau,
-            learning_rate=self.learning_rate,
-            gamma=self.gamma,
-            target_update_rate=self.target_update_rate,
-        )
-
-    def validate(self) -> None:
-        if not 0.0 <= self.omega < 1.0:
-            raise ValueError(f"omega must be in [0, 1), got {self.omega}")
-        if not 0.0 < self.tau < 0.5:
-            raise ValueError(f"tau must be in (0, 0.5), got {self.tau}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if self.batch_size < 1 or self.buffer_size < 1:
+class _DQNConfigMethods(settings.SettingsConfig):
+    def check_together(self) -> None:
+        base.check_replay(self)
+        if not self.robust and self.omega != 0.0:
             raise ValueError(
-                f"batch_size and buffer_size must be >= 1, got {self.batch_size}, {self.buffer_size}"
+                f"omega must be 0 for DQNAvg (robust=False: no expectile network), got {self.omega}; "
+                "FedRDQN (algo fedrdqn) is the algorithm with omega > 0"
             )
-        if self.batch_size > self.buffer_size:
-            raise ValueError(
-                f"batch_size ({self.batch_size}) must be <= buffer_size ({self.buffer_size})"
-            )
-        for name in ("train_freq", "target_update_interval"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.gradient_steps < 1 and self.gradient_steps != -1:
-            raise ValueError(f"gradient_steps must be >= 1 or -1 (= train_freq), got {self.gradient_steps}")
-        if self.learning_starts < 0:
-            raise ValueError(f"learning_starts must be >= 0, got {self.learning_starts}")
-        if not 0.0 < self.target_update_rate <= 1.0:
-            raise ValueError(f"target_update_rate must be in (0, 1], got {self.target_update_rate}")
-        if not 0.0 < self.exploration_fraction <= 1.0:
-            raise ValueError(f"exploration_fraction must be in (0, 1], got {self.exploration_fraction}")
-        for name in ("exploration_initial_eps", "exploration_final_eps"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
-            raise ValueError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
+
+    def hparams(self) -> settings.Hyperparams:
+        """The vmappable leaves. DQNAvg has no omega leaf (its target has no robustness term)."""
+        if self.robust:
+            return settings.hyperparams(self, "FedRDQN")
+        return settings.hyperparams(self, "DQNAvg (omega is FedRDQN's; use algo fedrdqn to vary it)",
+                                    exclude=("omega",))
 
 
-@struct.dataclass
-class DQNHyperparams:
-    """Numeric hyperparameters as pytree leaves, so a sweep over them is a `vmap`."""
-
-    omega: Any
-    tau: Any
-    learning_rate: Any
-    gamma: Any
-    target_update_rate: Any
+DQNConfig = settings.config_class("DQNConfig", SETTINGS, base=_DQNConfigMethods,
+                                  doc="Hyperparameters of one DQN agent (FedRDQN or DQNAvg).")
 
 
 @struct.dataclass
@@ -120,15 +94,6 @@ class DQNPrivate:
     buffer: Any
 
 
-@struct.dataclass
-class Transition:
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    next_obs: jax.Array  # pre-reset observation
-    terminated: jax.Array
-
-
 class MLP(nn.Module):
     hidden_sizes: Sequence[int]
     out_size: int
@@ -140,34 +105,41 @@ class MLP(nn.Module):
         return nn.Dense(self.out_size)(x)
 
 
-def linear_epsilon(config: DQNConfig, step: jax.Array, total_steps: int) -> jax.Array:
+def linear_epsilon(config, step: jax.Array, total_steps: int) -> jax.Array:
     """SB3's linear schedule: initial -> final over the first `exploration_fraction` of training."""
-    progress = jnp.clip(step / (config.exploration_fraction * total_steps), 0.0, 1.0)
-    return config.exploration_initial_eps + progress * (
-        config.exploration_final_eps - config.exploration_initial_eps
+    schedule = optax.linear_schedule(
+        config.exploration_initial_eps, config.exploration_final_eps, config.exploration_fraction * total_steps
     )
+    return schedule(step)
 
 
 class DQNAgent:
     """The FedRDQN/DQNAvg learning rule for one agent, with static shapes closed over."""
 
-    def __init__(self, config: DQNConfig, obs_shape: tuple[int, ...], num_actions: int, total_steps: int):
+    loss_names = ("td_loss", "degree_loss")
+    loss_descriptions = {"td_loss": "Q loss (td_loss)", "degree_loss": "expectile loss (degree_loss)"}
+
+    def __init__(self, config, obs_shape: tuple[int, ...], action_space, total_steps: int):
         config.validate()
         self.config = config
         self.obs_shape = tuple(obs_shape)
-        self.num_actions = int(num_actions)
+        # An int is accepted as the number of actions (older call sites and tests).
+        self.num_actions = int(action_space if isinstance(action_space, int) else action_space.n)
         self.total_steps = int(total_steps)
         self.q_net = MLP(config.hidden_sizes, self.num_actions)
         self.degree_net = MLP(config.hidden_sizes, 1)
-        # Learning rate is applied outside the optax chain so it can be a traced hyperparameter.
-        self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.scale_by_adam())
-        self.buffer = fbx.make_item_buffer(
-            max_length=config.buffer_size,
-            min_length=config.batch_size,
-            sample_batch_size=config.batch_size,
-            add_batches=False,
-        )
-        self.gradient_steps = config.train_freq if config.gradient_steps == -1 else config.gradient_steps
+        self.optimizer = base.adam(config.max_grad_norm)
+        self.buffer = base.item_buffer(config)
+        self.gradient_steps = base.num_gradient_steps(config)
+
+    @staticmethod
+    def check_env(env_name: str, action_space) -> None:
+        if not isinstance(action_space, spaces.Discrete):
+            raise ValueError(f"DQN needs discrete actions; {env_name} has {type(action_space).__name__} actions "
+                             "(use fedrddpg, ddpgavg1 or ddpgavg2)")
+
+    def hparams(self) -> settings.Hyperparams:
+        return self.config.hparams()
 
     # -- state -------------------------------------------------------------------------------
 
@@ -202,12 +174,15 @@ class DQNAgent:
     def greedy_action(self, shared: DQNShared, obs: jax.Array) -> jax.Array:
         return jnp.argmax(self.q_values(shared.q, obs), axis=-1)
 
-    def act(self, shared: DQNShared, obs: jax.Array, key: jax.Array, step: jax.Array) -> jax.Array:
+    def act(self, shared: DQNShared, obs: jax.Array, key: jax.Array, step: jax.Array, hp=None) -> jax.Array:
         explore_key, random_action_key = jax.random.split(key)
         eps = linear_epsilon(self.config, step, self.total_steps)
         random_action = jax.random.randint(random_action_key, (), 0, self.num_actions)
         explore = jax.random.uniform(explore_key) < eps
-        return jnp.where(explore, random_action, self.greedy_action(shared, obs))
+        return jnp.where(explore, random_action, self.greedy_action(shared, obs)).astype(jnp.int32)
+
+    def env_action(self, action: jax.Array) -> jax.Array:
+        return action
 
     def observe(self, state: FederatedState, transition: Transition) -> FederatedState:
         buffer = self.buffer.add(state.private.buffer, transition)
@@ -222,9 +197,14 @@ class DQNAgent:
     def degree(self, degree_params, obs: jax.Array) -> jax.Array:
         return self.degree_net.apply(degree_params, obs)[..., 0]
 
+    def _omega(self, hp):
+        return hp.omega if self.config.robust else 0.0  # DQNAvg: the robust term vanishes
+
     def td_loss(self, q_params, degree: jax.Array, next_value: jax.Array, batch: Transition, hp) -> jax.Array:
         """L_Q = E (Q(s, a; theta) - y)^2 with y the robust TD target (a constant for the gradient)."""
-        target = losses.robust_td_target(batch.reward, next_value, batch.terminated, degree, hp.gamma, hp.omega)
+        target = losses.robust_td_target(
+            batch.reward, next_value, batch.terminated, degree, hp.gamma, self._omega(hp)
+        )
         q_all = self.q_values(q_params, batch.obs)
         q_taken = jnp.take_along_axis(q_all, batch.action[..., None], axis=-1)[..., 0]
         return losses.mean_squared_td(q_taken, target)
@@ -234,57 +214,74 @@ class DQNAgent:
         target = losses.expectile_target(next_value, batch.terminated)
         return jnp.mean(losses.expectile_loss(target, self.degree(degree_params, batch.obs), hp.tau))
 
-    def gradient_step(self, state: FederatedState, key: jax.Array, hp: DQNHyperparams):
+    def gradient_step(self, state: FederatedState, key: jax.Array, hp):
         batch = self.buffer.sample(state.private.buffer, key).experience
         shared, private = state.shared, state.private
         next_value = jax.lax.stop_gradient(self.next_value(shared, batch))
         if self.config.robust:
             degree = jax.lax.stop_gradient(self.degree(shared.degree, batch.obs))
         else:
-            degree = jnp.zeros_like(next_value)  # omega = 0: the robust term vanishes
+            degree = jnp.zeros_like(next_value)
         td_loss, q_grads = jax.value_and_grad(self.td_loss)(shared.q, degree, next_value, batch, hp)
-        q, q_opt = self._apply(shared.q, q_grads, private.q_opt, hp.learning_rate)
+        q, q_opt = base.apply_updates(self.optimizer, shared.q, q_grads, private.q_opt, hp.learning_rate)
         degree_params, degree_opt, degree_loss = shared.degree, private.degree_opt, jnp.float32(0.0)
         if self.config.robust:
             degree_loss, degree_grads = jax.value_and_grad(self.degree_loss)(shared.degree, next_value, batch, hp)
-            degree_params, degree_opt = self._apply(shared.degree, degree_grads, private.degree_opt, hp.learning_rate)
+            degree_params, degree_opt = base.apply_updates(
+                self.optimizer, shared.degree, degree_grads, private.degree_opt, hp.learning_rate
+            )
         state = FederatedState(
             shared=shared.replace(q=q, degree=degree_params),
             private=private.replace(q_opt=q_opt, degree_opt=degree_opt),
         )
         return state, (td_loss, degree_loss)
 
-    def _apply(self, params, grads, opt_state, learning_rate):
-        updates, opt_state = self.optimizer.update(grads, opt_state, params)
-        params = jax.tree.map(lambda p, u: p - learning_rate * u, params, updates)
-        return params, opt_state
-
-    def learn(self, state: FederatedState, key: jax.Array, step: jax.Array, hp: DQNHyperparams):
-        """Called after every environment step `step` (1-based); trains and updates targets on schedule.
-
-        `step` must not carry the agent axis, so these conditionals stay real branches under vmap.
-        """
+    def learn(self, state: FederatedState, key: jax.Array, step: jax.Array, hp):
+        """Called after every environment step `step` (1-based): trains and updates the target on schedule."""
         config = self.config
-
-        def train(state):
-            keys = jax.random.split(key, self.gradient_steps)
-            state, (td_losses, degree_losses) = jax.lax.scan(
-                lambda s, k: self.gradient_step(s, k, hp), state, keys
-            )
-            return state, jnp.mean(td_losses), jnp.mean(degree_losses), jnp.float32(1.0)
-
-        def skip(state):
-            return state, jnp.float32(0.0), jnp.float32(0.0), jnp.float32(0.0)
-
-        should_train = (step >= config.learning_starts) & (step % config.train_freq == 0)
-        state, td_loss, degree_loss, trained = jax.lax.cond(should_train, train, skip, state)
+        state, metrics = base.train_on_schedule(
+            config, lambda s, k: self.gradient_step(s, k, hp), state, key, step, self.loss_names
+        )
 
         def update_target(shared):
-            eta = hp.target_update_rate
-            return shared.replace(
-                q_target=optax.incremental_update(shared.q, shared.q_target, eta)
-            )
+            return shared.replace(q_target=optax.incremental_update(shared.q, shared.q_target, hp.target_update_rate))
 
         should_update_target = step % config.target_update_interval == 0
         shared = jax.lax.cond(should_update_target, update_target, lambda s: s, state.shared)
-        return state.replace(shared=shared), {"td_loss": td_loss, "degree_loss": degree_loss, "trained": trained}
+        return state.replace(shared=shared), metrics
+
+
+# -- per-task defaults ----------------------------------------------------------------------------
+# RL-Zoo3's tuned DQN hyperparameters (hyperparams/dqn.yml) for each task; "steps" is its training
+# budget (n_timesteps). The paper's federated replay settings (batch 16, buffer 1000) are the
+# settings' defaults above and apply to every task. RL-Zoo3's `gradient_steps: -1` means "as many
+# gradient steps as environment steps collected" (= train_freq). LunarLander-v3 uses RL-Zoo3's
+# LunarLander-v2 entry (the task is unchanged apart from the version bump).
+ZOO_DQN: dict[str, dict] = {
+    "CartPole-v1": dict(
+        learning_rate=2.3e-3, gamma=0.99, learning_starts=1000, target_update_interval=10,
+        train_freq=256, gradient_steps=128, exploration_fraction=0.16, exploration_final_eps=0.04,
+        hidden_sizes=(256, 256), steps=50_000,
+    ),
+    "Acrobot-v1": dict(
+        learning_rate=6.3e-4, gamma=0.99, learning_starts=0, target_update_interval=250,
+        train_freq=4, gradient_steps=-1, exploration_fraction=0.12, exploration_final_eps=0.1,
+        hidden_sizes=(256, 256), steps=100_000,
+    ),
+    "MountainCar-v0": dict(
+        learning_rate=4e-3, gamma=0.98, learning_starts=1000, target_update_interval=600,
+        train_freq=16, gradient_steps=8, exploration_fraction=0.2, exploration_final_eps=0.07,
+        hidden_sizes=(256, 256), steps=120_000,
+    ),
+    "LunarLander-v3": dict(
+        learning_rate=6.3e-4, gamma=0.99, learning_starts=0, target_update_interval=250,
+        train_freq=4, gradient_steps=-1, exploration_fraction=0.12, exploration_final_eps=0.1,
+        hidden_sizes=(256, 256), steps=100_000,
+    ),
+}
+
+
+def task_defaults(env_name: str) -> dict:
+    if env_name not in ZOO_DQN:
+        raise ValueError(f"no DQN defaults for {env_name!r}; allowed: {', '.join(ZOO_DQN)}")
+    return ZOO_DQN[env_name]

@@ -34,6 +34,7 @@ from flax import struct
 from gymnax.environments.classic_control import acrobot as gx_acrobot
 from gymnax.environments.classic_control import cartpole as gx_cartpole
 from gymnax.environments.classic_control import mountain_car as gx_mountain_car
+from gymnax.environments.classic_control import pendulum as gx_pendulum
 
 from fedjax_rl.envs.base import PerturbablePhysics
 
@@ -180,3 +181,16 @@ MountainCarState = gx_mountain_car.EnvState
 
 class MountainCar(_TypeIdentity, PerturbablePhysics, gx_mountain_car.MountainCar):
     """gymnax MountainCar-v0; `gravity` and `force` are its params fields (nothing is derived)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Pendulum-v1 (continuous actions: torque in Box(-2, 2), shape (1,))
+
+
+PendulumParams = gx_pendulum.EnvParams
+PendulumState = gx_pendulum.EnvState
+
+
+class Pendulum(_TypeIdentity, PerturbablePhysics, gx_pendulum.Pendulum):
+    """gymnax Pendulum-v1 (gymnasium's dynamics); `m` (mass) and `l` (length) are its params
+    fields, nothing is derived. Never terminates; truncated after 200 steps."""

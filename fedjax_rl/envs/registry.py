@@ -58,6 +58,12 @@ def _mountain_car(_names):
     return MountainCar()
 
 
+def _pendulum(_names):
+    from fedjax_rl.envs.classic_control import Pendulum
+
+    return Pendulum()
+
+
 def _lunar_lander(names):
     # Imported lazily: the module is developed separately and may be absent.
     from fedjax_rl.envs.lunar_lander import LunarLander
@@ -90,6 +96,14 @@ _SPECS: dict[str, EnvSpec] = {
             perturbed=("gravity", "force"),
             max_steps=200,
             random_return=-200.0,  # a random policy never reaches the goal in 200 steps
+        ),
+        EnvSpec(
+            name="Pendulum-v1",
+            factory=_pendulum,
+            perturbed=("m", "l"),
+            max_steps=200,
+            random_return=-1199.359,  # +- 8.763 (s.e.); gymnasium: about -1200
+            notes="continuous torque in [-2, 2]; `m` is the mass, `l` the length.",
         ),
         EnvSpec(
             name="LunarLander-v3",

@@ -1,0 +1,151 @@
+"""The agent protocol that `train.py` drives, the settings every off-policy agent shares, and the
+pieces of the learning loop written once for all of them (replay, the training schedule).
+
+An agent is the learning rule of *one* client, with static shapes closed over. `train.py` maps it
+over the agent axis, steps the environments, and averages `state.shared` every E steps:
+
+    agent = Agent(config, obs_shape, action_space, total_steps)
+    state = agent.init(key)                              # FederatedState(shared=..., private=...)
+    action = agent.act(state.shared, obs, key, step, hp) # with exploration; step counts from 1
+    env_action = agent.env_action(action)                # what the env receives (the buffer keeps `action`)
+    action = agent.greedy_action(state.shared, obs)      # evaluation
+    state = agent.observe(state, transition)             # into the agent's own replay buffer
+    state, metrics = agent.learn(state, key, step, hp)   # gradient steps and target updates on schedule
+    hp = agent.hparams()                                 # the vmappable numeric hyperparameters
+
+`shared` holds what the server averages (networks, their targets, the expectile network); `private`
+holds optimizer states and the replay buffer, which never leave the agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol
+
+import flashbax as fbx
+import optax
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from fedjax_rl.federated import FederatedState
+from fedjax_rl.settings import Hyperparams, Setting, at_least, interval, positive, positive_sizes
+
+
+@struct.dataclass
+class Transition:
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    next_obs: jax.Array  # pre-reset observation
+    terminated: jax.Array  # a time-limit truncation is not a termination: it bootstraps
+
+
+class Agent(Protocol):
+    """What `train.py` needs from an algorithm (see the module docstring)."""
+
+    #: per-update metrics, averaged over the gradient steps of a block ("td_loss", ...)
+    loss_names: ClassVar[tuple[str, ...]]
+    #: loss name -> how a message names it when it turns non-finite ("Q loss")
+    loss_descriptions: ClassVar[dict[str, str]]
+
+    def __init__(self, config: Any, obs_shape: tuple[int, ...], action_space: Any, total_steps: int): ...
+
+    def init(self, key: jax.Array) -> FederatedState: ...
+
+    def act(self, shared: Any, obs: jax.Array, key: jax.Array, step: jax.Array, hp: Hyperparams) -> jax.Array: ...
+
+    def env_action(self, action: jax.Array) -> jax.Array: ...
+
+    @staticmethod
+    def check_env(env_name: str, action_space: Any) -> None:
+        """Raise a ValueError if the agent cannot act in this action space."""
+
+    def greedy_action(self, shared: Any, obs: jax.Array) -> jax.Array: ...
+
+    def observe(self, state: FederatedState, transition: Transition) -> FederatedState: ...
+
+    def learn(self, state: FederatedState, key: jax.Array, step: jax.Array, hp: Hyperparams): ...
+
+    def hparams(self) -> Hyperparams: ...
+
+
+# -- settings every off-policy agent has (declared once; DQN and DDPG add their own) -------------
+
+ROBUST = Setting("robust", True, kind=bool,
+                 help="expectile network and omega term (set by the algorithm's name, not by hand)")
+OMEGA = Setting("omega", 0.1, interval(0, 1, high_open=True), leaf=True,
+                help="robustness level of the covering set", source="(our default)")
+TAU = Setting("tau", 0.01, interval(0, 0.5, low_open=True, high_open=True), leaf=True,
+              help="expectile level of the degree network D(s)", source="(paper)")
+GAMMA = Setting("gamma", 0.99, interval(0, 1, low_open=True), leaf=True, help="discount")
+LEARNING_RATE = Setting("learning_rate", 1e-3, positive, leaf=True)
+HIDDEN_SIZES = Setting("hidden_sizes", (256, 256), positive_sizes, kind="ints", help="MLP hidden layers")
+BATCH_SIZE = Setting("batch_size", 16, at_least(1), kind=int)
+BUFFER_SIZE = Setting("buffer_size", 1000, at_least(1), kind=int, help="replay capacity per agent")
+LEARNING_STARTS = Setting("learning_starts", 1000, at_least(0), kind=int,
+                          help="environment steps before the first gradient step")
+TRAIN_FREQ = Setting("train_freq", 1, at_least(1), kind=int, help="environment steps between training phases")
+GRADIENT_STEPS = Setting(
+    "gradient_steps", 1, lambda v: None if v >= 1 or v == -1 else "must be >= 1 or -1 (= train_freq)", kind=int,
+    help="gradient steps per training phase (-1: as many as environment steps since the last)")
+TARGET_UPDATE_INTERVAL = Setting("target_update_interval", 1, at_least(1), kind=int)
+TARGET_UPDATE_RATE = Setting("target_update_rate", 1.0, interval(0, 1, low_open=True), leaf=True,
+                             help="eta in theta' <- eta theta + (1 - eta) theta'; 1 is a hard copy")
+
+
+def check_replay(config) -> None:
+    if config.batch_size > config.buffer_size:
+        raise ValueError(f"batch_size ({config.batch_size}) must be <= buffer_size ({config.buffer_size})")
+
+
+def item_buffer(config):
+    """The agent's replay buffer (flashbax, uniform sampling, one transition added per step)."""
+    return fbx.make_item_buffer(
+        max_length=config.buffer_size,
+        min_length=config.batch_size,
+        sample_batch_size=config.batch_size,
+        add_batches=False,
+    )
+
+
+def num_gradient_steps(config) -> int:
+    return config.train_freq if config.gradient_steps == -1 else config.gradient_steps
+
+
+def train_on_schedule(config, gradient_step, state, key, step, loss_names):
+    """After environment step `step` (1-based): if `step >= learning_starts` and `step` is a
+    multiple of `train_freq`, run `gradient_step(state, key) -> (state, losses tuple)` for every
+    gradient step (a scan). Returns (state, {loss: mean over the gradient steps, "trained": 1 or 0}).
+
+    `step` must not carry the agent axis, so the conditional stays a real branch under vmap.
+    """
+
+    def train(state):
+        keys = jax.random.split(key, num_gradient_steps(config))
+        state, per_step = jax.lax.scan(gradient_step, state, keys)
+        return state, tuple(jnp.mean(x) for x in per_step), jnp.float32(1.0)
+
+    def skip(state):
+        return state, tuple(jnp.float32(0.0) for _ in loss_names), jnp.float32(0.0)
+
+    should_train = (step >= config.learning_starts) & (step % config.train_freq == 0)
+    state, means, trained = jax.lax.cond(should_train, train, skip, state)
+    return state, {**dict(zip(loss_names, means)), "trained": trained}
+
+
+def adam(max_grad_norm: float | None = None) -> optax.GradientTransformation:
+    """Adam (optionally after global-norm clipping) whose learning rate is an injected
+    hyperparameter (`optax.inject_hyperparams`), set from the traced `hp.learning_rate` at every
+    update (`apply_updates`), so the learning rate is a vmappable leaf like the others."""
+    clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm is not None else []
+    return optax.chain(
+        *clip, optax.scale_by_adam(), optax.inject_hyperparams(optax.scale_by_learning_rate)(learning_rate=1.0)
+    )
+
+
+def apply_updates(optimizer, params, grads, opt_state, learning_rate):
+    """One optimizer step with the learning rate `learning_rate` (may be traced)."""
+    *head, lr_state = opt_state
+    lr_state = lr_state._replace(hyperparams={**lr_state.hyperparams, "learning_rate": learning_rate})
+    updates, opt_state = optimizer.update(grads, (*head, lr_state), params)
+    return optax.apply_updates(params, updates), opt_state

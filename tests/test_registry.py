@@ -1,0 +1,121 @@
+"""The algorithm registry and the setting declarations: one default per setting whatever the door
+(Python API or command line), messages that name the setting, DQNAvg without an omega leaf, and a
+non-finite loss that stops a run with the quantity, seed, agent and environment step."""
+
+import re
+
+import numpy as np
+import pytest
+
+from fedjax_rl import agents, checkpoint, cli, configs, experiment, settings, train
+
+
+def cli_config(*argv):
+    return cli.config_from_args(cli.build_parser().parse_args(["train", *argv]))
+
+
+def test_registry_lists_every_algorithm_once():
+    assert {"fedrdqn", "dqnavg", "fedrddpg", "ddpgavg1", "ddpgavg2"} <= set(agents.names())
+    for name, algorithm in agents.ALGORITHMS.items():
+        assert algorithm.name == name
+        declared = [s.name for s in algorithm.config.SETTINGS]
+        assert len(declared) == len(set(declared))
+        assert set(algorithm.fixed) <= set(declared)
+
+
+@pytest.mark.parametrize(
+    "algo,env", [("fedrdqn", "CartPole-v1"), ("dqnavg", "Acrobot-v1"), ("fedrdqn", "LunarLander-v3")]
+)
+def test_cli_and_api_resolve_the_same_defaults(algo, env):
+    api = configs.train_config(algo, env)
+    assert cli_config("--algo", algo, "--env", env) == api
+    assert api.steps_per_agent == configs.ZOO_DQN[env]["steps"]  # RL-Zoo3's budget, not a fixed 20k
+    assert api.eval_every_rounds == max(1, api.num_rounds // configs.EVAL_POINTS)
+    assert api.eval_episodes == 5  # the paper's evaluation
+
+
+def test_cli_flags_are_config_names_and_give_the_api_config():
+    api = configs.train_config(
+        "fedrdqn", "CartPole-v1", physics=("masscart",), num_agents=3, sync_every=50, max_rate=0.3,
+        steps_per_agent=3000, eval_every_rounds=2, eval_episodes=4, sweep_points=5,
+        agent_overrides=dict(omega=0.3, tau=0.05, hidden_sizes=(32,), learning_rate=1e-3),
+    )
+    by_config_name = cli_config(
+        "--algo", "fedrdqn", "--env-name", "CartPole-v1", "--physics", "masscart", "--num-agents", "3",
+        "--sync-every", "50", "--max-rate", "0.3", "--steps-per-agent", "3000", "--eval-every-rounds", "2",
+        "--eval-episodes", "4", "--sweep-points", "5", "--omega", "0.3", "--tau", "0.05",
+        "--set", "hidden_sizes=32", "--set", "learning_rate=1e-3",
+    )
+    by_alias = cli_config(
+        "--env", "CartPole-v1", "--param", "masscart", "--agents", "3", "--sync-every", "50", "--max-rate", "0.3",
+        "--steps", "3000", "--eval-every", "2", "--eval-episodes", "4", "--sweep-points", "5",
+        "--set", "omega=0.3", "--set", "tau=0.05", "--set", "hidden_sizes=32", "--set", "learning_rate=1e-3",
+    )
+    assert by_config_name == api
+    assert by_alias == api
+
+
+def test_a_setting_parses_with_its_declared_kind():
+    declared = settings.by_name(agents.get("fedrdqn").config.SETTINGS)
+    assert declared["hidden_sizes"].parse("64,64") == (64, 64)
+    assert declared["batch_size"].parse("32") == 32
+    with pytest.raises(ValueError, match="batch_size expects int, got '3.5'"):
+        declared["batch_size"].parse("3.5")
+    with pytest.raises(ValueError, match="omega expects float"):
+        cli_config("--set", "omega=high")
+
+
+def test_dqnavg_has_no_omega_leaf():
+    config = configs.train_config("dqnavg", "CartPole-v1", steps_per_agent=1000, eval_every_rounds=1)
+    trainer = train.make_trainer(config)
+    assert "omega" not in trainer.hparams.names()
+    # A sweep over omega on a DQNAvg trainer cannot silently change its target: it is refused before
+    # anything is traced.
+    with pytest.raises(ValueError, match=r"DQNAvg .* has no hyperparameter 'omega'; its vmappable hyperparameters"):
+        trainer.hparams.replace(omega=0.3)
+    with pytest.raises(ValueError, match=r"omega must be 0 for DQNAvg .*got 0.3"):
+        configs.train_config("dqnavg", "CartPole-v1", agent_overrides=dict(omega=0.3))
+    with pytest.raises(ValueError, match=r"robust is fixed to False by algo='dqnavg'"):
+        configs.train_config("dqnavg", "CartPole-v1", agent_overrides=dict(robust=True))
+    # FedRDQN keeps it.
+    robust = train.make_trainer(configs.train_config("fedrdqn", "CartPole-v1", steps_per_agent=1000, eval_every_rounds=1))
+    assert robust.hparams.replace(omega=0.3).omega == 0.3
+
+
+def test_unknown_and_mismatched_settings_name_themselves():
+    with pytest.raises(ValueError, match=r"unknown DQN settings \['colour'\]"):
+        configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=dict(colour=3))
+    with pytest.raises(ValueError, match=r"unknown settings \['colour'\]"):
+        configs.train_config("fedrdqn", "CartPole-v1", colour=3)
+    with pytest.raises(ValueError, match=r"algo must be one of"):
+        configs.train_config("ppo", "CartPole-v1")
+
+
+def test_nonfinite_loss_stops_the_run_naming_quantity_seed_agent_and_step(tmp_path):
+    """A huge learning rate (1e30) makes the first gradient step (env step 25, in block 1) blow the
+    Q network up; the run stops in block 1 with a message, and block 0 stays on disk."""
+    config = configs.train_config(
+        "fedrdqn", "CartPole-v1", physics=("length",), num_agents=2, sync_every=10, steps_per_agent=60,
+        eval_every_rounds=2, eval_episodes=1, sweep_points=2,
+        agent_overrides=dict(hidden_sizes=(8,), learning_starts=25, train_freq=1, gradient_steps=1,
+                             batch_size=4, buffer_size=40, learning_rate=1e30),
+    )
+    out = tmp_path / "run"
+    with pytest.raises(experiment.NonFiniteError) as info:
+        experiment.run(config, num_seeds=2, seed=0, out_dir=str(out), progress=False)
+    message = str(info.value)
+    print(message)
+    quantity = re.search(r"non-finite (Q loss|expectile loss|shared parameters)", message)
+    step = re.search(r"environment step (\d+)", message)
+    assert quantity and step and re.search(r"seed index [01]\b", message) and re.search(r"agent [01]\b", message)
+    assert 25 < int(step.group(1)) <= 40  # after the first update, within block 1 (steps 21-40)
+    _, extra = checkpoint.load(str(out / "checkpoint.npz"), _init_state(config))
+    assert int(extra["blocks_done"]) == 1  # the finished block is on disk, the bad one is not
+    curve = __import__("json").loads(str(extra["curve"]))
+    assert len(curve) == 1 and np.all(np.asarray(curve[0]["nonfinite_step/td_loss"]) == 0)
+
+
+def _init_state(config):
+    import jax
+
+    return jax.jit(jax.vmap(train.make_trainer(config).init))(train.seed_keys(0, 2))
