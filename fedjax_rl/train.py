@@ -10,7 +10,10 @@ that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes 
 
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
 pieces (`Trainer.init`, `.run_block`, `.finalize`) let a host loop run the program block by block
-with a progress bar and checkpoints (`fedjax_rl.experiment`), with bit-identical numbers.
+with a progress bar and checkpoints (`fedjax_rl.experiment.run`, the CLI's and the API's door, whose
+numbers are bit-identical across entry points and resumes). `train` as one fused program computes the
+same thing but XLA rounds a few fused operations differently (1-2 ulps after one update; README,
+Reproducibility).
 
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
