@@ -77,6 +77,29 @@ def federated_average(state: FederatedState) -> FederatedState:
     return state.replace(shared=federated_mean(state.shared))
 
 
+def average_shared(tree: Any) -> Any:
+    """`federated_average` applied to every `FederatedState` inside `tree` (a client's carry may
+    hold its learner next to environment state, counters, keys); everything else is untouched."""
+    is_state = lambda x: isinstance(x, FederatedState)  # noqa: E731
+    return jax.tree.map(lambda x: federated_average(x) if is_state(x) else x, tree, is_leaf=is_state)
+
+
+def federated_round(
+    local_step: Callable[[Any, Any], tuple[Any, Any]],
+    carry: Any,
+    xs: Any = None,
+    length: int | None = None,
+    summarize: Callable[[Any, Any], Any] | None = None,
+) -> tuple[Any, Any]:
+    """One federated round of one client: `lax.scan(local_step, carry, xs, length)` (the E local
+    steps), then the server's average of the shared leaves (`average_shared`). Returns
+    `(carry, summarize(carry_before_average, per_step_outputs))` (the outputs themselves when
+    `summarize` is None). Used by the deep trainer (`train.py`) and tabular FedRQ alike."""
+    carry, outputs = jax.lax.scan(local_step, carry, xs, length=length)
+    summary = outputs if summarize is None else summarize(carry, outputs)
+    return average_shared(carry), summary
+
+
 def is_sync_step(step: jax.Array, sync_every: int) -> jax.Array:
     """True after every `sync_every`-th local step (steps are counted from 1)."""
     return (step % sync_every) == 0

@@ -215,18 +215,26 @@ def make_trainer(config) -> Trainer:
         )
         return carry, metrics
 
-    def agent_local_round(carry: AgentCarry, round_index, hp):
+    def round_steps(round_index):
         # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
-        steps = round_index * E + 1 + jnp.arange(E)
-        carry, per_step = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
+        return round_index * E + 1 + jnp.arange(E)
+
+    def summarize(carry: AgentCarry, per_step, steps):
         metrics = jax.tree.map(jnp.sum, per_step)
         first_bad = {name: _first_step(~jnp.isfinite(per_step[name]), steps) for name in agent.loss_names}
         first_bad[PARAMETERS] = jnp.where(_all_finite(carry.learner.shared), _NO_STEP, steps[-1])
-        return carry, (metrics, first_bad)
+        return metrics, first_bad
+
+    def agent_local_round(carry: AgentCarry, round_index, hp):
+        steps = round_steps(round_index)
+        carry, per_step = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
+        return carry, summarize(carry, per_step, steps)
 
     def agent_round(carry: AgentCarry, round_index, hp):
-        carry, metrics = agent_local_round(carry, round_index, hp)
-        return carry.replace(learner=federated.federated_average(carry.learner)), metrics
+        steps = round_steps(round_index)
+        return federated.federated_round(
+            lambda c, s: local_step(c, s, hp), carry, steps, summarize=lambda c, out: summarize(c, out, steps)
+        )
 
     # -- one seed ----------------------------------------------------------------------------
 
