@@ -189,38 +189,33 @@ def test_omega_zero_reproduces_dqnavg_exactly(fedrdqn):
     )
 
 
-def test_hyperparameter_sweep_is_a_vmap_that_reproduces_standalone_runs(fedrdqn):
-    """A vmap over (omega, learning rate) gives, at every grid point, the run of the standalone
-    program at that point.
+def _without_key_types(tree):
+    return jax.tree.map(
+        lambda leaf: jax.random.key_data(leaf) if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) else leaf, tree)
 
-    Measured on an AMD EPYC under the default ISA and with XLA_FLAGS=--xla_cpu_max_isa=AVX2 (same
-    numbers): the experience, every curve and every final metric are bit-identical at all three
-    points; the final shared parameters are bit-identical at the first two and differ by at most
-    3e-8 (absolute) at (0.0, 5e-3). The extra batch axis makes a different XLA program: one
-    gradient step probed alone (the agent's `gradient_step`, vmapped with and without the hparam
-    axis) gives bit-identical losses and Adam updates but parameter gradients that differ in the
-    last bits (up to 2.4e-7), so the backward pass's contractions are what round differently.
+
+def test_hyperparameter_sweep_is_a_vmap_that_reproduces_standalone_runs(fedrdqn):
+    """A vmap over (omega, learning rate) gives, at every grid point, bit for bit the run of the
+    standalone program at that point: final state (parameters, optimiser states, replay buffers,
+    environments, keys), curves and final metrics.
+
+    Measured on an AMD EPYC, default ISA and XLA_FLAGS=--xla_cpu_max_isa=AVX2: bit-identical.
+    Not so if the hparam axis is added on top of the seed axis (hparams x seeds in one program):
+    there the final parameters at (0.0, 5e-3) differ by up to 3e-8 (experience and metrics still
+    identical). Probing one gradient step alone (the agent's `gradient_step` with and without an
+    extra hparam vmap) gives identical losses and Adam updates but parameter gradients that differ
+    in the last bits (up to 2.4e-7): the backward pass's contractions round differently.
     """
     trainer, run, _, _ = fedrdqn
     grid = [(0.2, 2.3e-3), (0.5, 1e-3), (0.0, 5e-3)]  # (omega, learning rate); the first is the default
     omegas, learning_rates = (jnp.array(values) for values in zip(*grid))
     hps = jax.vmap(lambda w, lr: trainer.hparams.replace(omega=w, learning_rate=lr))(omegas, learning_rates)
-    sweep = jax.jit(jax.vmap(jax.vmap(trainer.train, in_axes=(0, None)), in_axes=(None, 0)))
-    states, metrics = sweep(KEYS, hps)
+    # One seed swept over the grid, against the same seed in the fixture's (seed-vmapped) program.
+    states, metrics = jax.jit(jax.vmap(trainer.train, in_axes=(None, 0)))(KEYS[0], hps)
     for i, (omega, learning_rate) in enumerate(grid):
-        alone_state, alone = run(KEYS, trainer.hparams.replace(omega=omega, learning_rate=learning_rate))
-        swept_state, swept = jax.tree.map(lambda leaf: leaf[i], (states, metrics))
-        # Exact: what the agents experienced, and the evaluations (returns of the greedy policy).
-        chex.assert_trees_all_equal(swept_state.agents.learner.private.buffer, alone_state.agents.learner.private.buffer)
-        chex.assert_trees_all_equal(swept_state.agents.env_state, alone_state.agents.env_state)
-        for name in ("env_steps", "nominal_return", "train_return"):
-            np.testing.assert_array_equal(swept["curve"][name], alone["curve"][name], err_msg=name)
-        chex.assert_trees_all_equal(swept["final"], alone["final"])
-        # Losses and parameters: the last-bit rounding described above, 30x margin on parameters.
-        for name in ("td_loss", "degree_loss"):
-            np.testing.assert_allclose(swept["curve"][name], alone["curve"][name], rtol=1e-6, err_msg=name)
-        chex.assert_trees_all_close(swept_state.agents.learner.shared, alone_state.agents.learner.shared,
-                                    rtol=0, atol=1e-6)
+        alone = jax.tree.map(lambda leaf: leaf[0], run(KEYS, trainer.hparams.replace(omega=omega, learning_rate=learning_rate)))
+        swept = jax.tree.map(lambda leaf: leaf[i], (states, metrics))
+        chex.assert_trees_all_equal(_without_key_types(swept), _without_key_types(alone))
     # The grid points are different runs.
     assert not np.allclose(metrics["curve"]["td_loss"][0], metrics["curve"]["td_loss"][1])
     assert not np.allclose(metrics["curve"]["td_loss"][0], metrics["curve"]["td_loss"][2])
