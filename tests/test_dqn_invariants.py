@@ -280,7 +280,7 @@ def _expectile_statistics(step_fn, state, hparams):
     return mean_v, mean_d, below
 
 
-def test_expectile_network_learns_a_low_expectile_of_the_next_state_value(trainer, step_fn, fresh_state):
+def test_expectile_network_sits_below_the_mean_next_state_value(trainer, step_fn, fresh_state):
     """tau = 0.01: D(s) lies below V(s') for almost every replayed pair and below its mean in every
     run. The same training with tau = 0.49 (almost the mean) or tau = 0.99 (the mirrored loss, as a
     flipped sign in l_tau would give) fails both checks, so the check tests the expectile level.
