@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import checkpoint, federated
+from fedjax_rl import checkpoint, distributed, federated
 from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"
@@ -121,6 +121,7 @@ def run(
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
     trainer = make_trainer(config)  # validates before anything compiles
     comm = communication(trainer)
+    progress = progress and distributed.is_writer()
     if progress:
         print(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per round "
               f"{comm['participants_per_round']} of {config.num_agents} agents upload, all download: "
@@ -155,7 +156,9 @@ def run(
                 previous = json.load(f)
             if previous == json.loads(json.dumps(config_dict)):
                 try:
-                    state, extra = checkpoint.load(ckpt_path, state)
+                    restored, extra = checkpoint.load(ckpt_path, state)
+                    _check_layout(ckpt_path, extra)
+                    state = distributed.put_like(restored, state)
                     start_block = int(extra["blocks_done"])
                     curve = json.loads(str(extra["curve"]))
                 except checkpoint.CheckpointMismatch as error:
@@ -165,8 +168,16 @@ def run(
                     os.replace(ckpt_path, kept)
                     warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
                                   "starting this run from block 0.", stacklevel=2)
-        with open(config_path, "w") as f:
-            json.dump(config_dict, f, indent=2)
+        if jax.process_count() > 1:
+            # Every process must resume from the same block: they all read out_dir (a shared
+            # filesystem), only process 0 writes it.
+            from jax.experimental import multihost_utils
+
+            multihost_utils.assert_equal(start_block, "processes found different checkpoints in out_dir "
+                                                      "(multi-process runs need out_dir on a shared filesystem)")
+        if distributed.is_writer():
+            with open(config_path, "w") as f:
+                json.dump(config_dict, f, indent=2)
 
     blocks = range(start_block, config.num_evals)
     if progress:
@@ -176,24 +187,29 @@ def run(
                       unit="block")
     for block in blocks:
         state, metrics = run_block(state, hparams, block)
+        metrics = distributed.to_host(metrics)
         check_finite(metrics, trainer, seed, block, grid=points)
         curve.append(_to_lists(metrics))
         if progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
         if ckpt_path is not None:
-            checkpoint.save(ckpt_path, state, blocks_done=block + 1, curve=json.dumps(curve))
+            host_state = distributed.to_host(state)  # a collective: every process takes part
+            if distributed.is_writer():
+                checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(curve),
+                                layout=json.dumps(distributed.layout()))
 
-    final = jax.tree.map(np.asarray, finalize(state, hparams))
+    final = distributed.to_host(finalize(state, hparams))
     # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.
     batch_ndim = np.ndim(curve[0]["env_steps"])  # [seeds] or [grid, seeds]: the block axis goes after them
     stacked = {k: np.stack([np.asarray(c[k]) for c in curve], axis=batch_ndim) for k in curve[0]}
     result = {"curve": stacked, "final": final, "communication": comm}
+    shared = distributed.to_host(state.agents.learner.shared) if out_dir is not None else None
     if points is None:
-        if out_dir is not None:
-            _write_outputs(out_dir, result, state.agents.learner.shared)
+        if out_dir is not None and distributed.is_writer():
+            _write_outputs(out_dir, result, shared)
         return result
     result["grid"] = points
-    if out_dir is not None:
+    if out_dir is not None and distributed.is_writer():
         for i, point in enumerate(points):
             point_dir = os.path.join(out_dir, grid_label(point, grid))
             os.makedirs(point_dir, exist_ok=True)
@@ -201,8 +217,24 @@ def run(
                 json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
             one = jax.tree.map(lambda x, i=i: x[i], {"curve": result["curve"], "final": result["final"]})
             one["communication"] = comm
-            _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], state.agents.learner.shared))
+            _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], shared))
     return result
+
+
+def _check_layout(path: str, extra: dict) -> None:
+    """A run resumes on the process layout that wrote its checkpoint (files written before layouts
+    were recorded came from one process)."""
+    written = json.loads(str(extra["layout"])) if "layout" in extra else {"num_processes": 1}
+    now = distributed.layout()
+    # One process: the checkpoint holds global values, so any device count restores it.
+    multi = written["num_processes"] > 1 or now["num_processes"] > 1
+    if written["num_processes"] != now["num_processes"] or (multi and written.get("local_devices") != now["local_devices"]):
+        raise ValueError(
+            f"checkpoint {path} was written by {written['num_processes']} process(es)"
+            f"{' x ' + str(written['local_devices']) + ' devices' if 'local_devices' in written else ''}; this run has "
+            f"{now['num_processes']} x {now['local_devices']} devices. Resume it on the same process layout, "
+            "or start it in a new out_dir"
+        )
 
 
 def communication(trainer) -> dict:

@@ -1,0 +1,89 @@
+"""Several processes, one federation: JAX's own multi-controller runtime (`jax.distributed`).
+
+Every process runs the same program (the same `experiment.run` call). After `initialize`,
+`jax.devices()` lists every process's devices, so `federated.agent_mesh(num_devices)` is a global
+mesh, the agent axis spans processes, and the federated average stays a `pmean` over it: XLA carries
+it over the network (gloo on CPU, NCCL on GPU). Host-side, `to_host` gathers a (possibly
+process-spanning) result onto every process, `is_writer` says which one writes files, and
+`put_like` turns host values (a restored checkpoint) back into global arrays laid out like a
+reference state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None) -> None:
+    """Join (or start, on process 0) the run's process group.
+
+    Arguments left as None are taken from the environment by `jax.distributed.initialize`
+    itself (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID, or a cluster it detects:
+    SLURM, Open MPI, Kubernetes, Cloud TPU). CPU collectives use gloo, which must be chosen before
+    the backend starts."""
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+    if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id must be in [0, {num_processes}), got {process_id}")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id)
+
+
+def layout() -> dict:
+    """The process layout a run was written on (a resumed run must match it)."""
+    return {"num_processes": jax.process_count(), "local_devices": jax.local_device_count(),
+            "platform": jax.default_backend()}
+
+
+def is_writer() -> bool:
+    """Only process 0 writes files (every process holds the same gathered values)."""
+    return jax.process_index() == 0
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def to_host(tree: Any) -> Any:
+    """Every leaf as a numpy array holding its full global value, on every process. Typed PRNG keys
+    become their raw key data (what `checkpoint.save` stores anyway)."""
+    tree = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+    if jax.process_count() == 1:
+        return jax.tree.map(np.asarray, tree)
+    from jax.experimental import multihost_utils
+
+    def gather(x):
+        if not isinstance(x, jax.Array) or x.is_fully_addressable:
+            return np.asarray(x)
+        if x.is_fully_replicated:
+            return np.asarray(x.addressable_data(0))
+        # tiled: the global array itself, not one copy per process stacked along a new axis
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+    return jax.tree.map(gather, tree)
+
+
+def put_like(host_tree: Any, like: Any) -> Any:
+    """Global arrays holding `host_tree`'s values (the same on every process), with the shardings
+    and key types of `like` (a freshly initialised state)."""
+    if jax.process_count() == 1:
+        return host_tree
+
+    def put(value, ref):
+        if not isinstance(ref, jax.Array):
+            return value
+        data = np.asarray(jax.random.key_data(value) if _is_key(value) else value)
+        sharding = ref.sharding
+        if _is_key(ref):
+            ref_data = jax.random.key_data(ref)
+            array = jax.make_array_from_callback(data.shape, ref_data.sharding, lambda index: data[index])
+            return jax.random.wrap_key_data(array, impl=jax.random.key_impl(ref))
+        return jax.make_array_from_callback(data.shape, sharding, lambda index: data[index])
+
+    return jax.tree.map(put, host_tree, like)
