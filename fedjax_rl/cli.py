@@ -75,6 +75,29 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="override an agent setting of the algorithm, e.g. --set learning_rate=1e-3 --set hidden_sizes=64,64")
     p.add_argument("--out", default=None, help="run directory (config, checkpoints, metrics, parameters)")
     p.add_argument("--no-progress", action="store_true")
+    add_distributed_arguments(p)
+
+
+def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
+    """One command per host: every process runs the same `train` command with its own --process-id;
+    `--devices` then counts the devices of all processes together."""
+    g = p.add_argument_group("multi-process (jax.distributed; unset flags come from JAX_COORDINATOR_ADDRESS, "
+                             "JAX_NUM_PROCESSES, JAX_PROCESS_ID or a detected cluster such as SLURM)")
+    g.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="address of process 0's coordinator")
+    g.add_argument("--num-processes", type=int, default=None, help="number of processes in the run")
+    g.add_argument("--process-id", type=int, default=None, help="this process's index in [0, num-processes)")
+    g.add_argument("--distributed", action="store_true",
+                   help="join a process group configured entirely by the environment or the cluster (e.g. under srun)")
+
+
+def maybe_initialize_distributed(args) -> None:
+    """Start jax.distributed before anything touches a device, when any multi-process flag is given."""
+    given = (args.coordinator, args.num_processes, args.process_id)
+    if not args.distributed and all(v is None for v in given):
+        return
+    from fedjax_rl import distributed
+
+    distributed.initialize(*given)
 
 
 def config_from_args(args):
@@ -102,6 +125,7 @@ def cmd_train(args) -> None:
     from fedjax_rl import experiment
 
     try:
+        maybe_initialize_distributed(args)
         config = config_from_args(args)
         config.validate()
         if args.seeds < 1:
@@ -111,6 +135,10 @@ def cmd_train(args) -> None:
     result = experiment.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
                             progress=not args.no_progress)
     final = result["final"]
+    from fedjax_rl import distributed
+
+    if not distributed.is_writer():  # every process holds the same gathered result; process 0 reports it
+        return
     print(f"local-env average {final['local_average'].mean():.1f}, minimum {final['local_minimum'].mean():.1f} "
           f"(mean over {args.seeds} seeds)")
     if args.out:

@@ -1,0 +1,68 @@
+"""One process of tests/test_multiprocess.py's runs (not a test module): joins a jax.distributed
+process group on loopback, runs the federations named on the command line with the agent axis
+sharded over every process's devices, and saves what it gathered to an .npz (one per process).
+
+    python tests/multiprocess_worker.py PORT NUM_PROCESSES PROCESS_ID OUT_NPZ RUN_DIR {dqn,tabular}
+"""
+
+import sys
+
+import jax
+
+from fedjax_rl import distributed
+
+
+def dqn_config(num_agents: int, num_devices: int | None):
+    from fedjax_rl import configs
+
+    agent = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
+                 batch_size=8, buffer_size=50, omega=0.2)
+    return configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=agent, physics=("length",),
+                                num_agents=num_agents, sync_every=10, steps_per_agent=60, eval_every_rounds=3,
+                                eval_episodes=2, sweep_points=3, num_devices=num_devices)
+
+
+DQN_AGENTS = (8,)  # K = 4 costs another ~100 s of compilation on 2 cores; tabular covers K = 4 and 8
+TABULAR_AGENTS = (4, 8)
+NUM_SEEDS = 2
+
+
+def run_dqn(num_agents: int, num_devices: int | None, out_dir: str | None = None) -> dict:
+    """Flat {name: array}: every curve and final metric of a 2-seed tiny FedRDQN run."""
+    from fedjax_rl import experiment
+
+    result = experiment.run(dqn_config(num_agents, num_devices), num_seeds=NUM_SEEDS, seed=0, out_dir=out_dir,
+                            progress=False)
+    return {f"dqn{num_agents}/{part}/{k}": v for part in ("curve", "final") for k, v in result[part].items()}
+
+
+def run_tabular(num_agents: int, num_devices: int | None) -> dict:
+    """Flat {name: array}: a sampled FedRQ run on a random MDP, every recorded field."""
+    from fedjax_rl import tabular
+
+    problem = tabular.random_mdp(1, num_agents=num_agents, num_states=6, num_actions=2)
+    result = tabular.fedrq(problem, 0.3, num_rounds=5, sync_every=4, sampled=True, key=jax.random.key(3),
+                         num_devices=num_devices)
+    host = distributed.to_host(result._asdict())
+    return {f"tabular{num_agents}/{k}": v for k, v in host.items() if v is not None}
+
+
+def main() -> None:
+    port, num_processes, process_id, out_npz, run_dir, what = sys.argv[1:]
+    distributed.initialize(f"127.0.0.1:{port}", int(num_processes), int(process_id))
+    import numpy as np
+
+    num_devices = jax.device_count()
+    arrays = {}
+    if what == "tabular":
+        for k in TABULAR_AGENTS:
+            arrays.update(run_tabular(k, num_devices))
+    else:
+        for k in DQN_AGENTS:
+            arrays.update(run_dqn(k, num_devices, out_dir=f"{run_dir}/dqn{k}"))
+    np.savez(out_npz, **arrays)
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+    main()
