@@ -11,11 +11,13 @@ reference state.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
@@ -50,23 +52,30 @@ def _is_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
+@functools.lru_cache(maxsize=None)
+def _replicate(mesh):
+    # One compiled gather per (mesh, tree structure): process_allgather would compile one per leaf.
+    return jax.jit(lambda leaves: leaves, out_shardings=NamedSharding(mesh, PartitionSpec()))
+
+
 def to_host(tree: Any) -> Any:
-    """Every leaf as a numpy array holding its full global value, on every process. Typed PRNG keys
-    become their raw key data (what `checkpoint.save` stores anyway)."""
+    """Every leaf as a numpy array holding its full global value, on every process (a collective when
+    leaves span processes: every process must call it). Typed PRNG keys become their raw key data
+    (what `checkpoint.save` stores anyway)."""
     tree = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
-    if jax.process_count() == 1:
-        return jax.tree.map(np.asarray, tree)
-    from jax.experimental import multihost_utils
+    leaves, treedef = jax.tree.flatten(tree)
+    spanning = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array) and not x.is_fully_addressable]
+    if spanning:
+        meshes = {leaves[i].sharding.mesh for i in spanning if isinstance(leaves[i].sharding, NamedSharding)}
+        if len(meshes) == 1 and len(spanning) == sum(isinstance(leaves[i].sharding, NamedSharding) for i in spanning):
+            gathered = _replicate(meshes.pop())([leaves[i] for i in spanning])
+        else:
+            from jax.experimental import multihost_utils
 
-    def gather(x):
-        if not isinstance(x, jax.Array) or x.is_fully_addressable:
-            return np.asarray(x)
-        if x.is_fully_replicated:
-            return np.asarray(x.addressable_data(0))
-        # tiled: the global array itself, not one copy per process stacked along a new axis
-        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-
-    return jax.tree.map(gather, tree)
+            gathered = [multihost_utils.process_allgather(leaves[i], tiled=True) for i in spanning]
+        for i, x in zip(spanning, gathered):
+            leaves[i] = x.addressable_data(0) if isinstance(x, jax.Array) else x
+    return jax.tree.unflatten(treedef, [np.asarray(x) for x in leaves])
 
 
 def put_like(host_tree: Any, like: Any) -> Any:

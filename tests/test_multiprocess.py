@@ -33,8 +33,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_processes(what: str, tmp_path) -> list[dict]:
-    """Start the process group, wait (bounded), return each process's gathered arrays."""
+def _run_processes(what: str, tmp_path, reference) -> tuple[list[dict], dict]:
+    """Start the process group, compute `reference()` here while it runs, wait (bounded); returns
+    each process's gathered arrays and the reference."""
     port = _free_port()
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES_PER_PROCESS}",
            "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])}
@@ -47,6 +48,7 @@ def _run_processes(what: str, tmp_path) -> list[dict]:
                 [sys.executable, os.path.join(HERE, "multiprocess_worker.py"), str(port), str(NUM_PROCESSES), str(i),
                  str(outs[i]), str(tmp_path / "runs"), what],
                 env=env, stdout=logs[i], stderr=subprocess.STDOUT))
+        single = reference()
         for proc in procs:
             proc.wait(timeout=TIMEOUT_S)
     finally:
@@ -62,7 +64,7 @@ def _run_processes(what: str, tmp_path) -> list[dict]:
     for out in outs:
         with np.load(out) as data:
             results.append(dict(data))
-    return results
+    return results, single
 
 
 def _assert_close(multi: dict, single: dict, rtol: float, atol: float) -> None:
@@ -77,20 +79,20 @@ def _assert_close(multi: dict, single: dict, rtol: float, atol: float) -> None:
 
 
 def test_tabular_fedrq_on_two_processes_equals_single_process_vmap(tmp_path):
-    results = _run_processes("tabular", tmp_path)
-    single = {}
-    for k in worker.TABULAR_AGENTS:
-        single.update(worker.run_tabular(k, num_devices=None))
+    def reference():
+        return {name: np.asarray(v) for k in worker.TABULAR_AGENTS for name, v in worker.run_tabular(k, None).items()}
+
+    results, single = _run_processes("tabular", tmp_path, reference)
     for multi in results:  # every process holds the gathered global result
         _assert_close(multi, single, rtol=TABULAR_RTOL, atol=TABULAR_ATOL)
 
 
 @pytest.mark.slow
 def test_fedrdqn_on_two_processes_equals_single_process_vmap(tmp_path):
-    results = _run_processes("dqn", tmp_path)
-    single = {}
-    for k in worker.DQN_AGENTS:
-        single.update(worker.run_dqn(k, num_devices=None))
+    def reference():
+        return {name: np.asarray(v) for k in worker.DQN_AGENTS for name, v in worker.run_dqn(k, None).items()}
+
+    results, single = _run_processes("dqn", tmp_path, reference)
     for multi in results:
         _assert_close(multi, single, rtol=DQN_RTOL, atol=DQN_ATOL)
     # Process 0 alone wrote the run directory, from the gathered values, with the layout recorded.
