@@ -22,7 +22,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: the command line never opens a window
 
-from fedjax_rl import agents, configs, envs
+from fedjax_rl import distributed  # noqa: E402
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "fedjax-rl":
+    # jax.distributed must start before the backend does, and importing gymnax (through envs)
+    # already starts it with import-time arrays: join the process group from the flags first.
+    distributed.initialize_from_argv(sys.argv[1:])
+
+from fedjax_rl import agents, configs, envs  # noqa: E402
 from fedjax_rl.train import TRAIN_SETTINGS
 
 # Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
@@ -91,13 +98,11 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def maybe_initialize_distributed(args) -> None:
-    """Start jax.distributed before anything touches a device, when any multi-process flag is given."""
+    """Join the process group when a multi-process flag is given (the command line has joined it
+    already at import; `main(argv)` called from Python joins it here, if the backend has not started)."""
     given = (args.coordinator, args.num_processes, args.process_id)
-    if not args.distributed and all(v is None for v in given):
-        return
-    from fedjax_rl import distributed
-
-    distributed.initialize(*given)
+    if (args.distributed or any(v is not None for v in given)) and not distributed.initialized():
+        distributed.initialize(*given)
 
 
 def config_from_args(args):
@@ -130,12 +135,14 @@ def cmd_train(args) -> None:
         config.validate()
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:
         raise SystemExit(f"fedjax-rl: error: {err}") from None
-    result = experiment.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
-                            progress=not args.no_progress)
+    try:
+        result = experiment.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
+                                progress=not args.no_progress)
+    except experiment.LayoutMismatch as err:
+        raise SystemExit(f"fedjax-rl: error: {err}") from None
     final = result["final"]
-    from fedjax_rl import distributed
 
     if not distributed.is_writer():  # every process holds the same gathered result; process 0 reports it
         return

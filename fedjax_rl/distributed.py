@@ -37,6 +37,30 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                                process_id=process_id)
 
 
+def initialized() -> bool:
+    return jax.distributed.is_initialized()
+
+
+def initialize_from_argv(argv: list[str]) -> None:
+    """`initialize` from a `train` command line's multi-process flags (none given: nothing happens)."""
+    if not argv or argv[0] != "train":
+        return
+    import argparse
+
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--coordinator")
+    p.add_argument("--num-processes", type=int)
+    p.add_argument("--process-id", type=int)
+    p.add_argument("--distributed", action="store_true")
+    args, _ = p.parse_known_args(argv[1:])
+    given = (args.coordinator, args.num_processes, args.process_id)
+    if args.distributed or any(v is not None for v in given):
+        try:
+            initialize(*given)
+        except ValueError as err:
+            raise SystemExit(f"fedjax-rl: error: {err}") from None
+
+
 def layout() -> dict:
     """The process layout a run was written on (a resumed run must match it)."""
     return {"num_processes": jax.process_count(), "local_devices": jax.local_device_count(),

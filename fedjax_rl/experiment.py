@@ -31,6 +31,10 @@ from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
 CHECKPOINT = "checkpoint.npz"
 
 
+class LayoutMismatch(ValueError):
+    """A checkpoint written on one process layout was asked to resume on another."""
+
+
 class NonFiniteError(FloatingPointError):
     """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
 
@@ -143,6 +147,8 @@ def run(
         finalize = jax.vmap(finalize, in_axes=(0, 0))
     init, run_block, finalize = jax.jit(init), jax.jit(run_block), jax.jit(finalize)
 
+    if out_dir is not None:
+        _check_resume_layout(out_dir, config_dict)  # before anything compiles
     state = init(seed_keys(seed, num_seeds))
     curve: list[dict] = []
     start_block = 0
@@ -157,7 +163,6 @@ def run(
             if previous == json.loads(json.dumps(config_dict)):
                 try:
                     restored, extra = checkpoint.load(ckpt_path, state)
-                    _check_layout(ckpt_path, extra)
                     state = distributed.put_like(restored, state)
                     start_block = int(extra["blocks_done"])
                     curve = json.loads(str(extra["curve"]))
@@ -221,6 +226,20 @@ def run(
     return result
 
 
+def _check_resume_layout(out_dir: str, config_dict: dict) -> None:
+    """Raise `LayoutMismatch` if `out_dir` holds a checkpoint of this configuration written on
+    another process layout."""
+    ckpt_path, config_path = os.path.join(out_dir, CHECKPOINT), os.path.join(out_dir, "config.json")
+    if not (os.path.exists(ckpt_path) and os.path.exists(config_path)):
+        return
+    with open(config_path) as f:
+        if json.load(f) != json.loads(json.dumps(config_dict)):
+            return  # another configuration: the run starts afresh anyway
+    with np.load(ckpt_path) as data:
+        extra = {"layout": data["extra:layout"]} if "extra:layout" in data.files else {}
+    _check_layout(ckpt_path, extra)
+
+
 def _check_layout(path: str, extra: dict) -> None:
     """A run resumes on the process layout that wrote its checkpoint (files written before layouts
     were recorded came from one process)."""
@@ -229,7 +248,7 @@ def _check_layout(path: str, extra: dict) -> None:
     # One process: the checkpoint holds global values, so any device count restores it.
     multi = written["num_processes"] > 1 or now["num_processes"] > 1
     if written["num_processes"] != now["num_processes"] or (multi and written.get("local_devices") != now["local_devices"]):
-        raise ValueError(
+        raise LayoutMismatch(
             f"checkpoint {path} was written by {written['num_processes']} process(es)"
             f"{' x ' + str(written['local_devices']) + ' devices' if 'local_devices' in written else ''}; this run has "
             f"{now['num_processes']} x {now['local_devices']} devices. Resume it on the same process layout, "
