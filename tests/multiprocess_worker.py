@@ -60,6 +60,10 @@ def main() -> None:
     else:
         for k in DQN_AGENTS:
             arrays.update(run_dqn(k, num_devices, out_dir=f"{run_dir}/dqn{k}"))
+            # Again in the same directory: resumes from the last checkpoint (restored into global
+            # arrays on every process) and only finalizes, with programs already compiled.
+            resumed = run_dqn(k, num_devices, out_dir=f"{run_dir}/dqn{k}")
+            arrays.update({"resumed/" + name: v for name, v in resumed.items()})
     np.savez(out_npz, **arrays)
     jax.distributed.shutdown()
 

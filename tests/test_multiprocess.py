@@ -94,7 +94,9 @@ def test_fedrdqn_on_two_processes_equals_single_process_vmap(tmp_path):
 
     results, single = _run_processes("dqn", tmp_path, reference)
     for multi in results:
+        resumed = {name[len("resumed/"):]: multi.pop(name) for name in list(multi) if name.startswith("resumed/")}
         _assert_close(multi, single, rtol=DQN_RTOL, atol=DQN_ATOL)
+        chex.assert_trees_all_equal(resumed, multi)  # the resumed run restored exactly what was saved
     # Process 0 alone wrote the run directory, from the gathered values, with the layout recorded.
     run_dir = tmp_path / "runs" / f"dqn{worker.DQN_AGENTS[-1]}"
     written = json.loads((run_dir / "metrics.json").read_text())
