@@ -171,6 +171,12 @@ def agent_mesh(num_devices: int) -> Mesh:
 
 
 def check_num_devices(num_agents: int, num_devices: int | None) -> None:
+    if jax.process_count() > 1 and num_devices != jax.device_count():
+        # A mesh on some processes' devices only would leave the others with nothing to run.
+        raise ValueError(
+            f"num_devices={num_devices} but this run has {jax.process_count()} processes: set num_devices to "
+            f"{jax.device_count()} (every process's devices), so that the agent axis spans all of them"
+        )
     if num_devices is None:
         return
     if num_devices < 1:

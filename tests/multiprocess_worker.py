@@ -57,6 +57,12 @@ def main() -> None:
     if what == "tabular":
         for k in TABULAR_AGENTS:
             arrays.update(run_tabular(k, num_devices))
+        try:  # a mesh on process 0's devices only: refused before compiling
+            run_tabular(4, num_devices // 2)
+            refused = ""
+        except ValueError as err:
+            refused = str(err)
+        arrays["refused/num_devices"] = np.array(refused)
     else:
         for k in DQN_AGENTS:
             arrays.update(run_dqn(k, num_devices, out_dir=f"{run_dir}/dqn{k}"))

@@ -84,6 +84,7 @@ def test_tabular_fedrq_on_two_processes_equals_single_process_vmap(tmp_path):
 
     results, single = _run_processes("tabular", tmp_path, reference)
     for multi in results:  # every process holds the gathered global result
+        assert "set num_devices to 4" in str(multi.pop("refused/num_devices"))
         _assert_close(multi, single, rtol=TABULAR_RTOL, atol=TABULAR_ATOL)
 
 
