@@ -88,8 +88,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     """One command per host: every process runs the same `train` command with its own --process-id;
     `--devices` then counts the devices of all processes together."""
-    g = p.add_argument_group("multi-process (jax.distributed; unset flags come from JAX_COORDINATOR_ADDRESS, "
-                             "JAX_NUM_PROCESSES, JAX_PROCESS_ID or a detected cluster such as SLURM)")
+    g = p.add_argument_group("multi-process (jax.distributed; unset flags come from a detected cluster "
+                             "such as SLURM, the coordinator also from JAX_COORDINATOR_ADDRESS)")
     g.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="address of process 0's coordinator")
     g.add_argument("--num-processes", type=int, default=None, help="number of processes in the run")
     g.add_argument("--process-id", type=int, default=None, help="this process's index in [0, num-processes)")

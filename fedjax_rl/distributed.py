@@ -24,9 +24,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                process_id: int | None = None) -> None:
     """Join (or start, on process 0) the run's process group.
 
-    Arguments left as None are taken from the environment by `jax.distributed.initialize`
-    itself (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID, or a cluster it detects:
-    SLURM, Open MPI, Kubernetes, Cloud TPU). CPU collectives use gloo, which must be chosen before
+    Arguments left as None are found by `jax.distributed.initialize` itself: the coordinator from
+    JAX_COORDINATOR_ADDRESS, or all three from a cluster it detects (SLURM, Open MPI, Kubernetes,
+    Cloud TPU). CPU collectives use gloo, which must be chosen before
     the backend starts."""
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")

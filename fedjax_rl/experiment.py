@@ -120,6 +120,11 @@ def run(
     then carry a leading grid axis, `result["grid"]` lists the points' configs, and `out_dir` gets one
     ordinary run directory per point (`out_dir/omega=0.05/`) beside the shared checkpoint. A grid is a
     differently shaped program, so its numbers match separate runs only to float rounding.
+
+    Multi-process (after `distributed.initialize`, every process making the same call): the agent
+    axis spans every process's devices (`config.num_devices` = all of them); metrics and checkpoints
+    are gathered onto every process and written by process 0 alone; every process reads `out_dir`
+    to resume (a shared filesystem), and only on the process layout that wrote it (`LayoutMismatch`).
     """
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
