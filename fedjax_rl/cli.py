@@ -1,4 +1,4 @@
-"""`fedjax-rl` command line: train, plot, compare, demo.
+"""`fedjax-rl` command line: train, plot, compare, demo, reproduce.
 
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
     fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
@@ -165,6 +165,22 @@ def cmd_demo(args) -> None:
         tabular_demo.run_demo(os.path.join(args.out, "tabular"))
 
 
+def cmd_reproduce(args) -> None:
+    """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
+    from fedjax_rl import reproduce
+
+    try:
+        omegas = [float(w) for w in args.omegas.split(",") if w.strip()]
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+        result = reproduce.reproduce(args.table, args.out, rows=rows, num_seeds=args.seeds,
+                                     tuning_seeds=args.tuning_seeds, omegas=omegas, budget=args.budget,
+                                     seed=args.seed, progress=not args.no_progress)
+    except ValueError as err:
+        raise SystemExit(f"fedjax-rl: error: {err}") from None
+    for path in result["paths"]:
+        print(f"wrote {path}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedjax-rl", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -191,6 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-tabular", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("reproduce", help="the paper's Table 1 or 2 and its figures, resumable row by row")
+    p.add_argument("table", choices=("table1", "table2"))
+    p.add_argument("--rows", default=None, help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart (default: all)")
+    p.add_argument("--seeds", type=int, default=5, help="reported seeds per row (the paper's 5)")
+    p.add_argument("--tuning-seeds", type=int, default=3, help="separate seeds on which the headline omega is chosen")
+    p.add_argument("--omegas", default="0.01,0.05,0.1,0.2", help="omega grid of the robust algorithm (omega 0 = the baseline, always run)")
+    p.add_argument("--budget", default="paper", help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="results/reproduce", help="output directory (rows resume from it)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_reproduce)
     return parser
 
 

@@ -18,7 +18,7 @@ import itertools
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -104,6 +104,7 @@ def run(
     out_dir: str | None = None,
     progress: bool = True,
     grid: dict[str, Sequence[float]] | None = None,
+    on_block: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
 
@@ -116,6 +117,10 @@ def run(
     then carry a leading grid axis, `result["grid"]` lists the points' configs, and `out_dir` gets one
     ordinary run directory per point (`out_dir/omega=0.05/`) beside the shared checkpoint. A grid is a
     differently shaped program, so its numbers match separate runs only to float rounding.
+
+    `on_block(blocks_done, num_blocks)`, if given, is called once before training (with the blocks a
+    resumed checkpoint already holds) and after every block: a caller's own progress display
+    (`fedjax_rl.reproduce` drives one bar over many runs).
     """
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
@@ -163,6 +168,8 @@ def run(
             json.dump(config_dict, f, indent=2)
 
     blocks = range(start_block, config.num_evals)
+    if on_block is not None:
+        on_block(start_block, config.num_evals)
     if progress:
         from tqdm.auto import tqdm
 
@@ -176,6 +183,8 @@ def run(
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
         if ckpt_path is not None:
             checkpoint.save(ckpt_path, state, blocks_done=block + 1, curve=json.dumps(curve))
+        if on_block is not None:
+            on_block(block + 1, config.num_evals)
 
     final = jax.tree.map(np.asarray, finalize(state, hparams))
     # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.
