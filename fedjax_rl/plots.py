@@ -144,6 +144,7 @@ def grid_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: st
         ax.set_title(panel_title, fontsize=10)
         if not lines:
             ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes, color="grey")
+            ax.set(xticks=[], yticks=[])
             continue
         for name, x, values in lines:
             _band(ax, x, values, name, smooth)

@@ -32,7 +32,7 @@ and the registry's per-task defaults (RL-Zoo3 hyperparameters, the paper's DQN b
 
 Resuming: DIR/<table>/<env>__<param>/ holds each row: one experiment.run directory per program
 (config, per-block checkpoint, then metrics per grid point) and, when the row is done, row.json.
-A row with row.json is never recomputed. If its recorded settings differ from the request, the
+A row with row.json is never recomputed (its checkpoints are then deleted). If its recorded settings differ from the request, the
 command stops with an error and does not mix the two. An interrupted row resumes from its last
 finished block. Rows may run on different machines into copies of DIR, and their row directories
 are merged by copying. The tables and figures are rebuilt from every finished row in DIR at the end
@@ -352,6 +352,11 @@ def reproduce(
         with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
             json.dump(record, f, indent=2, default=str)
         os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
+        for program, _, _ in plans[row.key]:  # a finished row never resumes; its checkpoints (replay
+            # buffers included, ~90 MB for a 40-run CartPole row) only cost disk
+            ckpt = os.path.join(directory, program.name, experiment.CHECKPOINT)
+            if os.path.exists(ckpt):
+                os.remove(ckpt)
     if bar is not None:
         bar.close()
     return write_outputs(table, out_dir)
