@@ -22,7 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: the command line never opens a window
 
-from fedjax_rl import agents, configs, envs
+from fedjax_rl import agents, configs
 from fedjax_rl.train import TRAIN_SETTINGS
 
 # Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
