@@ -22,7 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: the command line never opens a window
 
-from fedjax_rl import agents, configs, envs
+from fedjax_rl import agents, configs
 from fedjax_rl.train import TRAIN_SETTINGS
 
 # Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
@@ -37,7 +37,7 @@ ALIASES = {
 }
 AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
 _RESOLVED = {
-    "env_name": "",
+    "env_name": "'CartPole-v1'",
     "physics": "the task's first perturbed parameter",
     "steps_per_agent": "RL-Zoo3's budget for the task",
     "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
@@ -62,8 +62,11 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":
             continue
-        default = _RESOLVED.get(setting.name, repr(setting.default))
-        help_text = f"{setting.help} (default: {default}{' ' + setting.source if setting.source else ''})"
+        if setting.name in _RESOLVED:
+            default = _RESOLVED[setting.name]
+        else:
+            default = f"{setting.default!r}{' ' + setting.source if setting.source else ''}"
+        help_text = f"{setting.help} (default: {default})"
         kwargs = dict(choices=agents.names()) if setting.name == "algo" else {}
         p.add_argument(_flag(setting.name), *ALIASES.get(setting.name, ()), dest=setting.name, default=None,
                        type=str, help=help_text.replace("%", "%%"), **kwargs)

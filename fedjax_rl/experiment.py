@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import checkpoint
+from fedjax_rl import checkpoint, federated
 from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"
@@ -125,6 +125,12 @@ def run(
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
     trainer = make_trainer(config)  # validates before anything compiles
+    comm = communication(trainer)
+    if progress:
+        print(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per round "
+              f"{comm['participants_per_round']} of {config.num_agents} agents upload, all download: "
+              f"{(comm['bytes_up_per_round'] + comm['bytes_down_per_round']) / 2**20:.3f} MiB, "
+              f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
     config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
 
     init = jax.vmap(trainer.init)
@@ -188,8 +194,9 @@ def run(
 
     final = jax.tree.map(np.asarray, finalize(state, hparams))
     # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.
-    stacked = {k: np.stack([np.asarray(c[k]) for c in curve], axis=-1) for k in curve[0]}
-    result = {"curve": stacked, "final": final}
+    batch_ndim = np.ndim(curve[0]["env_steps"])  # [seeds] or [grid, seeds]: the block axis goes after them
+    stacked = {k: np.stack([np.asarray(c[k]) for c in curve], axis=batch_ndim) for k in curve[0]}
+    result = {"curve": stacked, "final": final, "communication": comm}
     if points is None:
         if out_dir is not None:
             _write_outputs(out_dir, result, state.agents.learner.shared)
@@ -202,15 +209,25 @@ def run(
             with open(os.path.join(point_dir, "config.json"), "w") as f:
                 json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
             one = jax.tree.map(lambda x, i=i: x[i], {"curve": result["curve"], "final": result["final"]})
+            one["communication"] = comm
             _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], state.agents.learner.shared))
     return result
+
+
+def communication(trainer) -> dict:
+    """What crosses the network in this run (`federated.communication`), from the shapes of one
+    agent's shared leaves (nothing is computed)."""
+    config = trainer.config
+    shapes = jax.eval_shape(trainer.init, jax.random.key(0)).agents.learner.shared
+    one_agent = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), shapes)
+    return federated.communication(one_agent, config.num_agents, config.participation, config.num_rounds)
 
 
 def _write_outputs(out_dir: str, result: dict, shared) -> None:
     with open(os.path.join(out_dir, "metrics.json"), "w") as f:
         json.dump(_to_lists(result), f)
     curve = result["curve"]
-    keys = sorted(curve)
+    keys = [k for k in sorted(curve) if curve[k].ndim == 2]  # [seeds, blocks]; per-round records stay in the JSON
     with open(os.path.join(out_dir, "metrics.csv"), "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["seed", *keys])

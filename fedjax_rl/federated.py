@@ -19,6 +19,7 @@ The same client code runs in two ways, chosen by `for_each_agent(..., num_device
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import jax
@@ -58,9 +59,17 @@ def agent_axes() -> tuple[str, ...]:
     return (DEVICE_AXIS, AGENT_AXIS) if _bound(DEVICE_AXIS) else (AGENT_AXIS,)
 
 
-def federated_mean(tree: Any) -> Any:
-    """Mean of every leaf over all K agents, broadcast back to every agent (the server step)."""
-    return jax.lax.pmean(tree, axis_name=agent_axes())
+def federated_mean(tree: Any, weight: jax.Array | None = None) -> Any:
+    """Mean of every leaf over all K agents, broadcast back to every agent (the server step).
+
+    With `weight` (this agent's scalar weight, e.g. 1.0 if it takes part in this round, else 0.0),
+    the weighted mean sum_k w_k x_k / sum_k w_k: partial participation, where every agent still
+    receives the result. `weight=None` is the plain `pmean`."""
+    axes = agent_axes()
+    if weight is None:
+        return jax.lax.pmean(tree, axis_name=axes)
+    total = jax.lax.psum(weight, axis_name=axes)
+    return jax.tree.map(lambda x: jax.lax.psum(weight * x, axis_name=axes) / total, tree)
 
 
 def agent_index() -> jax.Array:
@@ -72,9 +81,67 @@ def agent_index() -> jax.Array:
     return jax.lax.axis_index(DEVICE_AXIS) * local + jax.lax.axis_index(AGENT_AXIS)
 
 
-def federated_average(state: FederatedState) -> FederatedState:
-    """Average the shared leaves over agents; private leaves are left untouched."""
-    return state.replace(shared=federated_mean(state.shared))
+def federated_average(state: FederatedState, weight: jax.Array | None = None) -> FederatedState:
+    """Average the shared leaves over agents (weighted by `weight`, see `federated_mean`); private
+    leaves are left untouched."""
+    return state.replace(shared=federated_mean(state.shared, weight))
+
+
+def average_shared(tree: Any, weight: jax.Array | None = None) -> Any:
+    """`federated_average` applied to every `FederatedState` inside `tree` (a client's carry may
+    hold its learner next to environment state, counters, keys); everything else is untouched."""
+    is_state = lambda x: isinstance(x, FederatedState)  # noqa: E731
+    return jax.tree.map(lambda x: federated_average(x, weight) if is_state(x) else x, tree, is_leaf=is_state)
+
+
+def num_participants(num_agents: int, participation: float) -> int:
+    """ceil(participation x K) agents enter each average."""
+    return max(1, math.ceil(participation * num_agents - 1e-9))
+
+
+def sample_participants(key: jax.Array, num_agents: int, participation: float) -> jax.Array:
+    """The server's draw for one round: a [K] 0/1 float mask with exactly
+    `num_participants(K, participation)` ones, uniformly among the K agents."""
+    chosen = jax.random.permutation(key, num_agents)[: num_participants(num_agents, participation)]
+    return jnp.zeros(num_agents, jnp.float32).at[chosen].set(1.0)
+
+
+def communication(shared: Any, num_agents: int, participation: float, num_rounds: int) -> dict:
+    """Bytes that cross the network in a run, from one agent's shared tree (arrays or shapes):
+    every round, each participating agent uploads its shared leaves and every agent downloads the
+    new global model."""
+    leaves = jax.tree.leaves(shared)
+    params = int(sum(math.prod(x.shape) for x in leaves))
+    model_bytes = int(sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves))
+    up = num_participants(num_agents, participation) * model_bytes
+    down = num_agents * model_bytes
+    return {
+        "shared_params": params,
+        "model_bytes": model_bytes,
+        "participants_per_round": num_participants(num_agents, participation),
+        "bytes_up_per_round": up,
+        "bytes_down_per_round": down,
+        "rounds": num_rounds,
+        "bytes_total": num_rounds * (up + down),
+    }
+
+
+def federated_round(
+    local_step: Callable[[Any, Any], tuple[Any, Any]],
+    carry: Any,
+    xs: Any = None,
+    length: int | None = None,
+    summarize: Callable[[Any, Any], Any] | None = None,
+    weight: jax.Array | None = None,
+) -> tuple[Any, Any]:
+    """One federated round of one client: `lax.scan(local_step, carry, xs, length)` (the E local
+    steps), then the server's average of the shared leaves (`average_shared`). Returns
+    `(carry, summarize(carry_before_average, per_step_outputs))` (the outputs themselves when
+    `summarize` is None). `weight`: this client's weight in the average (partial participation).
+    Used by the deep trainer (`train.py`) and tabular FedRQ alike."""
+    carry, outputs = jax.lax.scan(local_step, carry, xs, length=length)
+    summary = outputs if summarize is None else summarize(carry, outputs)
+    return average_shared(carry, weight), summary
 
 
 def is_sync_step(step: jax.Array, sync_every: int) -> jax.Array:

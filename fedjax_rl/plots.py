@@ -61,6 +61,8 @@ def from_metrics(config, metrics: dict, name: str | None = None) -> dict:
     run = {k: {n: np.asarray(v) for n, v in metrics[k].items()} for k in ("curve", "final")}
     run["config"] = config
     run["label"] = name or label(config)
+    if "communication" in metrics:
+        run["communication"] = metrics["communication"]
     return run
 
 
@@ -120,12 +122,16 @@ def results_table(runs: list[dict]) -> str:
         mn = np.asarray(run["final"]["local_minimum"], float)
         nominal = np.asarray(run["curve"]["nominal_return"], float)[:, -1]
         cfg = run["config"]
+        comm = run.get("communication")
+        traffic = "n/a" if comm is None else f"{comm['rounds']} x {comm['participants_per_round']}/{cfg['num_agents']}: " \
+                                             f"{comm['bytes_total'] / 2**20:.1f}"
         rows.append((
             f"{cfg['env_name']} ({', '.join(cfg['physics'])})", run["label"], len(avg),
             f"{avg.mean():.1f} ± {avg.std():.1f}", f"{mn.mean():.1f} ± {mn.std():.1f}",
-            f"{nominal.mean():.1f} ± {nominal.std():.1f}",
+            f"{nominal.mean():.1f} ± {nominal.std():.1f}", traffic,
         ))
-    header = ("task", "algorithm", "seeds", "Average", "Minimum", "nominal (final)")
+    header = ("task", "algorithm", "seeds", "Average", "Minimum", "nominal (final)",
+              "rounds x uploaders/K: traffic (MiB)")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     fmt = " | ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), "-+-".join("-" * w for w in widths)]

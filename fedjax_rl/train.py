@@ -10,7 +10,10 @@ that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes 
 
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
 pieces (`Trainer.init`, `.run_block`, `.finalize`) let a host loop run the program block by block
-with a progress bar and checkpoints (`fedjax_rl.experiment`), with bit-identical numbers.
+with a progress bar and checkpoints (`fedjax_rl.experiment.run`, the CLI's and the API's door, whose
+numbers are bit-identical across entry points and resumes). `train` as one fused program computes the
+same thing but XLA rounds a few fused operations differently (1-2 ulps after one update; README,
+Reproducibility).
 
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
@@ -31,27 +34,31 @@ from fedjax_rl.agents.base import Transition
 from fedjax_rl.settings import Setting, at_least, interval
 
 PARAMETERS = "parameters"  # the quantity name for non-finite shared parameters
+_SERVER_STREAM = 0x5E  # fold_in tag of the server's key stream (participant draws)
 _NO_STEP = jnp.iinfo(jnp.int32).max
 
 TRAIN_SETTINGS = (
     Setting("algo", "fedrdqn", lambda v: None if v in agents.ALGORITHMS else f"must be one of {agents.names()}",
             kind=str, help="algorithm (fedjax_rl.agents.ALGORITHMS)"),
     Setting("env_name", "CartPole-v1", kind=str, help="registered environment (fedjax_rl.envs)"),
-    Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb"),
+    Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb, comma-separated"),
     Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
-            source="(paper)"),
+            help="K, the number of agents", source="(paper)"),
     Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
             help="local steps between federated averages", source="(paper)"),
     Setting("max_rate", heterogeneity.PAPER_MAX_RATE, interval(0, 1, high_open=True), kind=float,
-            label="max perturbation rate p", source="(paper)"),
+            label="max perturbation rate p", help="p: m_k = m (1 + n_k), n_k ~ U(-p, p)", source="(paper)"),
     Setting("steps_per_agent", 50_000, at_least(1), kind=int,
-            help="environment steps per agent; configs.train_config resolves RL-Zoo3's budget per task",
+            help="environment steps per agent (configs.train_config resolves RL-Zoo3's budget per task)",
             source="(RL-Zoo3, CartPole-v1)"),
     Setting("eval_every_rounds", 25, at_least(1), kind=int,
-            help="rounds between evaluations; configs.train_config resolves 20 points per run"),
+            help="rounds between evaluations (configs.train_config resolves 20 points per run)"),
     Setting("eval_episodes", 5, at_least(1), kind=int, help="episodes per evaluation", source="(paper)"),
     Setting("sweep_points", heterogeneity.SWEEP_NUM, at_least(2), kind=int,
             help="scales c in m' = c m for the robustness sweep"),
+    Setting("participation", 1.0, interval(0, 1, low_open=True), kind=float,
+            help="fraction of agents whose parameters enter each average (ceil(participation x K) drawn "
+                 "per round; every agent receives the new model)"),
     Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
             help="shard the agent axis over this many devices"),
     Setting("agent", agents.get("fedrdqn").agent_config("CartPole-v1"), kind=None,
@@ -131,6 +138,7 @@ class TrainState:
     agents: AgentCarry
     rates: jax.Array  # [K, len(physics)] perturbation rates n_k
     eval_key: jax.Array
+    server_key: jax.Array  # the server's draws of participants (partial participation)
 
 
 class Trainer(NamedTuple):
@@ -212,18 +220,27 @@ def make_trainer(config) -> Trainer:
         )
         return carry, metrics
 
-    def agent_local_round(carry: AgentCarry, round_index, hp):
+    def round_steps(round_index):
         # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
-        steps = round_index * E + 1 + jnp.arange(E)
-        carry, per_step = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
+        return round_index * E + 1 + jnp.arange(E)
+
+    def summarize(carry: AgentCarry, per_step, steps):
         metrics = jax.tree.map(jnp.sum, per_step)
         first_bad = {name: _first_step(~jnp.isfinite(per_step[name]), steps) for name in agent.loss_names}
         first_bad[PARAMETERS] = jnp.where(_all_finite(carry.learner.shared), _NO_STEP, steps[-1])
-        return carry, (metrics, first_bad)
+        return metrics, first_bad
 
-    def agent_round(carry: AgentCarry, round_index, hp):
-        carry, metrics = agent_local_round(carry, round_index, hp)
-        return carry.replace(learner=federated.federated_average(carry.learner)), metrics
+    def agent_local_round(carry: AgentCarry, round_index, hp):
+        steps = round_steps(round_index)
+        carry, per_step = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
+        return carry, summarize(carry, per_step, steps)
+
+    def agent_round(carry: AgentCarry, round_index, hp, weight):
+        steps = round_steps(round_index)
+        return federated.federated_round(
+            lambda c, s: local_step(c, s, hp), carry, steps, summarize=lambda c, out: summarize(c, out, steps),
+            weight=weight,
+        )
 
     # -- one seed ----------------------------------------------------------------------------
 
@@ -243,19 +260,27 @@ def make_trainer(config) -> Trainer:
         )
         env_params = heterogeneity.agent_env_params(env, nominal_params, config.physics, rates)
         agents_state = for_each_agent(init_agent, in_axes=(0, 0))(jax.random.split(agents_key, K), env_params)
-        return TrainState(agents=agents_state, rates=rates, eval_key=eval_key)
+        # Folded in rather than split off, so adding this stream left every other key unchanged.
+        server_key = jax.random.fold_in(key, _SERVER_STREAM)
+        return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key)
 
     def run_block(state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
         """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
         (pass it with in_axes=None under a seed vmap): every schedule derives from it, and an
         unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
-        mapped_round = for_each_agent(agent_round, in_axes=(0, None, None))
+        partial = config.participation < 1.0  # static: 1.0 keeps the plain pmean, bit for bit
+        mapped_round = for_each_agent(agent_round, in_axes=(0, None, None, 0 if partial else None))
 
         def round_fn(agents_state, round_index):
-            return mapped_round(agents_state, round_index, hp)
+            weights = None
+            if partial:
+                weights = federated.sample_participants(
+                    jax.random.fold_in(state.server_key, round_index), K, config.participation)
+            agents_state, outputs = mapped_round(agents_state, round_index, hp, weights)
+            return agents_state, (outputs, weights)
 
         round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
-        agents_state, (per_round, first_bad) = jax.lax.scan(round_fn, state.agents, round_indices)
+        agents_state, ((per_round, first_bad), participants) = jax.lax.scan(round_fn, state.agents, round_indices)
         rounds_done = (block_index + 1) * config.eval_every_rounds
         state = state.replace(agents=agents_state)
         eval_key = jax.random.fold_in(state.eval_key, rounds_done)
@@ -269,6 +294,8 @@ def make_trainer(config) -> Trainer:
             "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
             **{name: totals[name] / train_steps for name in agent.loss_names},
         }
+        if partial:
+            metrics["participants"] = participants  # [eval_every_rounds, K]: 1 where agent k was averaged
         for name in watched:
             per_agent = jnp.min(first_bad[name], axis=0)  # [K]: first bad step of each agent
             step = jnp.min(per_agent)

@@ -11,7 +11,7 @@ Structure of one compiled run (`make_fedrq(config)` returns `run(key, problem, o
 
     for_each_agent(agent_run)                 # agents: named vmap axis (or shard_map over devices)
       agent_run = scan(round, length=num_rounds)
-        round   = scan(local_step, length=E) then federated_average
+        round   = federated.federated_round: scan(local_step, length=E) then the average
 
 Q_k is the `shared` part of a `FederatedState`; `private` (AgentPrivate) holds the agent's kernel,
 neighbour sets and sampling key. With a target (Q_R* for FedRQ, Q* of P_bar for QAvg) the run also
@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_rl import federated
-from fedjax_rl.federated import FederatedState, federated_average, federated_mean, for_each_agent
+from fedjax_rl.federated import FederatedState, federated_mean, for_each_agent
 from fedjax_rl.tabular.mdp import TabularArrays, TabularMDP, _check_assumption1, to_arrays
 from fedjax_rl.tabular.robust import robust_backup, robust_value_iteration
 
@@ -148,14 +148,14 @@ def make_fedrq(config: FedRQConfig) -> Callable[..., FedRQResult]:
         state = FederatedState(shared=q0, private=private)
         step = functools.partial(local_step, common, omega, target, track_gap)
 
+        def before_sync(carry, gaps):
+            return (gaps, _distance_to_mean(carry[0].shared)) if config.record else None
+
         def round_(carry, _):
-            carry, gaps = jax.lax.scan(step, carry, None, length=E)
-            state, t = carry
+            (state, t), summary = federated.federated_round(step, carry, length=E, summarize=before_sync)
             out = None
             if config.record:
-                drift = _distance_to_mean(state.shared)
-            state = federated_average(state)
-            if config.record:
+                gaps, drift = summary
                 out = (gaps, state.shared, drift, _distance_to_mean(state.shared))
             return (state, t), out
 

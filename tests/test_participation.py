@@ -1,0 +1,100 @@
+"""Partial participation (a random subset of agents enters each average; every agent receives the
+new model) and communication accounting."""
+
+import json
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fedjax_rl import configs, experiment, federated, train
+from fedjax_rl.federated import FederatedState
+
+
+def _per_agent_values(num_agents=5):
+    keys = jax.random.split(jax.random.key(0), num_agents)
+    return {"w": jax.vmap(lambda k: jax.random.normal(k, (3, 2)))(keys), "b": jnp.arange(num_agents, dtype=jnp.float32)}
+
+
+def test_global_model_is_the_mean_of_exactly_the_participating_agents():
+    shared = _per_agent_values()
+    mask = jnp.array([0.0, 1.0, 0.0, 1.0, 1.0])
+    state = FederatedState(shared=shared, private={"opt": jnp.arange(5.0)})
+    averaged = federated.for_each_agent(federated.federated_average, 5)(state, mask)
+    for name, leaf in shared.items():
+        expected = np.asarray(leaf)[[1, 3, 4]].astype(np.float64).mean(axis=0)
+        for k in range(5):  # every agent, participant or not, receives the new global model
+            np.testing.assert_allclose(averaged.shared[name][k], expected, rtol=1e-6)
+    np.testing.assert_array_equal(averaged.private["opt"], state.private["opt"])
+
+
+def test_full_participation_weights_equal_the_plain_mean_bit_for_bit():
+    shared = _per_agent_values()
+    state = FederatedState(shared=shared, private=None)
+    plain = federated.for_each_agent(federated.federated_average, 5)(state)
+    weighted = federated.for_each_agent(federated.federated_average, 5)(state, jnp.ones(5))
+    chex.assert_trees_all_equal(plain, weighted)
+
+
+@pytest.mark.parametrize("participation,expected", [(1.0, 5), (0.6, 3), (0.5, 3), (0.2, 1), (0.01, 1)])
+def test_number_of_participants_is_ceil_of_participation_times_k(participation, expected):
+    assert federated.num_participants(5, participation) == expected == max(1, math.ceil(round(participation * 5, 9)))
+    masks = jax.vmap(lambda k: federated.sample_participants(k, 5, participation))(jax.random.split(jax.random.key(1), 200))
+    np.testing.assert_array_equal(masks.sum(axis=1), expected)
+    if expected < 5:  # every agent gets drawn sometimes, none always
+        assert 0 < masks.mean(axis=0).min() and masks.mean(axis=0).max() < 1
+
+
+AGENT = dict(hidden_sizes=(8,), learning_starts=5, train_freq=1, gradient_steps=1, target_update_interval=5,
+             batch_size=4, buffer_size=40, omega=0.2)
+
+
+def _config(**fields):
+    return configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **{
+        **dict(physics=("length",), num_agents=4, sync_every=10, steps_per_agent=40, eval_every_rounds=2,
+               eval_episodes=1, sweep_points=2), **fields})
+
+
+def test_a_partial_round_averages_the_recorded_participants_and_communication_is_counted(tmp_path):
+    trainer = train.make_trainer(_config(participation=0.5, eval_every_rounds=1, steps_per_agent=20))
+    state = jax.jit(trainer.init)(jax.random.key(4))
+    hp = trainer.hparams
+    # Round 1 (steps 11-20, after learning starts): the local steps alone, then the whole round.
+    after_round_0, metrics_0 = jax.jit(trainer.run_block)(state, hp, 0)
+    local = jax.jit(trainer.local_round)(after_round_0, hp, 1)
+    synced, metrics_1 = jax.jit(trainer.run_block)(after_round_0, hp, 1)
+    mask = np.asarray(metrics_1["participants"])[0]  # [K] of the block's only round
+    assert mask.sum() == 2
+    for got, before in zip(jax.tree.leaves(synced.agents.learner.shared), jax.tree.leaves(local.agents.learner.shared)):
+        expected = np.asarray(before, np.float64)[mask == 1].mean(axis=0)
+        for k in range(4):
+            np.testing.assert_allclose(got[k], expected, rtol=1e-5, atol=1e-6)
+    # Private state is the local steps' own.
+    chex.assert_trees_all_equal(synced.agents.learner.private, local.agents.learner.private)
+
+    # The host loop records every round's subset, and counts the traffic from the shared tree.
+    out = tmp_path / "run"
+    result = experiment.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
+    participants = result["curve"]["participants"]  # [seeds, blocks, rounds per block, K]
+    chex.assert_shape(participants, (2, 2, 1, 4))
+    np.testing.assert_array_equal(participants.sum(axis=-1), 2)
+    assert not np.array_equal(participants[0], participants[1])  # seeds draw their own subsets
+    shared_one_agent = jax.tree.map(lambda x: x[0], state.agents.learner.shared)
+    params = sum(x.size for x in jax.tree.leaves(shared_one_agent))
+    nbytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shared_one_agent))
+    comm = json.loads((out / "metrics.json").read_text())["communication"]
+    assert comm == result["communication"]
+    assert comm["shared_params"] == params and comm["model_bytes"] == 4 * params  # float32
+    assert comm["bytes_up_per_round"] == 2 * nbytes and comm["bytes_down_per_round"] == 4 * nbytes
+    assert comm["rounds"] == 2 and comm["bytes_total"] == 2 * 6 * nbytes
+    # q, q_target and the expectile network: 3 MLPs 4 -> 8 -> (2, 2, 1)
+    assert params == 2 * (4 * 8 + 8 + 8 * 2 + 2) + (4 * 8 + 8 + 8 * 1 + 1)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, -0.2])
+def test_bad_participation_raises_before_compiling(value):
+    with pytest.raises(ValueError, match=rf"participation must be in \(0, 1\], got {value}"):
+        _config(participation=value).validate()
