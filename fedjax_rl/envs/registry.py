@@ -65,6 +65,22 @@ def _lunar_lander(names):
     return LunarLander(enable_wind="wind" in names)
 
 
+def _locomotion(env_id):
+    def factory(_names):
+        # Imported lazily: loading MuJoCo and gymnasium's XML is only needed for these tasks.
+        from fedjax_rl.envs.locomotion import TASKS
+
+        return TASKS[env_id]()
+
+    return factory
+
+
+RANDOM_HOPPER = RANDOM_WALKER = RANDOM_CHEETAH = RANDOM_ANT = float('nan')  # TODO measure
+_MUJOCO_NOTES = (
+    "gymnasium 1.3.0's v4 task on MJX; parts are body masses (README table), any float mjx.Model "
+    "field is a parameter too."
+)
+
 _SPECS: dict[str, EnvSpec] = {
     spec.name: spec
     for spec in (
@@ -101,6 +117,38 @@ _SPECS: dict[str, EnvSpec] = {
             # (tests/test_lunar_lander.py): -262.7 with wind 15, -180.0 without.
             random_return=-277.833,
             notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
+        ),
+        EnvSpec(
+            name="Hopper-v4",
+            factory=_locomotion("Hopper-v4"),
+            perturbed=("torso", "thigh"),
+            max_steps=1000,
+            random_return=RANDOM_HOPPER,
+            notes=_MUJOCO_NOTES,
+        ),
+        EnvSpec(
+            name="Walker2d-v4",
+            factory=_locomotion("Walker2d-v4"),
+            perturbed=("left_leg", "left_foot"),
+            max_steps=1000,
+            random_return=RANDOM_WALKER,
+            notes=_MUJOCO_NOTES,
+        ),
+        EnvSpec(
+            name="HalfCheetah-v4",
+            factory=_locomotion("HalfCheetah-v4"),
+            perturbed=("front_foot", "front_shin"),
+            max_steps=1000,
+            random_return=RANDOM_CHEETAH,
+            notes=_MUJOCO_NOTES,
+        ),
+        EnvSpec(
+            name="Ant-v4",
+            factory=_locomotion("Ant-v4"),
+            perturbed=("back_left_leg", "front_right_leg"),
+            max_steps=1000,
+            random_return=RANDOM_ANT,
+            notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
         ),
     )
 }
