@@ -257,7 +257,8 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
 
     def action_space(self, params: MJXEnvParams | None = None) -> spaces.Box:
         low, high = self.mj_model.actuator_ctrlrange.T
-        return spaces.Box(jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32), (self.mj_model.nu,), jnp.float32)
+        low, high = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
+        return spaces.Box(low, high, (self.mj_model.nu,), jnp.float32)
 
     def observation_space(self, params: MJXEnvParams | None = None) -> spaces.Box:
         size = self.mj_model.nq - self.obs_skip_qpos + self.mj_model.nv
