@@ -6,10 +6,11 @@ included; B = K x seeds = 5 x 4 = 20 and a large batch (default 1024). Compile t
 apart from the steady-state run. C: gymnasium's v4 env stepped in Python (one env, resets included)
 and `mujoco.rollout` of the same XML (B = 20 and the large batch, one thread, physics only: its
 sub-steps / frame_skip, no observation, reward or reset). All in one run, float32 for MJX (the
-training dtype), float64 in C. `--breakdown` adds where MJX's time goes: one vmapped `mjx.step`
-(a physics sub-step) at the large batch, in full, without contacts, and without any constraint.
+training dtype), float64 in C. `--breakdown Hopper-v4,...` adds where MJX's time goes: one vmapped
+`mjx.step` (a physics sub-step) at the large batch, in full, without contacts, and without any
+constraint.
 
-    python benchmarks/mjx_envs.py [--big 1024] [--steps 10] [--breakdown]
+    python benchmarks/mjx_envs.py [--big 1024] [--steps 10] [--breakdown Hopper-v4,Ant-v4]
 
 Results go to benchmarks/results/mjx_envs.json.
 """
@@ -141,7 +142,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=20, help="K x seeds (5 x 4)")
     parser.add_argument("--steps", type=int, default=10, help="env steps per MJX/rollout run")
     parser.add_argument("--gym-steps", type=int, default=2000)
-    parser.add_argument("--breakdown", action="store_true")
+    parser.add_argument("--breakdown", default="", help="comma-separated tasks to break down")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mjx_envs.json"))
     args = parser.parse_args()
@@ -160,14 +161,15 @@ def main() -> None:
                   f"{row.get('compile_s', float('nan')):10.1f}", flush=True)
         rows["mjx_big_vs_rollout_big"] = rows[f"mjx_{args.big}"]["env_steps_per_s"] / rows[f"rollout_{args.big}"]["env_steps_per_s"]
         rows["mjx_small_vs_gymnasium"] = rows[f"mjx_{args.small}"]["env_steps_per_s"] / rows["gymnasium"]["env_steps_per_s"]
-        if args.breakdown:
+        if name in args.breakdown.split(","):
             rows["substep_breakdown"] = substep_breakdown(name, args.big)
             print(name, json.dumps(rows["substep_breakdown"]), flush=True)
         results["tasks"][name] = rows
-    results["total_seconds"] = time.perf_counter() - start_all
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
+        results["total_seconds"] = time.perf_counter() - start_all
+        results["machine"]["load_average_1_5_15min_at_end"] = list(os.getloadavg())
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        with open(args.out, "w") as f:  # after every task, so a cut-short run keeps what it measured
+            json.dump(results, f, indent=1)
     print(f"total {results['total_seconds']:.0f} s -> {args.out}")
 
 
