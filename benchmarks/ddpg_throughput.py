@@ -9,8 +9,10 @@ environments are registered; Pendulum-v1 with perturbed mass by default on this 
   rate   `jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))` over seeds, one call =
          `--rounds-per-call` rounds of E steps of all K agents of every seed plus one greedy
          evaluation episode (inside the timing). Block 0 (crosses learning_starts) is a warm-up.
-  FLOP   XLA's cost analysis of that compiled block (`compiled.cost_analysis()["flops"]`), divided
-         by the agent-steps of a call: the FLOP per agent-step the program actually contains.
+  FLOP   counted by hand per gradient step (`update_flop`: 2 m n k per dense-layer product; backward
+         = input- and weight-gradient products, 2x the forward), the dominant work of an
+         agent-step; acting and evaluation (batch 1) are left out. XLA's own count
+         (`cost_analysis`) is recorded too but counts a loop body once, not once per iteration.
   matmul the machine's rate for the same work shape, measured in the same run: one jitted program
          of batched matmuls [seeds*K, 64, n_in] x [seeds*K, n_in, n_out] for every dense layer of
          the critic and the actor (400-300), forward and both backward products, repeated in a
@@ -45,6 +47,25 @@ RESULTS = os.path.join(HERE, "results", "ddpg_throughput.json")
 K, SYNC_EVERY, BATCH, HIDDEN = 5, 100, 64, (400, 300)
 
 
+def dense_flop(batch, sizes):
+    """Forward FLOP of an MLP with layer sizes [in, h1, ..., out] at `batch`."""
+    return sum(2 * batch * i * o for i, o in zip(sizes[:-1], sizes[1:]))
+
+
+def update_flop(obs_size, act_size, num_critics, robust):
+    """FLOP of one DDPG gradient step at batch 64: target actor and critics on s', D(s) for the target,
+    critic forward + backward, D forward + backward, actor forward + critic forward + input-gradient
+    backward through the critic + actor backward (the pieces of `DDPGAgent.update`)."""
+    critic = dense_flop(BATCH, [obs_size + act_size, *HIDDEN, 1])
+    actor = dense_flop(BATCH, [obs_size, *HIDDEN, act_size])
+    degree = dense_flop(BATCH, [obs_size, *HIDDEN, 1])
+    target = actor + num_critics * critic + (degree if robust else 0)
+    critics_step = 3 * num_critics * critic
+    degree_step = 3 * degree if robust else 0
+    actor_step = actor + critic + critic + 2 * actor
+    return target + critics_step + degree_step + actor_step
+
+
 def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls):
     steps = rounds_per_call * SYNC_EVERY * (calls + 1)
     config = configs.train_config(
@@ -74,12 +95,13 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls):
     first = call()
     times = [call() for _ in range(calls)]
     seconds = statistics.median(times)
-    flops = float(cost.get("flops", float("nan")))
+    xla_flops = float(cost.get("flops", float("nan")))
     obs_size = int(np.prod(trainer.agent.obs_shape))
     act_size = int(np.prod(trainer.agent.action_shape))
+    flops = agent_steps * update_flop(obs_size, act_size, config.agent.num_critics, config.agent.robust)
     return dict(algo=algo, env=env_name, param=param, num_seeds=num_seeds, num_agents=K, compile_s=compile_s,
                 first_call_s=first, call_seconds=times, agent_steps_per_call=agent_steps,
-                agent_steps_per_sec=agent_steps / seconds, flop_per_call=flops,
+                agent_steps_per_sec=agent_steps / seconds, flop_per_call=flops, xla_cost_analysis_flop=xla_flops,
                 flop_per_agent_step=flops / agent_steps, flop_per_sec=flops / seconds,
                 obs_size=obs_size, action_size=act_size, hidden_sizes=list(HIDDEN), batch_size=BATCH,
                 num_critics=config.agent.num_critics, robust=config.agent.robust)

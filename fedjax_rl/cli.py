@@ -1,4 +1,4 @@
-"""`fedjax-rl` command line: train, plot, compare, demo.
+"""`fedjax-rl` command line: train, plot, compare, demo, reproduce.
 
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
     fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
@@ -29,7 +29,7 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "fedjax-rl":
     # already starts it with import-time arrays: join the process group from the flags first.
     distributed.initialize_from_argv(sys.argv[1:])
 
-from fedjax_rl import agents, configs, envs  # noqa: E402
+from fedjax_rl import agents, configs  # noqa: E402
 from fedjax_rl.train import TRAIN_SETTINGS
 
 # Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
@@ -44,7 +44,7 @@ ALIASES = {
 }
 AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
 _RESOLVED = {
-    "env_name": "",
+    "env_name": "'CartPole-v1'",
     "physics": "the task's first perturbed parameter",
     "steps_per_agent": "RL-Zoo3's budget for the task",
     "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
@@ -69,8 +69,11 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":
             continue
-        default = _RESOLVED.get(setting.name, repr(setting.default))
-        help_text = f"{setting.help} (default: {default}{' ' + setting.source if setting.source else ''})"
+        if setting.name in _RESOLVED:
+            default = _RESOLVED[setting.name]
+        else:
+            default = f"{setting.default!r}{' ' + setting.source if setting.source else ''}"
+        help_text = f"{setting.help} (default: {default})"
         kwargs = dict(choices=agents.names()) if setting.name == "algo" else {}
         p.add_argument(_flag(setting.name), *ALIASES.get(setting.name, ()), dest=setting.name, default=None,
                        type=str, help=help_text.replace("%", "%%"), **kwargs)
@@ -200,6 +203,22 @@ def cmd_demo(args) -> None:
         tabular_demo.run_demo(os.path.join(args.out, "tabular"))
 
 
+def cmd_reproduce(args) -> None:
+    """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
+    from fedjax_rl import reproduce
+
+    try:
+        omegas = [float(w) for w in args.omegas.split(",") if w.strip()]
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+        result = reproduce.reproduce(args.table, args.out, rows=rows, num_seeds=args.seeds,
+                                     tuning_seeds=args.tuning_seeds, omegas=omegas, budget=args.budget,
+                                     seed=args.seed, progress=not args.no_progress)
+    except ValueError as err:
+        raise SystemExit(f"fedjax-rl: error: {err}") from None
+    for path in result["paths"]:
+        print(f"wrote {path}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedjax-rl", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -226,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-tabular", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("reproduce", help="the paper's Table 1 or 2 and its figures, resumable row by row")
+    p.add_argument("table", choices=("table1", "table2"))
+    p.add_argument("--rows", default=None, help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart (default: all)")
+    p.add_argument("--seeds", type=int, default=5, help="reported seeds per row (the paper's 5)")
+    p.add_argument("--tuning-seeds", type=int, default=3, help="separate seeds on which the headline omega is chosen")
+    p.add_argument("--omegas", default="0.01,0.05,0.1,0.2", help="omega grid of the robust algorithm (omega 0 = the baseline, always run)")
+    p.add_argument("--budget", default="paper", help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="results/reproduce", help="output directory (rows resume from it)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_reproduce)
     return parser
 
 

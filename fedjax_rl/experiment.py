@@ -18,7 +18,7 @@ import itertools
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -108,6 +108,7 @@ def run(
     out_dir: str | None = None,
     progress: bool = True,
     grid: dict[str, Sequence[float]] | None = None,
+    on_block: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
 
@@ -120,6 +121,10 @@ def run(
     then carry a leading grid axis, `result["grid"]` lists the points' configs, and `out_dir` gets one
     ordinary run directory per point (`out_dir/omega=0.05/`) beside the shared checkpoint. A grid is a
     differently shaped program, so its numbers match separate runs only to float rounding.
+
+    `on_block(blocks_done, num_blocks)`, if given, is called once before training (with the blocks a
+    resumed checkpoint already holds) and after every block: a caller's own progress display
+    (`fedjax_rl.reproduce` drives one bar over many runs).
 
     Multi-process (after `distributed.initialize`, every process making the same call): the agent
     axis spans every process's devices (`config.num_devices` = all of them); metrics and checkpoints
@@ -190,6 +195,8 @@ def run(
                 json.dump(config_dict, f, indent=2)
 
     blocks = range(start_block, config.num_evals)
+    if on_block is not None:
+        on_block(start_block, config.num_evals)
     if progress:
         from tqdm.auto import tqdm
 
@@ -207,6 +214,8 @@ def run(
             if distributed.is_writer():
                 checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(curve),
                                 layout=json.dumps(distributed.layout()))
+        if on_block is not None:
+            on_block(block + 1, config.num_evals)
 
     final = distributed.to_host(finalize(state, hparams))
     # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.

@@ -57,8 +57,19 @@ def agent_env_params(env, nominal_params, param_names, rates: jax.Array):
     return jax.vmap(one_agent)(rates)
 
 
+def check_scales(scales) -> None:
+    """ValueError unless every concrete scale c in m' = c m is > 0 (traced scales pass unchecked)."""
+    if isinstance(scales, jax.core.Tracer):
+        return
+    values = np.asarray(scales, dtype=float)
+    if not np.all(values > 0):
+        raise ValueError(f"physics scale must be > 0, got {values.tolist()}")
+
+
 def scaled_env_params(env, nominal_params, param_names, scales: jax.Array):
-    """Batched env params [len(scales)]: every named parameter set to c * nominal (the sweep)."""
+    """Batched env params [len(scales)]: every named parameter set to c * nominal (the sweep).
+    Concrete scales must be > 0 (checked here, before anything compiles)."""
+    check_scales(scales)
 
     def one_scale(c):
         params = nominal_params

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import matplotlib.pyplot as plt
@@ -136,3 +137,32 @@ def results_table(runs: list[dict]) -> str:
     lines = [fmt.format(*header), "-+-".join("-" * w for w in widths)]
     lines += [fmt.format(*map(str, r)) for r in rows]
     return "\n".join(lines)
+
+
+def grid_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: str, smooth: int = 1,
+                shade: tuple[float, float] | None = None, ncols: int = 4) -> str:
+    """The paper's multi-panel figures: one subplot per (panel title, [(label, x, values[seeds, points])]),
+    each line the mean with a ½-std band over seeds after a `smooth`-point moving average; `shade`
+    marks an x-range (the training range 1 ± p on robustness sweeps). An empty panel says "not run"."""
+    nrows = max(1, math.ceil(len(panels) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3.2 * nrows), squeeze=False)
+    for ax, (panel_title, lines) in zip(axes.flat, panels):
+        ax.set_title(panel_title, fontsize=10)
+        if not lines:
+            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes, color="grey")
+            ax.set(xticks=[], yticks=[])
+            continue
+        for name, x, values in lines:
+            _band(ax, x, values, name, smooth)
+        if shade is not None:
+            ax.axvspan(*shade, color="grey", alpha=0.1, label="training range")
+        ax.set(xlabel=xlabel, ylabel=ylabel)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return out_path

@@ -251,6 +251,11 @@ def test_learns_pendulum_with_perturbed_mass(algo):
                 local   -132.8 -164.9 -413.5 -388.6 (median -276.7; margin 323 to -600)
       ddpgavg2  nominal -174.2 -135.2 -136.0 -414.3 (median -155.1)
                 local   -132.3 -151.4 -472.7 -669.3 (median -312.0; margin 288 to -600)
+    and under XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 (no FMA: the arithmetic really differs):
+      fedrddpg  nominal -176.7 -128.5 -136.2 -359.0 (median -156.5)
+                local   -135.4 -166.7 -344.5 -591.3 (median -255.6; margin 344 to -600)
+      ddpgavg2  nominal -259.9 -206.2 -135.9 -391.9 (median -233.1)
+                local   -225.8 -151.2 -392.7 -639.3 (median -309.3; margin 291 to -600)
     Earlier evaluations of the same runs at 1000-3000 steps are still near random (about -1600 to
     -450), so 4000 steps is the budget with a margin. Cost: 90-165 s per algorithm including
     compilation on the shared, loaded 2-core machine (load average 7).

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from fedjax_rl import settings
 from fedjax_rl.federated import FederatedState
 from fedjax_rl.settings import Hyperparams, Setting, at_least, interval, positive, positive_sizes
 
@@ -96,6 +97,31 @@ TARGET_UPDATE_RATE = Setting("target_update_rate", 1.0, interval(0, 1, low_open=
 def check_replay(config) -> None:
     if config.batch_size > config.buffer_size:
         raise ValueError(f"batch_size ({config.batch_size}) must be <= buffer_size ({config.buffer_size})")
+
+
+class RobustVariantConfig(settings.SettingsConfig):
+    """Config methods of an algorithm family with a robust variant (FedR*: expectile network and
+    omega term) and averaging baselines (*Avg: omega = 0, no expectile network). Subclasses name the
+    two: `ROBUST_NAME = "FedRDQN"`, `ROBUST_ALGO = "fedrdqn"`, `AVG_NAME = "DQNAvg"`."""
+
+    ROBUST_NAME = ROBUST_ALGO = AVG_NAME = ""
+
+    def check_together(self) -> None:
+        check_replay(self)
+        if not self.robust and self.omega != 0.0:
+            raise ValueError(
+                f"omega must be 0 for {self.AVG_NAME} (robust=False: no expectile network), got {self.omega}; "
+                f"{self.ROBUST_NAME} (algo {self.ROBUST_ALGO}) is the algorithm with omega > 0"
+            )
+
+    def hparams(self) -> Hyperparams:
+        """The vmappable leaves. The *Avg baselines have no omega leaf (their target has no
+        robustness term), so a sweep cannot silently change their discount."""
+        if self.robust:
+            return settings.hyperparams(self, self.ROBUST_NAME)
+        return settings.hyperparams(
+            self, f"{self.AVG_NAME} (omega is {self.ROBUST_NAME}'s; use algo {self.ROBUST_ALGO} to vary it)",
+            exclude=("omega",))
 
 
 def item_buffer(config):

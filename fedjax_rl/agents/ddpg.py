@@ -61,20 +61,8 @@ SETTINGS = (
 )
 
 
-class _DDPGConfigMethods(settings.SettingsConfig):
-    def check_together(self) -> None:
-        base.check_replay(self)
-        if not self.robust and self.omega != 0.0:
-            raise ValueError(
-                f"omega must be 0 for DDPGAvg (robust=False: no expectile network), got {self.omega}; "
-                "FedRDDPG (algo fedrddpg) is the algorithm with omega > 0"
-            )
-
-    def hparams(self) -> settings.Hyperparams:
-        if self.robust:
-            return settings.hyperparams(self, "FedRDDPG")
-        return settings.hyperparams(self, "DDPGAvg (omega is FedRDDPG's; use algo fedrddpg to vary it)",
-                                    exclude=("omega",))
+class _DDPGConfigMethods(base.RobustVariantConfig):
+    ROBUST_NAME, ROBUST_ALGO, AVG_NAME = "FedRDDPG", "fedrddpg", "DDPGAvg"
 
 
 DDPGConfig = settings.config_class("DDPGConfig", SETTINGS, base=_DDPGConfigMethods,

@@ -59,21 +59,8 @@ SETTINGS = (
 )
 
 
-class _DQNConfigMethods(settings.SettingsConfig):
-    def check_together(self) -> None:
-        base.check_replay(self)
-        if not self.robust and self.omega != 0.0:
-            raise ValueError(
-                f"omega must be 0 for DQNAvg (robust=False: no expectile network), got {self.omega}; "
-                "FedRDQN (algo fedrdqn) is the algorithm with omega > 0"
-            )
-
-    def hparams(self) -> settings.Hyperparams:
-        """The vmappable leaves. DQNAvg has no omega leaf (its target has no robustness term)."""
-        if self.robust:
-            return settings.hyperparams(self, "FedRDQN")
-        return settings.hyperparams(self, "DQNAvg (omega is FedRDQN's; use algo fedrdqn to vary it)",
-                                    exclude=("omega",))
+class _DQNConfigMethods(base.RobustVariantConfig):
+    ROBUST_NAME, ROBUST_ALGO, AVG_NAME = "FedRDQN", "fedrdqn", "DQNAvg"
 
 
 DQNConfig = settings.config_class("DQNConfig", SETTINGS, base=_DQNConfigMethods,

@@ -71,6 +71,25 @@ def _lunar_lander(names):
     return LunarLander(enable_wind="wind" in names)
 
 
+def _locomotion(env_id):
+    def factory(_names):
+        # Imported lazily: loading MuJoCo and gymnasium's XML is only needed for these tasks.
+        from fedjax_rl.envs.locomotion import TASKS
+
+        return TASKS[env_id]()
+
+    return factory
+
+
+# The MuJoCo tasks' random returns are gymnasium's (MuJoCo C, the reference physics), measured with
+# gymnasium 1.3.0: episodes with reset seeds 0..N-1, `action_space.seed(0)`, time limit 1000. MJX
+# on this CPU is too slow for 1000 x 1000-step episodes; Hopper's and Walker2d's MJX dynamics follow
+# C to ~1e-12, and Ant's episode statistics are compared in tests/test_mujoco_envs.py.
+_MUJOCO_NOTES = (
+    "gymnasium 1.3.0's v4 task on MJX; parts are body masses (README table), any float mjx.Model "
+    "field is a parameter too."
+)
+
 _SPECS: dict[str, EnvSpec] = {
     spec.name: spec
     for spec in (
@@ -115,6 +134,38 @@ _SPECS: dict[str, EnvSpec] = {
             # (tests/test_lunar_lander.py): -262.7 with wind 15, -180.0 without.
             random_return=-277.833,
             notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
+        ),
+        EnvSpec(
+            name="Hopper-v4",
+            factory=_locomotion("Hopper-v4"),
+            perturbed=("torso", "thigh"),
+            max_steps=1000,
+            random_return=18.628,  # +- 0.575 (s.e.), 1000 episodes (mean length 22.7), gymnasium
+            notes=_MUJOCO_NOTES,
+        ),
+        EnvSpec(
+            name="Walker2d-v4",
+            factory=_locomotion("Walker2d-v4"),
+            perturbed=("left_leg", "left_foot"),
+            max_steps=1000,
+            random_return=2.759,  # +- 0.196 (s.e.), 1000 episodes (mean length 21.6), gymnasium
+            notes=_MUJOCO_NOTES,
+        ),
+        EnvSpec(
+            name="HalfCheetah-v4",
+            factory=_locomotion("HalfCheetah-v4"),
+            perturbed=("front_foot", "front_shin"),
+            max_steps=1000,
+            random_return=-282.487,  # +- 7.263 (s.e.), 100 episodes (all 1000 steps), gymnasium
+            notes=_MUJOCO_NOTES,
+        ),
+        EnvSpec(
+            name="Ant-v4",
+            factory=_locomotion("Ant-v4"),
+            perturbed=("back_left_leg", "front_right_leg"),
+            max_steps=1000,
+            random_return=-51.351,  # +- 2.844 (s.e.), 1000 episodes (mean length 154.2), gymnasium
+            notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
         ),
     )
 }

@@ -1,0 +1,418 @@
+"""gymnasium's v4 MuJoCo locomotion tasks stepped by `mujoco.mjx`, with perturbable model physics.
+
+Hopper-v4, Walker2d-v4, HalfCheetah-v4 and Ant-v4 as gymnasium 1.3.0 defines them
+(`gymnasium/envs/mujoco/{hopper,walker2d,half_cheetah,ant}_v4.py`), on gymnasium's own XML files
+(`hopper.xml`, `walker2d.xml`, `half_cheetah.xml`, `ant.xml`), read from the installed gymnasium
+package at runtime:
+
+- frame skip 4 (Hopper, Walker2d) or 5 (HalfCheetah, Ant); dt = timestep * frame_skip.
+- observation: qpos without the x position (Ant: without x and y) and qvel, clipped to +-10 for
+  Hopper and Walker2d; Ant-v4's default 27-dim observation (no contact forces).
+- reward: forward velocity (x after - x before) / dt, + healthy reward 1 (Hopper, Walker2d, Ant; it
+  is paid on every step, the terminating one included, because `terminate_when_unhealthy=True`),
+  - control cost w * sum(action^2) on the *unclipped* action (w = 1e-3, 1e-3, 0.1, 0.5). MuJoCo
+  clamps the control to the actuators' ctrlrange itself. Ant's x velocity is that of the torso
+  body's frame (`get_body_com("torso")`), read from MuJoCo's data after `mj_step`, i.e. computed at
+  the start of the last sub-step; the state carries it (`com_xy`) so it is reproduced exactly.
+- termination (health), gymnasium's ranges and strictness: Hopper 0.7 < z, -0.2 < angle < 0.2 and
+  |qpos[2:], qvel| < 100; Walker2d 0.8 < z < 2, -1 < angle < 1; Ant finite state and
+  0.2 <= z <= 1; HalfCheetah never terminates. Truncation at `max_steps_in_episode` = 1000 (the
+  TimeLimit of gymnasium's registration), reported separately (gymnax 1.x step API, auto-reset,
+  `info["final_observation"]` is the observation before the reset).
+- reset: qpos0 + U(-s, s) and qvel U(-s, s) (Hopper, Walker2d, s = 5e-3) or s N(0, 1) (HalfCheetah,
+  Ant, s = 0.1).
+
+Physics lives in the params pytree: `params.model_fields` maps mjx.Model field names ("body_mass",
+"dof_damping", "opt.gravity", ...) to the values that replace the model's; the mjx.Model itself is
+built once per float dtype and closed over, and `step` applies `model.replace(**model_fields)`. Under
+`vmap` over agents' params the model is therefore batched only in the fields that differ (brax's
+domain-randomisation pattern). Nominal params carry `body_mass`.
+
+Names accepted by `get_physics`/`set_physics` (`physics_names` lists them all):
+- a *part*: the paper's body parts (table below) and every body by its XML name (unnamed bodies are
+  "body<i>"); the value is the part's mass (for a multi-body part, the sum; setting it scales each
+  body's mass by the same factor; a body whose XML name a part takes over, such as Ant's
+  front_left_leg, stays addressable alone as "body<i>"). Only `body_mass` changes: inertia does not scale with the mass,
+  so scaling a part by c is exactly what a gymnasium user gets with
+  `env.unwrapped.model.body_mass[i] *= c` (and MuJoCo's derived constants, e.g.
+  `body_subtreemass`, `dof_invweight0`, stay nominal as they do there). Scale `body_inertia`
+  yourself for a density change.
+- any float mjx.Model field ("body_inertia", "geom_friction", "dof_damping", "actuator_gear",
+  ...) and "opt.<field>" ("opt.gravity", "opt.timestep", ...); the value is the whole array.
+
+Paper parts (two per task are perturbed by default, see the registry):
+
+| task | part | bodies |
+| Hopper | torso, thigh, leg, foot | the body of that name |
+| Walker2d | torso; right_thigh/leg/foot; left_thigh/leg/foot | torso; thigh, leg, foot; thigh_left, leg_left, foot_left |
+| HalfCheetah | torso; back_/front_ thigh, shin, foot | torso; bthigh, bshin, bfoot; fthigh, fshin, ffoot |
+| Ant | front_left_leg, front_right_leg, back_left_leg, back_right_leg | the whole chain: hip segment, upper leg (aux_i), lower leg (unnamed) |
+
+Ant's legs are whole chains because the XML body named after each leg is only the hip segment
+welded to the torso (no joint): scaling it alone would be a 0.04 kg change of the torso's mass.
+The XML calls its legs front_left_leg, front_right_leg, back_leg and right_back_leg; "back_left_leg"
+is `back_leg` (the partner of `right_back_leg`) and "back_right_leg" is `right_back_leg`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+from functools import cached_property
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from flax import struct
+from gymnax.environments import environment, spaces
+from mujoco import mjx
+
+from fedjax_rl.envs.base import PerturbablePhysics
+from fedjax_rl.heterogeneity import check_scales
+
+GYMNASIUM_VERSION = "1.3.0"  # the version whose *_v4.py these classes reproduce
+
+
+def gymnasium_xml_path(xml_file: str) -> str:
+    """Path of one of gymnasium's MuJoCo XML files inside the installed gymnasium package."""
+    return str(importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets" / xml_file)
+
+
+@struct.dataclass
+class MJXEnvParams(environment.EnvParams):
+    #: mjx.Model field name ("opt.<name>" for an Option field) -> value replacing the model's.
+    model_fields: dict[str, jax.Array] = struct.field(default_factory=dict)
+    max_steps_in_episode: int = 1000
+
+
+@struct.dataclass
+class MJXEnvState(environment.EnvState):
+    qpos: jax.Array
+    qvel: jax.Array
+    #: MuJoCo's solver warm start (mj_step saves qacc for the next step); part of the exact state.
+    qacc_warmstart: jax.Array
+    #: xy of the torso body's frame as MuJoCo's data holds it (Ant's forward reward reads it).
+    com_xy: jax.Array
+
+
+class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJXEnvParams]):
+    """Base of the four tasks. Subclasses set the class attributes and `_reward_terminated`."""
+
+    xml_file: ClassVar[str]
+    frame_skip: ClassVar[int]
+    reset_noise_scale: ClassVar[float]
+    reset_qvel_normal: ClassVar[bool]  # qvel noise N(0, s^2) (True) or U(-s, s) (False)
+    obs_skip_qpos: ClassVar[int]  # leading qpos entries left out of the observation
+    obs_clip_qvel: ClassVar[float | None]
+    ctrl_cost_weight: ClassVar[float]
+    #: paper part name -> XML body names (body names themselves are parts too)
+    parts: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init__(self):
+        self.mj_model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(self.xml_file))
+        self._models: dict[Any, mjx.Model] = {}
+
+    # Instances of one class hold the same model: equal, so jit caches (self is static) are shared.
+    def __eq__(self, other):
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
+    # ---------------------------------------------------------------------------------------------
+    # The model
+
+    def mjx_model(self) -> mjx.Model:
+        """The nominal mjx.Model in the current default float dtype (float64 under enable_x64)."""
+        dtype = jnp.zeros(()).dtype
+        if dtype not in self._models:
+            self._models[dtype] = mjx.put_model(self.mj_model)
+        return self._models[dtype]
+
+    def physics_model(self, params: MJXEnvParams) -> mjx.Model:
+        """The nominal model with `params.model_fields` in place."""
+        model = self.mjx_model()
+        fields = {k: v for k, v in params.model_fields.items() if not k.startswith("opt.")}
+        options = {k[4:]: v for k, v in params.model_fields.items() if k.startswith("opt.")}
+        if options:
+            model = model.replace(opt=model.opt.replace(**options))
+        return model.replace(**fields)
+
+    def batched_physics_model(self, params: MJXEnvParams) -> tuple[mjx.Model, mjx.Model]:
+        """`(model, in_axes)` for params with a leading agent axis: batched only where params set
+        a field (axis 0), shared elsewhere (None), as brax's DomainRandomizationVmapWrapper."""
+        model = self.physics_model(params)
+        in_axes = jax.tree.map(lambda _: None, self.mjx_model())
+        batched = {k: 0 for k in params.model_fields if not k.startswith("opt.")}
+        opt_batched = {k[4:]: 0 for k in params.model_fields if k.startswith("opt.")}
+        if opt_batched:
+            in_axes = in_axes.replace(opt=in_axes.opt.replace(**opt_batched))
+        return model, in_axes.replace(**batched)
+
+    # ---------------------------------------------------------------------------------------------
+    # Physical parameters by name
+
+    @cached_property
+    def body_names(self) -> tuple[str, ...]:
+        """Name of every body but the world; unnamed bodies are "body<i>"."""
+        m = self.mj_model
+        return tuple(m.body(i).name or f"body{i}" for i in range(1, m.nbody))
+
+    @cached_property
+    def _part_bodies(self) -> dict[str, tuple[int, ...]]:
+        ids = {name: i + 1 for i, name in enumerate(self.body_names)}
+        parts = {name: (i,) for name, i in ids.items()}
+        for part, bodies in self.parts.items():
+            if part in parts and parts[part] != tuple(ids[b] for b in bodies):
+                # A part named like a body it extends (Ant's front_left_leg is the whole leg): the
+                # body alone stays addressable as "body<i>".
+                parts[f"body{ids[part]}"] = parts[part]
+            parts[part] = tuple(ids[b] for b in bodies)
+        return parts
+
+    @cached_property
+    def model_field_names(self) -> tuple[str, ...]:
+        """Float mjx.Model fields (non-empty) and float Option fields as "opt.<name>"."""
+        with jax.ensure_compile_time_eval():
+            model = mjx.put_model(self.mj_model)
+
+        def floats(obj, prefix):
+            return [
+                prefix + f.name
+                for f in dataclasses.fields(obj)
+                if not f.name.startswith("_")
+                and isinstance(getattr(obj, f.name), jax.Array | np.ndarray)
+                and jnp.issubdtype(getattr(obj, f.name).dtype, jnp.floating)
+                and getattr(obj, f.name).size > 0
+            ]
+
+        return tuple(floats(model, "") + floats(model.opt, "opt."))
+
+    def physics_names(self, params=None) -> tuple[str, ...]:
+        return tuple(self._part_bodies) + self.model_field_names
+
+    def _resolve(self, name: str):
+        if name in self._part_bodies:
+            return "mass", self._part_bodies[name]
+        if name in self.model_field_names:
+            return "field", name
+        raise ValueError(
+            f"unknown physical parameter {name!r} for {self.name}; allowed: parts (their mass) "
+            f"{', '.join(self._part_bodies)}; or a float model field "
+            f"{', '.join(self.model_field_names)}"
+        )
+
+    def _nominal_field(self, name: str) -> jax.Array:
+        model = self.mjx_model()
+        return getattr(model.opt, name[4:]) if name.startswith("opt.") else getattr(model, name)
+
+    def _field_value(self, params: MJXEnvParams, name: str) -> jax.Array:
+        if name in params.model_fields:
+            return params.model_fields[name]
+        return self._nominal_field(name)
+
+    def get_physics(self, params: MJXEnvParams, name: str):
+        kind, what = self._resolve(name)
+        if kind == "field":
+            return self._field_value(params, what)
+        masses = self._field_value(params, "body_mass")
+        return masses[what[0]] if len(what) == 1 else masses[jnp.array(what)].sum()
+
+    def set_physics(self, params: MJXEnvParams, name: str, value):
+        kind, what = self._resolve(name)
+        if kind == "field":
+            nominal = self._nominal_field(what)
+            new = jnp.broadcast_to(jnp.asarray(value, nominal.dtype), nominal.shape)
+            return params.replace(model_fields={**params.model_fields, what: new})
+        masses = self._field_value(params, "body_mass")
+        value = jnp.asarray(value, masses.dtype)
+        if len(what) == 1:
+            masses = masses.at[what[0]].set(value)
+        else:  # every body of the part by the same factor, so that the part's mass is `value`
+            ids = jnp.array(what)
+            masses = masses.at[ids].multiply(value / masses[ids].sum())
+        return params.replace(model_fields={**params.model_fields, "body_mass": masses})
+
+    def scale_physics(self, params: MJXEnvParams, name: str, scale: float):
+        """`name` set to `scale` times its value in `params`; a concrete scale must be > 0."""
+        check_scales(scale)
+        return self.set_physics(params, name, scale * self.get_physics(params, name))
+
+    # ---------------------------------------------------------------------------------------------
+    # gymnax interface
+
+    @property
+    def default_params(self) -> MJXEnvParams:
+        return MJXEnvParams(model_fields={"body_mass": self.mjx_model().body_mass})
+
+    @property
+    def name(self) -> str:
+        return self.env_id
+
+    @property
+    def num_actions(self) -> int:
+        return self.mj_model.nu
+
+    def action_space(self, params: MJXEnvParams | None = None) -> spaces.Box:
+        low, high = self.mj_model.actuator_ctrlrange.T
+        low, high = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
+        return spaces.Box(low, high, (self.mj_model.nu,), jnp.float32)
+
+    def observation_space(self, params: MJXEnvParams | None = None) -> spaces.Box:
+        size = self.mj_model.nq - self.obs_skip_qpos + self.mj_model.nv
+        return spaces.Box(-jnp.inf, jnp.inf, (size,), jnp.float32)
+
+    def observation(self, qpos: jax.Array, qvel: jax.Array) -> jax.Array:
+        if self.obs_clip_qvel is not None:
+            qvel = jnp.clip(qvel, -self.obs_clip_qvel, self.obs_clip_qvel)
+        return jnp.concatenate([qpos[self.obs_skip_qpos :], qvel])
+
+    def state_from(self, qpos, qvel, qacc_warmstart=None, com_xy=None) -> MJXEnvState:
+        """The state of MuJoCo data with these fields; by default what gymnasium's `reset` makes
+        (`mj_resetData`, then `set_state(qpos, qvel)`: no warm start, and `mj_forward`'s frame
+        position of the torso, which for Ant's free joint is qpos[:2])."""
+        return MJXEnvState(
+            time=jnp.zeros((), jnp.int32),  # an array, as after a step: one trace for both
+            qpos=qpos,
+            qvel=qvel,
+            qacc_warmstart=jnp.zeros_like(qvel) if qacc_warmstart is None else qacc_warmstart,
+            com_xy=qpos[:2] if com_xy is None else com_xy,
+        )
+
+    def reset_env(self, key: jax.Array, params: MJXEnvParams) -> tuple[jax.Array, MJXEnvState]:
+        qpos_key, qvel_key = jax.random.split(key)
+        model = self.mjx_model()
+        s = self.reset_noise_scale
+        dtype = model.qpos0.dtype
+        qpos = model.qpos0 + jax.random.uniform(qpos_key, (self.mj_model.nq,), dtype, -s, s)
+        if self.reset_qvel_normal:
+            qvel = s * jax.random.normal(qvel_key, (self.mj_model.nv,), dtype)
+        else:
+            qvel = jax.random.uniform(qvel_key, (self.mj_model.nv,), dtype, -s, s)
+        return self.observation(qpos, qvel), self.state_from(qpos, qvel)
+
+    def step_env(self, key, state: MJXEnvState, action, params: MJXEnvParams):
+        model = self.physics_model(params)
+        action = jnp.asarray(action, model.body_mass.dtype)
+        data = mjx.make_data(model).replace(
+            qpos=state.qpos, qvel=state.qvel, qacc_warmstart=state.qacc_warmstart, ctrl=action
+        )
+        data = jax.lax.fori_loop(0, self.frame_skip, lambda _, d: mjx.step(model, d), data)
+        dt = model.opt.timestep * self.frame_skip
+        com_xy = data.xpos[1, :2]  # body 1 is the torso in all four XML files
+        reward, terminated = self._reward_terminated(state, data, com_xy, action, dt)
+        new_state = MJXEnvState(
+            time=state.time + 1,
+            qpos=data.qpos,
+            qvel=data.qvel,
+            qacc_warmstart=data.qacc_warmstart,
+            com_xy=com_xy,
+        )
+        obs = self.observation(data.qpos, data.qvel)
+        return jax.lax.stop_gradient(obs), jax.lax.stop_gradient(new_state), reward, terminated, {}
+
+    def ctrl_cost(self, action):
+        return self.ctrl_cost_weight * jnp.sum(jnp.square(action))
+
+    def _reward_terminated(self, state, data, com_xy, action, dt):
+        raise NotImplementedError
+
+
+class Hopper(MJXLocomotion):
+    env_id = "Hopper-v4"
+    xml_file = "hopper.xml"
+    frame_skip = 4
+    reset_noise_scale = 5e-3
+    reset_qvel_normal = False
+    obs_skip_qpos = 1
+    obs_clip_qvel = 10.0
+    ctrl_cost_weight = 1e-3
+
+    def _reward_terminated(self, state, data, com_xy, action, dt):
+        x_velocity = (data.qpos[0] - state.qpos[0]) / dt
+        reward = x_velocity + 1.0 - self.ctrl_cost(action)
+        z, angle = data.qpos[1], data.qpos[2]
+        rest = jnp.concatenate([data.qpos[2:], data.qvel])
+        healthy = (
+            jnp.all((-100.0 < rest) & (rest < 100.0)) & (0.7 < z) & (-0.2 < angle) & (angle < 0.2)
+        )
+        return reward, ~healthy
+
+
+class Walker2d(MJXLocomotion):
+    env_id = "Walker2d-v4"
+    xml_file = "walker2d.xml"
+    frame_skip = 4
+    reset_noise_scale = 5e-3
+    reset_qvel_normal = False
+    obs_skip_qpos = 1
+    obs_clip_qvel = 10.0
+    ctrl_cost_weight = 1e-3
+    parts = {
+        "right_thigh": ("thigh",),
+        "right_leg": ("leg",),
+        "right_foot": ("foot",),
+        "left_thigh": ("thigh_left",),
+        "left_leg": ("leg_left",),
+        "left_foot": ("foot_left",),
+    }
+
+    def _reward_terminated(self, state, data, com_xy, action, dt):
+        x_velocity = (data.qpos[0] - state.qpos[0]) / dt
+        reward = x_velocity + 1.0 - self.ctrl_cost(action)
+        z, angle = data.qpos[1], data.qpos[2]
+        healthy = (0.8 < z) & (z < 2.0) & (-1.0 < angle) & (angle < 1.0)
+        return reward, ~healthy
+
+
+class HalfCheetah(MJXLocomotion):
+    env_id = "HalfCheetah-v4"
+    xml_file = "half_cheetah.xml"
+    frame_skip = 5
+    reset_noise_scale = 0.1
+    reset_qvel_normal = True
+    obs_skip_qpos = 1
+    obs_clip_qvel = None
+    ctrl_cost_weight = 0.1
+    parts = {
+        "back_thigh": ("bthigh",),
+        "back_shin": ("bshin",),
+        "back_foot": ("bfoot",),
+        "front_thigh": ("fthigh",),
+        "front_shin": ("fshin",),
+        "front_foot": ("ffoot",),
+    }
+
+    def _reward_terminated(self, state, data, com_xy, action, dt):
+        x_velocity = (data.qpos[0] - state.qpos[0]) / dt
+        return x_velocity - self.ctrl_cost(action), jnp.array(False)
+
+
+class Ant(MJXLocomotion):
+    env_id = "Ant-v4"
+    xml_file = "ant.xml"
+    frame_skip = 5
+    reset_noise_scale = 0.1
+    reset_qvel_normal = True
+    obs_skip_qpos = 2
+    obs_clip_qvel = None
+    ctrl_cost_weight = 0.5
+    parts = {
+        "front_left_leg": ("front_left_leg", "aux_1", "body4"),
+        "front_right_leg": ("front_right_leg", "aux_2", "body7"),
+        "back_left_leg": ("back_leg", "aux_3", "body10"),
+        "back_right_leg": ("right_back_leg", "aux_4", "body13"),
+    }
+
+    def _reward_terminated(self, state, data, com_xy, action, dt):
+        x_velocity = (com_xy[0] - state.com_xy[0]) / dt
+        reward = x_velocity + 1.0 - self.ctrl_cost(action)
+        qstate = jnp.concatenate([data.qpos, data.qvel])
+        z = data.qpos[2]
+        healthy = jnp.all(jnp.isfinite(qstate)) & (0.2 <= z) & (z <= 1.0)
+        return reward, ~healthy
+
+
+TASKS = {cls.env_id: cls for cls in (Hopper, Walker2d, HalfCheetah, Ant)}

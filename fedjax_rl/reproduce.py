@@ -1,0 +1,514 @@
+"""`fedjax-rl reproduce table1|table2`: the paper's Tables 1 and 2 and its figures, row by row.
+
+    fedjax-rl reproduce table1 --out results/table1                       # paper budgets, 5 + 3 seeds
+    fedjax-rl reproduce table1 --rows CartPole-v1/length --budget 0.1 --out results/t1_small
+
+What one row runs (a row = one environment, one perturbed physical parameter):
+- Table 1, ONE compiled program: FedRDQN over the omega grid [0] + omegas (`experiment.run(grid=...)`)
+  and over all seeds. Its omega = 0 point is reported as DQNAvg. Why not a separate DQNAvg run:
+  with omega = 0 the robust target y = r + gamma (1 - omega) max Q' + gamma omega D is the ordinary
+  target, and the expectile network, which is still trained, never enters the Q update. The DQN
+  test `tests/test_dqn.py::test_omega_zero_reproduces_dqnavg_exactly` shows that the two programs
+  give the same parameters, metrics and actions to float32 rounding. As one program the baseline
+  shares everything with the robust runs: the seeds (so initialisation, physics and exploration keys
+  are the same and the comparison is paired), the compile, and the checkpoint. The price is that
+  the omega = 0 point also trains an unused expectile network. Over a long chaotic run its numbers
+  differ from a standalone `dqnavg` run the way a run on another CPU would (last-bit rounding that
+  grows), not in the algorithm.
+- Table 2, two programs: FedRDDPG with one critic over [0] + omegas (omega = 0 is DDPGAvg(1), by
+  the same argument: the omega term of the target vanishes), and DDPGAvg(2), which has two critics
+  and so a differently shaped program.
+
+Seeds: one seed axis of `tuning_seeds + num_seeds` runs, `train.seed_keys(seed, T + S)`. Indices
+[0, T) are the TUNING seeds and [T, T + S) the REPORTED seeds. OMEGA RULE: the headline FedR* number
+uses the omega with the highest mean Minimum (local-environment minimum return) over the tuning
+seeds, ties going to the smaller omega. It is never chosen on the reported seeds. Every omega's
+reported-seed numbers appear in the table too.
+
+Budget: RL-Zoo3's steps per agent for the task (`Algorithm.steps`) times `budget` (1 = the paper's),
+rounded to whole evaluation blocks of E * eval_every_rounds steps, with about 20 evaluations per run.
+Other settings are the paper's (`fedjax_rl.paper`: K = 5, E = 100, p = 0.5, 5 evaluation episodes)
+and the registry's per-task defaults (RL-Zoo3 hyperparameters, the paper's DQN batch 16 / buffer 1000).
+
+Resuming: DIR/<table>/<env>__<param>/ holds each row: one experiment.run directory per program
+(config, per-block checkpoint, then metrics per grid point) and, when the row is done, row.json.
+A row with row.json is never recomputed (its checkpoints are then deleted). If its recorded settings differ from the request, the
+command stops with an error and does not mix the two. An interrupted row resumes from its last
+finished block. Rows may run on different machines into copies of DIR, and their row directories
+are merged by copying. The tables and figures are rebuilt from every finished row in DIR at the end
+of each invocation.
+
+Outputs in DIR: <table>.md and <table>.csv (Average and Minimum, mean +- std over the reported seeds
+(numpy std, ddof 0), beside the paper's numbers, the sign of FedR* - baseline on Minimum and whether
+it agrees with the paper), <table>_curves.png and <table>_sweeps.png (2 x 4 grids). Each row.json
+records the exact configs, package versions, machine, budget and wall time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedjax_rl import agents, configs, paper
+
+DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
+DEFAULT_SEEDS = paper.NUM_SEEDS
+DEFAULT_TUNING_SEEDS = 3
+ROW_RESULT = "row.json"
+OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "
+              "(ties: the smaller omega); never chosen on the reported seeds")
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "numpy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One compiled program of a row. name: its sub-directory. zero_label: the baseline name of
+    its omega = 0 grid point (None: no omega grid; the whole program is `label`)."""
+
+    name: str
+    algo: str
+    label: str
+    zero_label: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    name: str
+    title: str
+    rows: tuple[paper.PaperRow, ...]
+    programs: tuple[Program, ...]
+    robust_label: str
+    baselines: tuple[str, ...]
+    missing_hint: str = ""
+
+
+TABLES = {
+    "table1": Table(
+        "table1", "Table 1: DQNAvg vs FedRDQN", paper.TABLE1,
+        programs=(Program("fedrdqn", "fedrdqn", "FedRDQN", zero_label="DQNAvg"),),
+        robust_label="FedRDQN", baselines=("DQNAvg",)),
+    "table2": Table(
+        "table2", "Table 2: DDPGAvg(1), DDPGAvg(2) vs FedRDDPG", paper.TABLE2,
+        programs=(Program("fedrddpg", "fedrddpg", "FedRDDPG", zero_label="DDPGAvg(1)"),
+                  Program("ddpgavg2", "ddpgavg2", "DDPGAvg(2)")),
+        robust_label="FedRDDPG", baselines=("DDPGAvg(1)", "DDPGAvg(2)"),
+        missing_hint=("Table 2 needs the MuJoCo robots Ant-v4, Hopper-v4, HalfCheetah-v4 and Walker2d-v4 "
+                      "with body-part physical parameters (torso, thigh, left_leg, left_foot, front_foot, "
+                      "front_shin, back_left_leg, front_right_leg) registered in fedjax_rl.envs")),
+}
+
+
+def get_table(name: str) -> Table:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise ValueError(f"table must be one of {sorted(TABLES)}, got {name!r}") from None
+
+
+def parse_budget(text: str | float) -> float:
+    """'paper' -> 1.0; otherwise a fraction of the paper's budget in (0, 1]."""
+    if isinstance(text, str) and text.strip().lower() == "paper":
+        return 1.0
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"budget must be 'paper' or a fraction in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"budget must be 'paper' or a fraction in (0, 1], got {value}")
+    return value
+
+
+def budget_steps(algo: str, env_name: str, fraction: float, sync_every: int = paper.SYNC_EVERY) -> tuple[int, int]:
+    """(steps_per_agent, eval_every_rounds) for `fraction` of RL-Zoo3's budget: whole evaluation
+    blocks of sync_every * eval_every_rounds steps, about `configs.EVAL_POINTS` evaluations, at least one."""
+    full_rounds = agents.get(algo).steps(env_name) // sync_every
+    rounds = max(1, round(full_rounds * fraction))
+    eval_every = max(1, rounds // configs.EVAL_POINTS)
+    rounds = max(1, round(rounds / eval_every)) * eval_every
+    return rounds * sync_every, eval_every
+
+
+def select_rows(table: Table, keys: Sequence[str] | None) -> list[paper.PaperRow]:
+    """The table's rows named by `keys` ("CartPole-v1/length"), in the paper's order; all if None."""
+    if not keys:
+        return list(table.rows)
+    by_key = {row.key: row for row in table.rows}
+    unknown = [k for k in keys if k not in by_key]
+    if unknown:
+        raise ValueError(f"unknown {table.name} rows {unknown}; allowed: {', '.join(by_key)}")
+    return [row for row in table.rows if row.key in set(keys)]
+
+
+def _check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
+    omegas = tuple(float(w) for w in omegas)
+    if not omegas:
+        raise ValueError("omegas needs at least one value")
+    if any(not 0 < w <= 1 for w in omegas) or len(set(omegas)) != len(omegas):
+        raise ValueError(f"omegas must be distinct values in (0, 1] (omega = 0 is the baseline, always run), got {list(omegas)}")
+    return tuple(sorted(omegas))
+
+
+def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
+                 agent_overrides: dict | None = None, train_overrides: dict | None = None) -> list[tuple]:
+    """[(Program, TrainConfig, grid or None)] for one row; raises a ValueError naming what this
+    installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling."""
+    out = []
+    try:
+        for program in table.programs:
+            steps, eval_every = budget_steps(program.algo, row.env_name, budget)
+            fields = dict(physics=(row.param,), steps_per_agent=steps, eval_every_rounds=eval_every,
+                          eval_episodes=paper.EVAL_EPISODES, num_agents=paper.NUM_AGENTS,
+                          sync_every=paper.SYNC_EVERY, max_rate=paper.MAX_RATE)
+            fields.update(train_overrides or {})
+            config = configs.train_config(program.algo, row.env_name, agent_overrides=dict(agent_overrides or {}),
+                                          **fields)
+            grid = {"omega": [0.0, *omegas]} if program.zero_label else None
+            out.append((program, config, grid))
+    except ValueError as error:
+        hint = f" ({table.missing_hint})" if table.missing_hint else ""
+        raise ValueError(f"{table.name} row {row.key} cannot run in this installation: {error}{hint}") from None
+    return out
+
+
+def _omega_dir(omega: float) -> str:
+    return f"omega={omega:g}"  # experiment.grid_label's spelling
+
+
+def versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out["fedjax_rl_git"] = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True,
+                                              text=True, check=False).stdout.strip() or None
+    except OSError:
+        out["fedjax_rl_git"] = None
+    return out
+
+
+def machine() -> dict:
+    """The same description benchmarks/common.py records (kept here: the package cannot import benchmarks/)."""
+    import jax
+
+    cpu = platform.processor() or ""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        cpu = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("Model name")), cpu)
+    except OSError:
+        pass
+    info = dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
+                backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
+                xla_flags=os.environ.get("XLA_FLAGS", ""), load_average_1_5_15min_at_start=list(os.getloadavg()))
+    if jax.default_backend() == "gpu":
+        info["gpu"] = [getattr(d, "device_kind", str(d)) for d in jax.devices()]
+    return info
+
+
+def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides) -> dict:
+    return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
+                                      omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
+                                      train_overrides=train_overrides or {})))
+
+
+def row_dir(out_dir: str, table: Table, row: paper.PaperRow) -> str:
+    return os.path.join(out_dir, table.name, f"{row.env_name}__{row.param}")
+
+
+def _load_run(path: str) -> dict:
+    with open(os.path.join(path, "metrics.json")) as f:
+        return json.load(f)
+
+
+def summarize_row(directory: str, table: Table, tuning_seeds: int) -> dict:
+    """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
+    (so the tables equal the files), and the headline omega chosen on the tuning seeds."""
+    algorithms = {}
+    tuning_min = {}
+    for program in table.programs:
+        prog_dir = os.path.join(directory, program.name)
+        if program.zero_label:
+            with open(os.path.join(prog_dir, "config.json")) as f:
+                grid = json.load(f)["grid"]["omega"]
+            runs = [(program.zero_label if w == 0 else agents.ALGORITHMS[program.algo].describe({"omega": w}),
+                     os.path.join(program.name, _omega_dir(w)), w) for w in grid]
+        else:
+            runs = [(program.label, program.name, None)]
+        for label, rel, omega in runs:
+            final = _load_run(os.path.join(directory, rel))["final"]
+            avg, mn = np.asarray(final["local_average"], float), np.asarray(final["local_minimum"], float)
+            algorithms[label] = dict(
+                dir=rel, omega=omega,
+                tuning=dict(average=avg[:tuning_seeds].tolist(), minimum=mn[:tuning_seeds].tolist()),
+                reported=dict(average=avg[tuning_seeds:].tolist(), minimum=mn[tuning_seeds:].tolist()))
+            if omega:
+                tuning_min[omega] = float(np.mean(mn[:tuning_seeds]))
+    best = max(tuning_min.values())
+    chosen = min(w for w, v in tuning_min.items() if v == best)
+    headline = agents.ALGORITHMS[table.programs[0].algo].describe({"omega": chosen})
+    return dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
+                headline=headline, omega_rule=OMEGA_RULE)
+
+
+def reproduce(
+    table_name: str,
+    out_dir: str,
+    rows: Sequence[str] | None = None,
+    num_seeds: int = DEFAULT_SEEDS,
+    tuning_seeds: int = DEFAULT_TUNING_SEEDS,
+    omegas: Sequence[float] = DEFAULT_OMEGAS,
+    budget: float | str = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+    agent_overrides: dict | None = None,
+    train_overrides: dict | None = None,
+) -> dict:
+    """Run the requested rows of `table_name` (those without a row.json), then rebuild the table
+    and figures from every finished row in `out_dir`. `agent_overrides` / `train_overrides` replace
+    the paper's settings (tests use tiny networks); they are recorded and printed with the results.
+    Returns {"rows": {key: row record}, "paths": [written files]}."""
+    from fedjax_rl import experiment
+
+    table = get_table(table_name)
+    budget = parse_budget(budget)
+    omegas = _check_omegas(omegas)
+    if num_seeds < 1:
+        raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
+    if tuning_seeds < 1:
+        raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
+    selected = select_rows(table, rows)
+    request = _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides)
+    # Resolve every requested row before anything compiles: a missing environment stops here.
+    plans = {row.key: row_programs(table, row, budget, omegas, agent_overrides, train_overrides) for row in selected}
+    todo = []
+    for row in selected:
+        path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
+        if os.path.exists(path):
+            with open(path) as f:
+                previous = json.load(f)["request"]
+            diff = sorted(k for k in request if previous.get(k) != request[k])
+            if diff:
+                raise ValueError(f"{path} was computed with different settings {diff} "
+                                 f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
+                                 "use another --out or remove that row directory")
+        else:
+            todo.append(row)
+
+    blocks_per_row = {key: sum(c.num_evals for _, c, _ in plan) for key, plan in plans.items()}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        total = sum(blocks_per_row.values())
+        done_rows = sum(blocks_per_row[r.key] for r in selected if r not in todo)
+        bar = tqdm(total=total, initial=done_rows, unit="block",
+                   desc=f"{table.name}: {len(selected) - len(todo)}/{len(selected)} rows done")
+
+    num_total = tuning_seeds + num_seeds
+    for index, row in enumerate(todo):
+        directory = row_dir(out_dir, table, row)
+        os.makedirs(directory, exist_ok=True)
+        start = time.time()
+        resumed_blocks = 0
+        for program, config, grid in plans[row.key]:
+            seen = {"blocks": None}
+
+            def on_block(done, total, seen=seen):
+                nonlocal resumed_blocks
+                if seen["blocks"] is None:
+                    resumed_blocks += done
+                    step = done
+                else:
+                    step = done - seen["blocks"]
+                seen["blocks"] = done
+                if bar is not None:
+                    bar.set_description(f"{table.name} {row.key} ({program.label}), row {len(selected) - len(todo) + index + 1}/{len(selected)}")
+                    bar.update(step)
+
+            experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
+                           progress=False, grid=grid, on_block=on_block)
+        record = dict(
+            table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
+            seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_total)),
+                       note="indices into train.seed_keys(seed, tuning + reported)"),
+            budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in plans[row.key]},
+                        paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in plans[row.key]}),
+            configs={p.name: dict(config=experiment.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
+            versions=versions(), machine=machine(), wall_s=time.time() - start, resumed_blocks=resumed_blocks,
+            **summarize_row(directory, table, tuning_seeds),
+        )
+        with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
+            json.dump(record, f, indent=2, default=str)
+        os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
+        for program, _, _ in plans[row.key]:  # a finished row never resumes; its checkpoints (replay
+            # buffers included, ~90 MB for a 40-run CartPole row) only cost disk
+            ckpt = os.path.join(directory, program.name, experiment.CHECKPOINT)
+            if os.path.exists(ckpt):
+                os.remove(ckpt)
+    if bar is not None:
+        bar.close()
+    return write_outputs(table, out_dir)
+
+
+def finished_rows(table: Table, out_dir: str) -> dict:
+    """{row key: row record} for every row of `table` with a row.json in `out_dir`, in paper order."""
+    out = {}
+    for row in table.rows:
+        path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
+        if os.path.exists(path):
+            with open(path) as f:
+                out[row.key] = json.load(f)
+    return out
+
+
+def _stats(values) -> tuple[float, float]:
+    values = np.asarray(values, float)
+    return float(values.mean()), float(values.std())
+
+
+def _fmt(mean_std) -> str:
+    return f"{mean_std[0]:.1f} ± {mean_std[1]:.1f}"
+
+
+def _num(value) -> str:
+    return paper.NOT_TRANSCRIBED if value is None else f"{value:g}"
+
+
+def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict]]:
+    """Markdown lines and CSV records for the finished rows."""
+    rows_by_key = {row.key: row for row in table.rows}
+    md = [f"# {table.title}", "",
+          f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}); "
+          f"'{paper.NOT_TRANSCRIBED}' = not transcribed (see fedjax_rl/paper.py).", ""]
+    budgets = sorted({r["request"]["budget"] for r in records.values()})
+    if budgets != [1.0]:
+        md += [f"**REDUCED BUDGET**: fraction(s) {budgets} of the paper's (RL-Zoo3) training steps per agent. "
+               "These numbers are not the paper's setting.", ""]
+    overrides = {k: r["request"][k] for r in records.values() for k in ("agent_overrides", "train_overrides") if r["request"][k]}
+    if overrides:
+        md += [f"**Settings overridden** (not the paper's): {json.dumps(overrides)}", ""]
+    md += [f"Average / Minimum: the final global policy's mean / lowest return over the K = {paper.NUM_AGENTS} "
+           "local environments, mean ± std (numpy, ddof 0) over the reported seeds. "
+           f"{table.baselines[0]} is the omega = 0 point of the {table.programs[0].label} grid (same program, "
+           "same seeds; see fedjax_rl/reproduce.py). Omega rule: " + OMEGA_RULE + ".", "",
+           "| row | algorithm | seeds | Average | Minimum | paper Average | paper Minimum |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    csv_rows = []
+    verdicts = []
+    for key, rec in records.items():
+        prow = rows_by_key[key]
+        algs = rec["algorithms"]
+        headline = rec["headline"]
+        order = [*table.baselines, headline] + [lab for lab in algs if lab not in table.baselines and lab != headline]
+        for lab in order:
+            a = algs[lab]
+            role = "baseline" if lab in table.baselines else ("headline" if lab == headline else "omega grid")
+            paper_label = table.robust_label if role == "headline" else lab
+            p_avg, p_min = prow.paper_numbers(paper_label) if role != "omega grid" else (None, None)
+            avg, mn = _stats(a["reported"]["average"]), _stats(a["reported"]["minimum"])
+            shown = f"**{lab}** (headline)" if role == "headline" else lab
+            md.append(f"| {key} | {shown} | {len(a['reported']['average'])} | {_fmt(avg)} | {_fmt(mn)} | "
+                      f"{_num(p_avg) if role != 'omega grid' else ''} | {_num(p_min) if role != 'omega grid' else ''} |")
+            csv_rows.append(dict(table=table.name, row=key, env_name=rec["env_name"], param=rec["param"], algorithm=lab,
+                                 role=role, omega="" if a["omega"] is None else a["omega"],
+                                 seeds=len(a["reported"]["average"]), average_mean=avg[0], average_std=avg[1],
+                                 minimum_mean=mn[0], minimum_std=mn[1], paper_average=p_avg, paper_minimum=p_min,
+                                 budget_fraction=rec["request"]["budget"],
+                                 steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
+        robust_min = _stats(algs[headline]["reported"]["minimum"])[0]
+        for base in table.baselines:
+            diff = robust_min - _stats(algs[base]["reported"]["minimum"])[0]
+            ours = "+" if diff > 0 else ("-" if diff < 0 else "0")
+            p_r, p_b = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
+            if p_r is not None and p_b is not None:
+                theirs, basis = ("+" if p_r > p_b else "-" if p_r < p_b else "0"), "paper's table"
+            else:
+                theirs, basis = "+", "paper's claim (numbers n/a)"
+            verdicts.append((key, base, diff, ours, theirs, basis, ours == theirs))
+    md += ["", f"## Sign of {table.robust_label} (headline omega) − baseline on Minimum", "",
+           "| row | baseline | difference | sign | paper's sign | agrees |", "| --- | --- | --- | --- | --- | --- |"]
+    for key, base, diff, ours, theirs, basis, agrees in verdicts:
+        md.append(f"| {key} | {base} | {diff:+.1f} | {ours} | {theirs} ({basis}) | {'yes' if agrees else 'no'} |")
+    holds = sum(all(v[6] for v in verdicts if v[0] == key) for key in records)
+    md += ["", f"The paper's claim ({paper.CLAIM}) holds in **{holds} of {len(records)}** finished rows "
+           f"(of {len(table.rows)} in the table).", "", "## Per row", ""]
+    for key, rec in records.items():
+        chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
+        m = rec["machine"]
+        md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
+                  f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; wall {rec['wall_s']:.0f} s "
+                  f"on {m.get('cpu')} ({m.get('cores')} cores, {m.get('backend')}), jax {rec['versions'].get('jax')}; "
+                  f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
+    return md, csv_rows
+
+
+def write_outputs(table: Table, out_dir: str) -> dict:
+    """Rebuild DIR/<table>.md, .csv and the figures from every finished row."""
+    import csv
+
+    records = finished_rows(table, out_dir)
+    paths = []
+    if records:
+        md, csv_rows = table_lines(table, records)
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"{table.name}.md")
+        with open(path, "w") as f:
+            f.write("\n".join(md) + "\n")
+        paths.append(path)
+        path = os.path.join(out_dir, f"{table.name}.csv")
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
+            writer.writeheader()
+            writer.writerows(csv_rows)
+        paths.append(path)
+        paths += write_figures(table, out_dir, records)
+    return {"rows": records, "paths": paths}
+
+
+def write_figures(table: Table, out_dir: str, records: dict) -> list[str]:
+    """Nominal learning curves and robustness sweeps as 2 x 4 grids (reported seeds only; the
+    baselines and the headline FedR*), the training range 1 ± p shaded on the sweeps."""
+    from fedjax_rl import plots
+
+    curves, sweeps = [], []
+    for row in table.rows:
+        rec = records.get(row.key)
+        title = f"{row.env_name} ({row.paper_param})"
+        if rec is None:
+            curves.append((title, []))
+            sweeps.append((title, []))
+            continue
+        t = len(rec["seeds"]["tuning"])
+        row_path = row_dir(out_dir, table, row)
+        c_lines, s_lines = [], []
+        for lab in (*table.baselines, rec["headline"]):
+            m = _load_run(os.path.join(row_path, rec["algorithms"][lab]["dir"]))
+            c_lines.append((lab, np.asarray(m["curve"]["env_steps"][0]), np.asarray(m["curve"]["nominal_return"])[t:]))
+            s_lines.append((lab, np.asarray(m["final"]["sweep_scales"][0]), np.asarray(m["final"]["sweep_returns"])[t:]))
+        curves.append((title, c_lines))
+        sweeps.append((title, s_lines))
+    reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
+    rate = next(iter(records.values()))["configs"][table.programs[0].name]["config"]["max_rate"]
+    return [
+        plots.grid_figure(curves, os.path.join(out_dir, f"{table.name}_curves.png"),
+                          xlabel="environment steps per agent", ylabel="return (nominal env)",
+                          title=f"{table.title}: learning curves{reduced} (mean ± ½ std over reported seeds, "
+                                f"{plots.PAPER_SMOOTHING}-evaluation moving average)",
+                          smooth=plots.PAPER_SMOOTHING),
+        plots.grid_figure(sweeps, os.path.join(out_dir, f"{table.name}_sweeps.png"),
+                          xlabel="scale c of the nominal parameter", ylabel="return",
+                          title=f"{table.title}: robustness sweeps{reduced} (mean ± ½ std over reported seeds)",
+                          shade=(1 - rate, 1 + rate)),
+    ]

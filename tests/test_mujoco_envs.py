@@ -1,0 +1,366 @@
+"""gymnasium's v4 MuJoCo locomotion tasks on MJX (`fedjax_rl.envs.locomotion`) against gymnasium.
+
+gymnasium 1.3.0's Hopper-v4, Walker2d-v4, HalfCheetah-v4 and Ant-v4 (MuJoCo's C `mj_step`) are the
+reference. Parity runs in float64, scoped with `jax.enable_x64` per test. The perturbed masses are
+set in gymnasium the way a user would: `env.unwrapped.model.body_mass[i] = c * nominal`.
+
+What MJX can and cannot reproduce (measured here, mujoco 4.0 C against mujoco-mjx 3.17, float64):
+- Hopper and Walker2d follow gymnasium to ~1e-12 for whole episodes (random actions end them within
+  ~20-70 steps; both restart from gymnasium's reset state).
+- HalfCheetah never terminates, and its contact-rich gait is chaotic: a 1e-14 difference after two
+  steps grows fast (1e-9 at step 40, 1e-4 at step 60, 0.1 at step 100, O(1) after 140). So the free
+  run is compared for its first 40 steps, and the *step map* for 200 steps along gymnasium's own
+  trajectory (each step starts from gymnasium's state: qpos, qvel, solver warm start).
+- Ant: the step map itself differs. Without contacts by ~1e-5 per step (RK4 with the free joint's
+  quaternion), and at foot contacts by up to O(1) in the velocities: MJX's contact solution is not
+  C's. So Ant gets its first step compared (no contact yet) and statistics over episodes.
+"""
+
+from __future__ import annotations
+
+import chex
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fedjax_rl import heterogeneity
+from fedjax_rl.envs import check_physics_param, get_spec, make
+from fedjax_rl.envs.locomotion import TASKS
+
+EXACT = ("Hopper-v4", "Walker2d-v4", "HalfCheetah-v4")
+SCALES = (0.5, 1.5)
+STEPS = 200
+TRUNCATE = 150  # a short time limit on both sides, so truncation and its auto-reset are compared
+ATOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def x64():
+    """float64 for the rest of this module. The float32 tests come first in the file, for two
+    reasons: the mode stays on until the module ends (each MJX compile is paid once), and programs
+    traced in one mode must not meet the other's caches: with jax 0.10 and mjx 3.17, a model with
+    the RK4 integrator compiled in one mode fails to lower in the other ("func.call op operand type
+    mismatch", mjx's `jnp.tril` of a numpy constant) unless `jax.clear_caches()` runs in between."""
+    jax.clear_caches()
+    with jax.enable_x64(True):
+        yield
+    jax.clear_caches()
+
+
+def _strong(tree):
+    """Leaves as committed arrays of their own dtype (no weak Python scalars), so that nominal,
+    perturbed and swept params all hit the same compiled step."""
+    return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), tree)
+
+
+def _copy(x):
+    # A fresh device array: jnp.asarray may alias numpy memory that MuJoCo then overwrites.
+    return jnp.array(np.array(x, copy=True))
+
+
+def _gym_env(name, part_bodies=(), scale=1.0, max_steps=TRUNCATE):
+    env = gym.make(name, max_episode_steps=max_steps)
+    masses = env.unwrapped.model.body_mass
+    for i in part_bodies:
+        masses[i] = scale * masses[i]
+    return env
+
+
+def _settings(name):
+    """(part, scale) pairs: nominal, and two scales of each of the paper's two parts."""
+    return [(None, 1.0)] + [(part, c) for part in get_spec(name).perturbed for c in SCALES]
+
+
+def _state_of(env, gym_env, elapsed):
+    data = gym_env.unwrapped.data
+    state = env.state_from(
+        _copy(data.qpos), _copy(data.qvel), _copy(data.qacc_warmstart), _copy(data.xpos[1, :2])
+    )
+    return state.replace(time=jnp.int32(elapsed))
+
+
+def _compare(name, part, scale, steps, resync, seed=0):
+    """Worst |difference| of obs and reward over `steps` steps of fixed random actions; asserts the
+    terminated/truncated flags agree on every step. `resync`: each step starts from gymnasium's
+    state (the step map); otherwise the MJX state runs free, restarted from gymnasium's resets."""
+    env = TASKS[name]()
+    params = env.default_params.replace(max_steps_in_episode=TRUNCATE)
+    bodies = ()
+    if part is not None:
+        params = env.scale_physics(params, part, scale)
+        bodies = env._part_bodies[part]
+    params = _strong(params)
+    reference = _gym_env(name, bodies, scale)
+    reference.reset(seed=seed)
+    state = _state_of(env, reference, 0)
+    actions = np.random.default_rng(seed).uniform(-1.0, 1.0, (steps, env.num_actions))
+    keys = jax.random.split(jax.random.key(seed), steps)
+    elapsed, worst, episodes = 0, 0.0, 1
+    for t in range(steps):
+        if resync:
+            state = _state_of(env, reference, elapsed)
+        obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step(actions[t])
+        elapsed += 1
+        obs, state, reward, terminated, truncated, info = env.step(keys[t], state, _copy(actions[t]), params)
+        assert bool(terminated) == term_ref and bool(truncated) == trunc_ref, (name, part, scale, t)
+        worst = max(worst, np.abs(np.asarray(info["final_observation"]) - obs_ref).max())
+        worst = max(worst, abs(float(reward) - reward_ref))
+        if term_ref or trunc_ref:
+            assert int(state.time) == 0  # auto-reset
+            reference.reset()
+            state, elapsed, episodes = _state_of(env, reference, 0), 0, episodes + 1
+        else:
+            np.testing.assert_array_equal(np.asarray(obs), np.asarray(info["final_observation"]))
+    return worst, episodes
+
+
+# --------------------------------------------------------------------------------------------------
+# float32 (the training dtype) first: see the `x64` fixture. Ant's one compiled program is a
+# jitted vmap of `env.step` over ANT_BATCH environments, each with its own params.
+
+ANT_BATCH = 8
+ANT_MAX_STEPS = 300
+ANT_EPISODES = 48
+
+
+@pytest.fixture(scope="module")
+def ant():
+    assert jnp.zeros(()).dtype == jnp.float32, "float32 tests must run before the x64 ones"
+    env, nominal = make("Ant-v4")
+    return env, nominal, jax.jit(jax.vmap(env.step))
+
+
+def _batch(tree, size=ANT_BATCH):
+    return jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x))), tree)
+
+
+def test_ant_first_step_matches_gymnasium(ant):
+    """From 8 of gymnasium's reset states, the first step (no contact yet) agrees to 1e-4 in
+    float32 (float64: 4e-6, the RK4/free-joint difference; later steps differ more, see the module
+    docstring). The reset observations agree to float32 rounding."""
+    env, nominal, batched_step = ant
+    params = _batch(_strong(nominal.replace(max_steps_in_episode=ANT_MAX_STEPS)))
+    references = [gym.make("Ant-v4") for _ in range(ANT_BATCH)]
+    starts = [r.reset(seed=seed)[0] for seed, r in enumerate(references)]
+    states = jax.tree.map(lambda *x: jnp.stack(x), *[_state_of(env, r, 0) for r in references])
+    obs0 = jax.vmap(env.observation)(states.qpos, states.qvel)
+    np.testing.assert_allclose(np.asarray(obs0), np.stack(starts), atol=1e-6)
+    actions = np.random.default_rng(0).uniform(-1.0, 1.0, (ANT_BATCH, env.num_actions))
+    results = [r.step(a) for r, a in zip(references, actions)]
+    keys = jax.random.split(jax.random.key(0), ANT_BATCH)
+    obs, _, reward, terminated, _, _ = batched_step(keys, states, jnp.asarray(actions, jnp.float32), params)
+    np.testing.assert_allclose(np.asarray(obs), np.stack([r[0] for r in results]), atol=1e-4)
+    np.testing.assert_allclose(np.asarray(reward), [r[1] for r in results], atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(terminated), [r[2] for r in results])
+
+
+@pytest.mark.slow
+def test_ant_episode_statistics_match_gymnasium(ant):
+    """48 random-action episodes (time limit 300) on each side, in float32: mean returns within 4
+    standard errors of their difference, and the episode lengths' two-sample Kolmogorov-Smirnov
+    distance below 0.40 (its 0.1% critical value at 48 + 48 episodes). Slow (MJX's Ant on CPU:
+    about 14k env steps, a minute of CPU), so marked `slow`."""
+    env, nominal, batched_step = ant
+    params = _batch(_strong(nominal.replace(max_steps_in_episode=ANT_MAX_STEPS)))
+    returns, lengths = [], []
+    for batch_key in jax.random.split(jax.random.key(1), ANT_EPISODES // ANT_BATCH):
+        reset_key, action_key, step_key = jax.random.split(batch_key, 3)
+        _, states = jax.vmap(env.reset)(jax.random.split(reset_key, ANT_BATCH), params)
+        alive = np.ones(ANT_BATCH, bool)
+        ret, length = np.zeros(ANT_BATCH), np.zeros(ANT_BATCH, int)
+        for t in range(ANT_MAX_STEPS):
+            actions = jax.random.uniform(
+                jax.random.fold_in(action_key, t), (ANT_BATCH, env.num_actions), minval=-1.0, maxval=1.0
+            )
+            keys = jax.random.split(jax.random.fold_in(step_key, t), ANT_BATCH)
+            _, states, reward, terminated, truncated, _ = batched_step(keys, states, actions, params)
+            ret += np.where(alive, np.asarray(reward), 0.0)
+            length += alive
+            alive &= ~np.asarray(terminated | truncated)
+            if not alive.any():
+                break
+        returns.append(ret)
+        lengths.append(length)
+    returns, lengths = np.concatenate(returns), np.concatenate(lengths)
+
+    reference = gym.make("Ant-v4", max_episode_steps=ANT_MAX_STEPS)
+    reference.action_space.seed(0)
+    ref_returns, ref_lengths = [], []
+    for seed in range(ANT_EPISODES):
+        reference.reset(seed=seed)
+        ret, length, done = 0.0, 0, False
+        while not done:
+            _, reward, terminated, truncated, _ = reference.step(reference.action_space.sample())
+            ret, length, done = ret + reward, length + 1, terminated or truncated
+        ref_returns.append(ret)
+        ref_lengths.append(length)
+    ref_returns, ref_lengths = np.array(ref_returns), np.array(ref_lengths)
+    se = np.sqrt(returns.var(ddof=1) / len(returns) + ref_returns.var(ddof=1) / len(ref_returns))
+    assert abs(returns.mean() - ref_returns.mean()) < 4 * se, (returns.mean(), ref_returns.mean(), se)
+    grid = np.arange(1, ANT_MAX_STEPS + 1)
+    ks = np.abs((lengths[:, None] <= grid).mean(0) - (ref_lengths[:, None] <= grid).mean(0)).max()
+    assert ks < 0.40, (ks, np.sort(lengths), np.sort(ref_lengths))
+
+
+def test_batched_model_is_the_agents_perturbations_in_order(ant):
+    """Per-agent params (heterogeneity.agent_env_params) give a model batched only in body_mass,
+    row k = agent k; and row k of a vmapped step is, bit for bit, what every row gives when all
+    rows carry agent k's params."""
+    env, nominal, batched_step = ant
+    parts = get_spec("Ant-v4").perturbed
+    rates = jax.random.uniform(jax.random.key(5), (ANT_BATCH, len(parts)), minval=-0.5, maxval=0.5)
+    params = heterogeneity.agent_env_params(env, _strong(nominal), parts, rates)
+    model, in_axes = env.batched_physics_model(params)
+    masses = np.asarray(model.body_mass)
+    nominal_masses = np.asarray(env.mj_model.body_mass, np.float32)
+    assert masses.shape == (ANT_BATCH, env.mj_model.nbody)
+    for k in range(ANT_BATCH):
+        expected = nominal_masses.copy()
+        for j, part in enumerate(parts):
+            bodies = list(env._part_bodies[part])
+            expected[bodies] = nominal_masses[bodies] * (1.0 + float(rates[k, j]))
+        np.testing.assert_allclose(masses[k], expected, rtol=1e-6)
+    assert in_axes.body_mass == 0 and in_axes.geom_size is None and in_axes.body_inertia is None
+    assert model.geom_size.shape == env.mj_model.geom_size.shape  # shared, not batched
+
+    keys = jax.random.split(jax.random.key(3), ANT_BATCH)
+    _, states = jax.vmap(env.reset)(keys, params)
+    actions = jax.random.uniform(jax.random.key(4), (ANT_BATCH, env.num_actions), minval=-1.0, maxval=1.0)
+    def stepped(p):  # the same compiled program as the other Ant tests
+        return batched_step(keys, states, actions, p)[:2]
+
+    obs, next_states = stepped(params)
+    for k in (0, 3, ANT_BATCH - 1):
+        obs_k, states_k = stepped(jax.tree.map(lambda x: jnp.broadcast_to(x[k], x.shape), params))
+        np.testing.assert_array_equal(np.asarray(obs[k]), np.asarray(obs_k[k]))
+        np.testing.assert_array_equal(np.asarray(next_states.qvel[k]), np.asarray(states_k.qvel[k]))
+    obs_as_agent_1, _ = stepped(jax.tree.map(lambda x: jnp.broadcast_to(x[1], x.shape), params))
+    assert np.abs(np.asarray(obs[0]) - np.asarray(obs_as_agent_1[0])).max() > 0
+
+
+def test_bad_names_and_scales_raise_before_compiling():
+    with pytest.raises(ValueError, match="allowed.*torso.*thigh"):
+        make("Hopper-v4", ("tail",))
+    with pytest.raises(ValueError, match="back_left_leg"):
+        check_physics_param("Ant-v4", "back_left_foot")
+    env, params = make("Walker2d-v4")
+    with pytest.raises(ValueError, match="left_leg.*body_mass"):
+        env.get_physics(params, "left_arm")
+    for bad in (0.0, -1.0, [1.0, 0.0]):
+        with pytest.raises(ValueError, match="scale must be > 0"):
+            env.scale_physics(params, "left_leg", bad) if np.ndim(bad) == 0 else heterogeneity.check_scales(bad)
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        heterogeneity.scaled_env_params(env, params, ("left_leg",), np.array([0.0, 1.0]))
+
+
+def test_names_spaces_and_fields():
+    for name, cls in TASKS.items():
+        env, params = make(name)
+        spec = get_spec(name)
+        assert params.max_steps_in_episode == spec.max_steps == 1000
+        nu, nq, nv = env.mj_model.nu, env.mj_model.nq, env.mj_model.nv
+        space = env.action_space(params)
+        assert space.shape == (nu,) and np.all(space.low == -1.0) and np.all(space.high == 1.0)
+        obs_dim = {"Hopper-v4": 11, "Walker2d-v4": 17, "HalfCheetah-v4": 17, "Ant-v4": 27}[name]
+        assert env.observation_space(params).shape == (obs_dim,) == (nq - env.obs_skip_qpos + nv,)
+        names = env.physics_names(params)
+        assert set(spec.perturbed) <= set(names) and {"body_mass", "opt.gravity", "dof_damping"} <= set(names)
+    env, params = make("Ant-v4")
+    # A paper leg is its whole chain; the hip segment alone stays addressable.
+    leg = env._part_bodies["back_left_leg"]
+    assert [env.mj_model.body(i).name for i in leg] == ["back_leg", "aux_3", ""]
+    doubled = env.set_physics(params, "back_left_leg", 2 * env.get_physics(params, "back_left_leg"))
+    np.testing.assert_allclose(
+        np.asarray(doubled.model_fields["body_mass"])[list(leg)], 2 * env.mj_model.body_mass[list(leg)], rtol=1e-6
+    )
+    assert float(env.get_physics(params, "body5")) == pytest.approx(env.mj_model.body_mass[5])
+    # Any float model field, applied to the model that step uses.
+    params = env.set_physics(params, "opt.gravity", 0.5 * env.get_physics(params, "opt.gravity"))
+    params = env.set_physics(params, "dof_damping", 2.0)
+    model = env.physics_model(params)
+    np.testing.assert_allclose(np.asarray(model.opt.gravity), 0.5 * env.mj_model.opt.gravity, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(model.dof_damping), 2.0)
+
+
+@pytest.mark.parametrize("name", ("Hopper-v4", "HalfCheetah-v4"))
+def test_reset_noise(name):
+    """Hopper: qpos0 + U(-5e-3, 5e-3), qvel U(-5e-3, 5e-3); HalfCheetah: qvel 0.1 N(0, 1)."""
+    env, params = make(name)
+    obs, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 4000), params)
+    dq = np.asarray(states.qpos) - env.mj_model.qpos0
+    s = env.reset_noise_scale
+    assert np.all(np.abs(dq) <= s) and np.allclose(dq.std(0), s / np.sqrt(3), rtol=0.05)
+    qvel = np.asarray(states.qvel)
+    if env.reset_qvel_normal:
+        assert np.allclose(qvel.std(0), s, rtol=0.05) and np.abs(qvel).max() > 3 * s
+    else:
+        assert np.all(np.abs(qvel) <= s) and np.allclose(qvel.std(0), s / np.sqrt(3), rtol=0.05)
+    np.testing.assert_array_equal(np.asarray(obs), np.asarray(jax.vmap(env.observation)(states.qpos, states.qvel)))
+
+
+# --------------------------------------------------------------------------------------------------
+# float64 parity with gymnasium (one compiled step per task, shared by the tests below)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_step_map_matches_gymnasium(name, x64):
+    """200 steps along gymnasium's trajectory at nominal mass and two scales of each paper part."""
+    for part, scale in _settings(name):
+        worst, episodes = _compare(name, part, scale, STEPS, resync=True)
+        assert worst < ATOL, (name, part, scale, worst)
+        if name != "HalfCheetah-v4":
+            assert episodes > 2  # terminations (and their auto-resets) were compared too
+        else:
+            assert episodes == STEPS // TRUNCATE + 1  # truncation at the time limit
+
+
+@pytest.mark.parametrize("name", ("Hopper-v4", "Walker2d-v4"))
+def test_free_run_matches_gymnasium(name, x64):
+    """Nominal, and one scale of each paper part (the step map above covers all five)."""
+    for part, scale in _settings(name)[::2]:
+        worst, episodes = _compare(name, part, scale, STEPS, resync=False)
+        assert worst < ATOL, (name, part, scale, worst)
+        assert episodes > 2
+
+
+def test_halfcheetah_free_run_before_chaos(x64):
+    """HalfCheetah's free run agrees until chaos takes over (module docstring): 40 steps."""
+    for part, scale in _settings("HalfCheetah-v4"):
+        worst, _ = _compare("HalfCheetah-v4", part, scale, 40, resync=False)
+        assert worst < ATOL, (part, scale, worst)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
+    env, nominal = make(name)
+    parts = get_spec(name).perturbed
+    unit = heterogeneity.agent_env_params(env, nominal, parts, jnp.zeros((3, len(parts))))
+    swept = heterogeneity.scaled_env_params(env, nominal, parts, np.array([0.5, 1.0, 1.5]))
+    candidates = {
+        "nominal": nominal,
+        "rate 0": jax.tree.map(lambda x: x[1], unit),
+        "sweep 1.0": jax.tree.map(lambda x: x[1], swept),
+        **{f"{p} x1": env.scale_physics(nominal, p, 1.0) for p in parts},
+        "sweep 0.5": jax.tree.map(lambda x: x[0], swept),
+        "sweep 1.5": jax.tree.map(lambda x: x[2], swept),
+    }
+    reference = _gym_env(name)
+    reference.reset(seed=1)
+    state0 = _state_of(env, reference, 0)
+    actions = np.random.default_rng(2).uniform(-1.0, 1.0, (30, env.num_actions))
+    runs = {}
+    for label, params in candidates.items():
+        params = _strong(params)
+        state, obs = state0, []
+        for t in range(30):
+            o, state, *_ = env.step(jax.random.key(t), state, _copy(actions[t]), params)
+            obs.append(np.asarray(o))
+        runs[label] = np.stack(obs)
+    for label in ("rate 0", "sweep 1.0", *[f"{p} x1" for p in parts]):
+        np.testing.assert_array_equal(runs[label], runs["nominal"], err_msg=label)
+    assert np.abs(runs["sweep 0.5"] - runs["sweep 1.5"]).max() > 1e-2
+    assert np.abs(runs["sweep 0.5"] - runs["nominal"]).max() > 1e-3
+
+

@@ -1,0 +1,159 @@
+"""`fedjax-rl reproduce`: the harness end to end on a tiny budget (2 CartPole rows, 1 tuning + 2
+reported seeds, 300 steps per agent, an 8-unit network), interrupted inside its second row and
+resumed; the written tables against the per-run metrics files; settings checked before compiling."""
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+
+from fedjax_rl import cli, envs, experiment, reproduce
+
+ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
+TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0.006, progress=False,
+            agent_overrides=dict(hidden_sizes=(8,), learning_starts=50, train_freq=4, gradient_steps=1),
+            train_overrides=dict(sweep_points=3, eval_episodes=2))
+
+
+class Interrupted(RuntimeError):
+    pass
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    """Run 1 stops after the second row's first block; run 2 resumes; run 3 finds everything done."""
+    out = str(tmp_path_factory.mktemp("reproduce"))
+    real_run = experiment.run
+    calls = []
+
+    def interrupting_run(config, *args, **kwargs):
+        calls.append(("run1", config.physics))
+        on_block = kwargs["on_block"]
+        if config.physics == ("masscart",):
+            def stop_after_first(done, total):
+                on_block(done, total)
+                if done == 1:
+                    raise Interrupted("simulated interruption after block 1")
+            kwargs["on_block"] = stop_after_first
+        return real_run(config, *args, **kwargs)
+
+    def counting_run(tag):
+        def run(config, *args, **kwargs):
+            calls.append((tag, config.physics))
+            return real_run(config, *args, **kwargs)
+        return run
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(experiment, "run", interrupting_run)
+        with pytest.raises(Interrupted):
+            reproduce.reproduce("table1", out, **TINY)
+        first_row_done = os.path.exists(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
+        second_row_done = os.path.exists(os.path.join(out, "table1", "CartPole-v1__masscart", "row.json"))
+        mp.setattr(experiment, "run", counting_run("run2"))
+        result = reproduce.reproduce("table1", out, **TINY)
+        mp.setattr(experiment, "run", counting_run("run3"))
+        again = reproduce.reproduce("table1", out, **TINY)
+    finally:
+        mp.undo()
+    return dict(out=out, calls=calls, result=result, again=again, first_row_done=first_row_done,
+                second_row_done=second_row_done)
+
+
+def test_interrupted_reproduce_resumes_without_recomputing(reproduced):
+    assert reproduced["first_row_done"] and not reproduced["second_row_done"]
+    # Run 2 trains only the unfinished row, run 3 nothing.
+    assert reproduced["calls"] == [("run1", ("length",)), ("run1", ("masscart",)), ("run2", ("masscart",))]
+    rows = reproduced["result"]["rows"]
+    assert rows["CartPole-v1/length"]["resumed_blocks"] == 0
+    # The interrupted row continued from its checkpoint (1 of its 3 blocks), not from the start.
+    assert rows["CartPole-v1/masscart"]["resumed_blocks"] == 1
+    assert rows["CartPole-v1/masscart"]["configs"]["fedrdqn"]["config"]["steps_per_agent"] == 300
+    assert reproduced["again"]["rows"] == rows
+    for key in ROWS:  # finished rows keep their metrics, not their (large) checkpoints
+        env, param = key.split("/")
+        assert not os.path.exists(os.path.join(reproduced["out"], "table1", f"{env}__{param}", "fedrdqn", "checkpoint.npz"))
+
+
+def test_tables_equal_the_metrics_files(reproduced):
+    out = reproduced["out"]
+    with open(os.path.join(out, "table1.csv")) as f:
+        table = list(csv.DictReader(f))
+    with open(os.path.join(out, "table1.md")) as f:
+        markdown = f.read()
+    assert "REDUCED BUDGET" in markdown and "Settings overridden" in markdown
+    assert {r["row"] for r in table} == set(ROWS)
+    tuning = TINY["tuning_seeds"]
+    for key in ROWS:
+        env, param = key.split("/")
+        directory = os.path.join(out, "table1", f"{env}__{param}")
+        lines = {r["algorithm"]: r for r in table if r["row"] == key}
+        assert set(lines) == {"DQNAvg", "FedRDQN (ω=0.05)", "FedRDQN (ω=0.2)"}
+        tuning_minimum = {}
+        for omega in (0.0, 0.05, 0.2):
+            with open(os.path.join(directory, "fedrdqn", f"omega={omega:g}", "metrics.json")) as f:
+                final = json.load(f)["final"]
+            with open(os.path.join(directory, "fedrdqn", f"omega={omega:g}", "config.json")) as f:
+                assert json.load(f)["agent"]["omega"] == omega
+            average = np.asarray(final["local_average"], float)
+            minimum = np.asarray(final["local_minimum"], float)
+            assert len(average) == tuning + TINY["num_seeds"]
+            line = lines["DQNAvg" if omega == 0 else f"FedRDQN (ω={omega:g})"]
+            assert int(line["seeds"]) == TINY["num_seeds"]
+            for name, values in (("average", average), ("minimum", minimum)):
+                reported = values[tuning:]
+                assert float(line[f"{name}_mean"]) == pytest.approx(reported.mean(), rel=1e-12, abs=1e-12)
+                assert float(line[f"{name}_std"]) == pytest.approx(reported.std(), rel=1e-12, abs=1e-12)
+                assert f"{reported.mean():.1f} ± {reported.std():.1f}" in markdown
+            if omega:
+                tuning_minimum[omega] = minimum[:tuning].mean()
+        # The headline omega follows the rule on the tuning seeds only.
+        best = max(tuning_minimum.values())
+        chosen = min(w for w, v in tuning_minimum.items() if v == best)
+        headline = [r for r in lines.values() if r["role"] == "headline"]
+        assert len(headline) == 1 and float(headline[0]["omega"]) == chosen
+        assert lines["DQNAvg"]["role"] == "baseline" and lines["DQNAvg"]["paper_minimum"] == ""
+        record = reproduced["result"]["rows"][key]
+        assert record["chosen_omega"] == chosen
+        assert {"jax", "flax", "numpy"} <= set(record["versions"]) and record["machine"]["cores"] >= 1
+        assert record["wall_s"] > 0 and record["request"]["budget"] == TINY["budget"]
+    for name in ("table1_curves.png", "table1_sweeps.png"):
+        assert os.path.getsize(os.path.join(out, name)) > 10_000
+
+
+def test_finished_rows_with_other_settings_are_refused(reproduced):
+    with pytest.raises(ValueError, match=r"different settings \['budget'\]"):
+        reproduce.reproduce("table1", reproduced["out"], **{**TINY, "budget": 0.01})
+
+
+def test_budget_rounds_to_whole_evaluation_blocks():
+    assert reproduce.budget_steps("fedrdqn", "CartPole-v1", 1.0) == (50_000, 25)  # RL-Zoo3, 20 evaluations
+    assert reproduce.budget_steps("fedrdqn", "CartPole-v1", 0.1) == (5_000, 2)
+    assert reproduce.budget_steps("fedrdqn", "MountainCar-v0", 0.05) == (6_000, 3)
+    assert reproduce.budget_steps("fedrdqn", "CartPole-v1", 1e-6) == (100, 1)
+    assert reproduce.parse_budget("paper") == 1.0
+    for bad in ("0", "1.5", "half", "-0.1"):
+        with pytest.raises(ValueError, match="budget must be 'paper' or a fraction in \\(0, 1\\]"):
+            reproduce.parse_budget(bad)
+
+
+def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
+    def no_run(*args, **kwargs):
+        raise AssertionError("nothing may train")
+
+    monkeypatch.setattr(experiment, "run", no_run)
+    with pytest.raises(ValueError, match="unknown table1 rows \\['CartPole-v1/gravity'\\]; allowed: Acrobot-v1/gravity"):
+        reproduce.reproduce("table1", str(tmp_path), rows=["CartPole-v1/gravity"])
+    with pytest.raises(ValueError, match="omegas must be distinct values in \\(0, 1\\]"):
+        reproduce.reproduce("table1", str(tmp_path), omegas=[0.0, 0.1])
+    with pytest.raises(ValueError, match="tuning_seeds must be >= 1"):
+        reproduce.reproduce("table1", str(tmp_path), tuning_seeds=0)
+    with pytest.raises(ValueError, match="table must be one of"):
+        reproduce.reproduce("table3", str(tmp_path))
+    # Table 2's robots are resolved lazily: until they are registered the error names what is missing.
+    if "Ant-v4" not in envs.list_envs():
+        with pytest.raises(SystemExit, match="table2 row Ant-v4/back_left_leg cannot run .*Ant-v4.*MuJoCo"):
+            cli.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
+    assert not os.listdir(tmp_path)
