@@ -2,6 +2,7 @@
 federated average (the cross-device, cross-process pmean) takes.
 
     python benchmarks/multiprocess.py            # writes benchmarks/results/multiprocess.json
+    python benchmarks/multiprocess.py 2x2        # re-measures one layout, keeps the others' rows
 
 Layouts: 1 process x 1 device (agents a vmap axis), 1 process x 4 fake CPU devices (shard_map), 2
 processes x 2 fake CPU devices (jax.distributed, gloo over loopback). Agent-steps/s counts
@@ -66,8 +67,9 @@ def measure(out_json: str) -> None:
     jax.block_until_ready(average(shared))
     start = time.perf_counter()
     for _ in range(AVERAGE_CALLS):
-        shared = average(shared)
-    jax.block_until_ready(shared)
+        # One call at a time, as in the run (a block ends with its metrics on the host): 200 calls
+        # dispatched asynchronously left two processes waiting on each other's gloo all-reduce.
+        shared = jax.block_until_ready(average(shared))
     average_s = (time.perf_counter() - start) / AVERAGE_CALLS
 
     comm = experiment.communication(trainer)
@@ -110,20 +112,31 @@ def run_layout(processes: int, devices: int, tmp: str) -> dict:
         return json.load(f)
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
+    """`only`: layouts such as "2x2" to (re)measure, merged into the existing results file."""
     import tempfile
 
     sys.path.insert(0, os.path.dirname(HERE))
     from benchmarks.common import machine
 
+    path = os.path.join(HERE, "results", "multiprocess.json")
+    layouts = [(p, d) for p, d in LAYOUTS if not only or f"{p}x{d}" in only]
+    previous = {}
+    if only and os.path.exists(path):
+        with open(path) as f:
+            previous = {(r["processes"], r["devices_per_process"]): r for r in json.load(f)["layouts"]}
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
         for p, d in LAYOUTS:
+            if (p, d) not in layouts:
+                if (p, d) in previous:
+                    rows.append(previous[(p, d)])
+                continue
             try:
                 rows.append(run_layout(p, d, tmp))
             except RuntimeError as err:  # recorded, not hidden: see the README's note on fake devices
                 rows.append(dict(processes=p, devices_per_process=d, error=str(err)))
-    comm = rows[0]["communication"]
+    comm = next(r for r in rows if "communication" in r)["communication"]
     print(f"FedRDQN CartPole, K = {NUM_AGENTS}, E = {SYNC_EVERY}, {comm['shared_params']:,} shared parameters "
           f"({comm['model_bytes'] / 2**10:.1f} KiB) per agent")
     print(f"{'layout':>18} {'agent-steps/s':>14} {'block s':>8} {'average ms':>11} {'average share':>14}")
@@ -139,7 +152,6 @@ def main() -> None:
     print(f"K = {k}: {per_round['bytes_up_per_round'] / 2**20:.1f} MiB up and as much down per round "
           f"({comm['model_bytes']} B per agent)")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", "multiprocess.json")
     with open(path, "w") as f:
         json.dump(dict(machine=machine(), num_agents=NUM_AGENTS, steps_per_agent=STEPS_PER_AGENT, sync_every=SYNC_EVERY,
                        layouts=rows, k1000=per_round), f, indent=2)
@@ -155,4 +167,4 @@ if __name__ == "__main__":
             distributed.initialize(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
         measure(sys.argv[2])
     else:
-        main()
+        main(sys.argv[1:])
