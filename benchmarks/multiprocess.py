@@ -68,7 +68,8 @@ def measure(out_json: str) -> None:
     start = time.perf_counter()
     for _ in range(AVERAGE_CALLS):
         # One call at a time, as in the run (a block ends with its metrics on the host): 200 calls
-        # dispatched asynchronously left two processes waiting on each other's gloo all-reduce.
+        # dispatched asynchronously deadlocked both 2x2 processes (gloo) and the 1x4 process (its
+        # 4 device threads on 2 cores hit the 40 s rendezvous timeout); blocking fixed both.
         shared = jax.block_until_ready(average(shared))
     average_s = (time.perf_counter() - start) / AVERAGE_CALLS
 
