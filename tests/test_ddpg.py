@@ -15,24 +15,17 @@ from fedjax_rl import cli, configs, federated, train
 from fedjax_rl.agents import base
 from fedjax_rl.agents.ddpg import DDPGAgent, DDPGConfig
 from fedjax_rl.agents.base import Transition
+from references import numpy_mlp
 
 BOX = spaces.Box(low=-2.0, high=2.0, shape=(1,), dtype=jnp.float32)
 GAMMA, OMEGA, TAU = 0.9, 0.3, 0.01
 
 
-def _numpy_mlp(params, x):
-    layers = params["params"]
-    names = sorted(layers, key=lambda n: int(n.split("_")[1]))
-    for i, name in enumerate(names):
-        x = x @ np.asarray(layers[name]["kernel"], np.float64) + np.asarray(layers[name]["bias"], np.float64)
-        if i < len(names) - 1:
-            x = np.maximum(x, 0.0)
-    return x
 
 
 def _critic_numpy(stacked, index, obs, action):
     params = jax.tree.map(lambda x: x[index], stacked)
-    return _numpy_mlp(params, np.concatenate([obs, action], axis=-1))[:, 0]
+    return numpy_mlp(params, np.concatenate([obs, action], axis=-1))[:, 0]
 
 
 def _agent(num_critics, robust=True, omega=OMEGA):
@@ -66,15 +59,15 @@ def test_critic_target_and_losses_match_hand_computation(num_critics, robust):
     hp = agent.hparams()
     omega = OMEGA if robust else 0.0
 
-    next_action = np.tanh(_numpy_mlp(shared.actor_target, NEXT_OBS))  # pi(s'; phi')
+    next_action = np.tanh(numpy_mlp(shared.actor_target, NEXT_OBS))  # pi(s'; phi')
     next_q = np.stack([_critic_numpy(shared.critic_target, i, NEXT_OBS, next_action) for i in range(num_critics)])
     v_next = next_q.min(axis=0)  # one critic: Q'; two: clipped double Q
     v_masked = np.where(TERMINATED, 0.0, v_next)
-    degree = _numpy_mlp(shared.degree, OBS)[:, 0] if robust else np.zeros(3)
+    degree = numpy_mlp(shared.degree, OBS)[:, 0] if robust else np.zeros(3)
     y = REWARD + GAMMA * (1 - omega) * v_masked + GAMMA * omega * degree
     q = np.stack([_critic_numpy(shared.critic, i, OBS, ACTION) for i in range(num_critics)])
     expected_critic = np.sum(np.mean((q - y) ** 2, axis=1))
-    expected_actor = -np.mean(_critic_numpy(shared.critic, 0, OBS, np.tanh(_numpy_mlp(shared.actor, OBS))))
+    expected_actor = -np.mean(_critic_numpy(shared.critic, 0, OBS, np.tanh(numpy_mlp(shared.actor, OBS))))
 
     target, next_value = agent.critic_target(shared, BATCH, hp)
     np.testing.assert_allclose(next_value, v_next, rtol=1e-5, atol=1e-6)

@@ -11,6 +11,7 @@ import pytest
 
 from fedjax_rl import configs, experiment, train
 from fedjax_rl.agents.dqn import DQNAgent, DQNConfig, Transition
+from references import numpy_mlp
 
 TINY_AGENT = dict(
     hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
@@ -41,14 +42,6 @@ def fedrdqn():
 # -- losses on a tiny batch ----------------------------------------------------------------------
 
 
-def _numpy_mlp(params, x):
-    layers = params["params"]
-    names = sorted(layers, key=lambda n: int(n.split("_")[1]))
-    for i, name in enumerate(names):
-        x = x @ np.asarray(layers[name]["kernel"], np.float64) + np.asarray(layers[name]["bias"], np.float64)
-        if i < len(names) - 1:
-            x = np.maximum(x, 0.0)
-    return x
 
 
 def test_agent_losses_match_hand_computation():
@@ -67,9 +60,9 @@ def test_agent_losses_match_hand_computation():
     )
     hp = config.hparams()
 
-    q = _numpy_mlp(shared.q, np.asarray(obs, np.float64))
-    v_next = _numpy_mlp(shared.q_target, np.asarray(next_obs, np.float64)).max(axis=1)
-    d = _numpy_mlp(shared.degree, np.asarray(obs, np.float64))[:, 0]
+    q = numpy_mlp(shared.q, np.asarray(obs, np.float64))
+    v_next = numpy_mlp(shared.q_target, np.asarray(next_obs, np.float64)).max(axis=1)
+    d = numpy_mlp(shared.degree, np.asarray(obs, np.float64))[:, 0]
     v_next_masked = np.where([False, True, False], 0.0, v_next)
     y = np.array([1.0, -0.5, 0.25]) + 0.9 * 0.7 * v_next_masked + 0.9 * 0.3 * d
     expected_td = np.mean((q[[0, 1, 2], [0, 1, 1]] - y) ** 2)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import configs, envs, train
+from references import numpy_mlp
 
 STEPS = 48  # environment steps per agent
 NUM_SEEDS, NUM_AGENTS = 4, 4
@@ -93,16 +94,6 @@ def _experience(state):
     return jax.tree.map(lambda leaf: leaf[:, :, 0], state.agents.learner.private.buffer.experience)
 
 
-def _mlp(params, x):
-    """float64 numpy forward pass of a flax MLP (Dense_0 ... Dense_n, relu between)."""
-    layers = params["params"]
-    names = sorted(layers, key=lambda name: int(name.split("_")[1]))
-    x = np.asarray(x, np.float64)
-    for i, name in enumerate(names):
-        x = x @ np.asarray(layers[name]["kernel"], np.float64) + np.asarray(layers[name]["bias"], np.float64)
-        if i < len(names) - 1:
-            x = np.maximum(x, 0.0)
-    return x
 
 
 def _agent(tree, seed, agent):
@@ -241,7 +232,7 @@ def test_epsilon_follows_the_configured_schedule(states):
         q_params = states[step - 1].agents.learner.shared.q
         for seed in range(NUM_SEEDS):
             for agent in range(NUM_AGENTS):
-                q = _mlp(_agent(q_params, seed, agent), exp.obs[seed, agent, step - 1])
+                q = numpy_mlp(_agent(q_params, seed, agent), exp.obs[seed, agent, step - 1])
                 assert abs(q[0] - q[1]) > 1e-4  # the float64 greedy action is the float32 one
                 non_greedy[step - 1, seed, agent] = exp.action[seed, agent, step - 1] != np.argmax(q)
     runs = NUM_SEEDS * NUM_AGENTS
@@ -274,8 +265,8 @@ def _expectile_statistics(step_fn, state, hparams):
     for seed in range(NUM_SEEDS):
         for agent in range(NUM_AGENTS):
             run, batch = _agent(shared, seed, agent), _agent(exp, seed, agent)
-            v = np.where(batch.terminated, 0.0, _mlp(run.q_target, batch.next_obs).max(axis=-1))
-            d = _mlp(run.degree, batch.obs)[:, 0]
+            v = np.where(batch.terminated, 0.0, numpy_mlp(run.q_target, batch.next_obs).max(axis=-1))
+            d = numpy_mlp(run.degree, batch.obs)[:, 0]
             mean_v[seed, agent], mean_d[seed, agent], below[seed, agent] = v.mean(), d.mean(), np.mean(d < v)
     return mean_v, mean_d, below
 

@@ -19,9 +19,10 @@ holds optimizer states and the replay buffer, which never leave the agent.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Sequence
 
 import flashbax as fbx
+import flax.linen as nn
 import optax
 import jax
 import jax.numpy as jnp
@@ -68,6 +69,19 @@ class Agent(Protocol):
     def learn(self, state: FederatedState, key: jax.Array, step: jax.Array, hp: Hyperparams): ...
 
     def hparams(self) -> Hyperparams: ...
+
+
+class MLP(nn.Module):
+    """The networks of every agent: ReLU hidden layers, a linear output."""
+
+    hidden_sizes: Sequence[int]
+    out_size: int
+
+    @nn.compact
+    def __call__(self, x):
+        for size in self.hidden_sizes:
+            x = nn.relu(nn.Dense(size)(x))
+        return nn.Dense(self.out_size)(x)
 
 
 # -- settings every off-policy agent has (declared once; DQN and DDPG add their own) -------------

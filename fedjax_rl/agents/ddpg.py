@@ -21,9 +21,8 @@ actions are uniform on [-1, 1]^d (SB3's warm-up).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,7 +32,7 @@ from gymnax.environments import spaces
 
 from fedjax_rl import losses, settings
 from fedjax_rl.agents import base
-from fedjax_rl.agents.base import Transition
+from fedjax_rl.agents.base import MLP, Transition
 from fedjax_rl.federated import FederatedState
 from fedjax_rl.settings import Setting, at_least, interval
 
@@ -84,17 +83,6 @@ class DDPGPrivate:
     actor_opt: Any
     degree_opt: Any
     buffer: Any
-
-
-class MLP(nn.Module):
-    hidden_sizes: Sequence[int]
-    out_size: int
-
-    @nn.compact
-    def __call__(self, x):
-        for size in self.hidden_sizes:
-            x = nn.relu(nn.Dense(size)(x))
-        return nn.Dense(self.out_size)(x)
 
 
 class DDPGAgent:

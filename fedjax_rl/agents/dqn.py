@@ -15,9 +15,8 @@ E steps; `private` (optimizer states, replay buffer) never leaves the agent.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -26,7 +25,7 @@ from gymnax.environments import spaces
 
 from fedjax_rl import losses, settings
 from fedjax_rl.agents import base
-from fedjax_rl.agents.base import Transition
+from fedjax_rl.agents.base import MLP, Transition
 from fedjax_rl.federated import FederatedState
 from fedjax_rl.settings import Setting, interval
 
@@ -79,17 +78,6 @@ class DQNPrivate:
     q_opt: Any
     degree_opt: Any
     buffer: Any
-
-
-class MLP(nn.Module):
-    hidden_sizes: Sequence[int]
-    out_size: int
-
-    @nn.compact
-    def __call__(self, x):
-        for size in self.hidden_sizes:
-            x = nn.relu(nn.Dense(size)(x))
-        return nn.Dense(self.out_size)(x)
 
 
 def linear_epsilon(config, step: jax.Array, total_steps: int) -> jax.Array:
