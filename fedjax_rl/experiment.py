@@ -82,7 +82,7 @@ def _to_lists(tree: Any) -> Any:
 def grid_configs(config: TrainConfig, grid: dict[str, Sequence[float]]) -> list[TrainConfig]:
     """One validated config per point of the Cartesian grid over vmappable agent hyperparameters
     (e.g. {"omega": [0.01, 0.1], "learning_rate": [1e-3]}); raises before anything compiles."""
-    leaves = set(make_trainer(config).hparams.names())
+    leaves = set(config.agent.hparams().names())
     for name, values in grid.items():
         if name not in leaves:
             raise ValueError(f"grid setting {name!r} is not a vmappable hyperparameter of {config.algo}; "

@@ -50,7 +50,6 @@ import dataclasses
 import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import time
 from collections.abc import Sequence
@@ -58,6 +57,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedjax_rl import agents, configs, paper
+from fedjax_rl.machine import describe as describe_machine
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_SEEDS = paper.NUM_SEEDS
@@ -198,24 +198,6 @@ def versions() -> dict:
     return out
 
 
-def machine() -> dict:
-    """The same description benchmarks/common.py records (kept here: the package cannot import benchmarks/)."""
-    import jax
-
-    cpu = platform.processor() or ""
-    try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        cpu = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("Model name")), cpu)
-    except OSError:
-        pass
-    info = dict(cpu=cpu, cores=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
-                backend=jax.default_backend(), devices=[str(d) for d in jax.devices()],
-                xla_flags=os.environ.get("XLA_FLAGS", ""), load_average_1_5_15min_at_start=list(os.getloadavg()))
-    if jax.default_backend() == "gpu":
-        info["gpu"] = [getattr(d, "device_kind", str(d)) for d in jax.devices()]
-    return info
-
-
 def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides) -> dict:
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
@@ -345,7 +327,7 @@ def reproduce(
             budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in plans[row.key]},
                         paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in plans[row.key]}),
             configs={p.name: dict(config=experiment.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
-            versions=versions(), machine=machine(), wall_s=time.time() - start, resumed_blocks=resumed_blocks,
+            versions=versions(), machine=describe_machine(), wall_s=time.time() - start, resumed_blocks=resumed_blocks,
             **summarize_row(directory, table, tuning_seeds),
         )
         with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
