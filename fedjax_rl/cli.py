@@ -203,6 +203,19 @@ def cmd_demo(args) -> None:
         tabular_demo.run_demo(os.path.join(args.out, "tabular"))
 
 
+def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
+    """--set pairs parsed by the declarations of the table's algorithms (one family per table)."""
+    from fedjax_rl import reproduce
+
+    table = reproduce.get_table(table_name)
+    declared = {s.name: s for s in agents.get(table.programs[0].algo).config.SETTINGS}
+    given = _set_pairs(pairs)
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ValueError(f"unknown {table_name} agent settings {unknown}; allowed: {sorted(declared)}")
+    return {name: declared[name].parse(text) for name, text in given.items()}
+
+
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
     from fedjax_rl import reproduce
@@ -212,7 +225,8 @@ def cmd_reproduce(args) -> None:
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         result = reproduce.reproduce(args.table, args.out, rows=rows, num_seeds=args.seeds,
                                      tuning_seeds=args.tuning_seeds, omegas=omegas, budget=args.budget,
-                                     seed=args.seed, progress=not args.no_progress)
+                                     seed=args.seed, progress=not args.no_progress,
+                                     agent_overrides=_reproduce_overrides(args.table, args.set) or None)
     except ValueError as err:
         raise SystemExit(f"fedjax-rl: error: {err}") from None
     for path in result["paths"]:
@@ -254,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--omegas", default="0.01,0.05,0.1,0.2", help="omega grid of the robust algorithm (omega 0 = the baseline, always run)")
     p.add_argument("--budget", default="paper", help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="replace a paper setting of the table's algorithms (recorded in every row and printed "
+                        "with the table), e.g. --set learning_starts=1000 for a reduced budget")
     p.add_argument("--out", default="results/reproduce", help="output directory (rows resume from it)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_reproduce)

@@ -139,6 +139,12 @@ def test_budget_rounds_to_whole_evaluation_blocks():
             reproduce.parse_budget(bad)
 
 
+def test_reproduce_set_is_parsed_by_the_tables_declarations():
+    assert cli._reproduce_overrides("table2", ["learning_starts=1000", "hidden_sizes=64,64"]) == dict(
+        learning_starts=1000, hidden_sizes=(64, 64))
+    assert cli._reproduce_overrides("table1", ["batch_size=32"]) == dict(batch_size=32)
+
+
 def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
     def no_run(*args, **kwargs):
         raise AssertionError("nothing may train")
@@ -153,6 +159,10 @@ def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="table must be one of"):
         reproduce.reproduce("table3", str(tmp_path))
     # Table 2's robots are resolved lazily: until they are registered the error names what is missing.
+    with pytest.raises(SystemExit, match="unknown table1 agent settings \\['epsilon'\\]; allowed: .*learning_starts"):
+        cli.main(["reproduce", "table1", "--set", "epsilon=0.1", "--out", str(tmp_path), "--no-progress"])
+    with pytest.raises(SystemExit, match="learning_starts"):
+        cli.main(["reproduce", "table2", "--set", "learning_starts=-5", "--out", str(tmp_path), "--no-progress"])
     if "Ant-v4" not in envs.list_envs():
         with pytest.raises(SystemExit, match="table2 row Ant-v4/back_left_leg cannot run .*Ant-v4.*MuJoCo"):
             cli.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
