@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -44,6 +45,7 @@ from fedjax_rl import configs, envs, train  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "ddpg_throughput.json")
+BENCH_PYTHON = os.path.join(os.path.dirname(HERE), ".venv-bench", "bin", "python")
 K, SYNC_EVERY, BATCH, HIDDEN = 5, 100, 64, (400, 300)
 
 
@@ -66,19 +68,21 @@ def update_flop(obs_size, act_size, num_critics, robust):
     return target + critics_step + degree_step + actor_step
 
 
-def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls):
-    steps = rounds_per_call * SYNC_EVERY * (calls + 1)
+def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_size=100_000):
+    """Build and compile one case; returns its record and a `call()` that times one block."""
+    steps = rounds_per_call * SYNC_EVERY * (calls + 2)
     config = configs.train_config(
         algo, env_name, physics=(param,), num_agents=K, sync_every=SYNC_EVERY, steps_per_agent=steps,
         eval_every_rounds=rounds_per_call, eval_episodes=1, sweep_points=2,
-        agent_overrides=dict(hidden_sizes=HIDDEN, batch_size=BATCH, buffer_size=100_000, learning_starts=BATCH),
+        agent_overrides=dict(hidden_sizes=HIDDEN, batch_size=BATCH, buffer_size=buffer_size, learning_starts=BATCH),
     )
     trainer = train.make_trainer(config)
     hp = trainer.hparams
     state = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None))).lower(state, hp, 0).compile()
+    compiled = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)), donate_argnums=0).lower(
+        state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
@@ -86,25 +90,63 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls):
     box = dict(state=state, block=0)
 
     def call():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         box["state"], metrics = compiled(box["state"], hp, box["block"])
         jax.block_until_ready((box["state"], metrics))
         box["block"] += 1
-        return time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        return dict(seconds=dt, cpu_seconds=cpu, agent_steps_per_sec=agent_steps / dt,
+                    agent_steps_per_cpu_sec=agent_steps / cpu, load_avg_1min=os.getloadavg()[0])
 
-    first = call()
-    times = [call() for _ in range(calls)]
-    seconds = statistics.median(times)
-    xla_flops = float(cost.get("flops", float("nan")))
     obs_size = int(np.prod(trainer.agent.obs_shape))
     act_size = int(np.prod(trainer.agent.action_shape))
-    flops = agent_steps * update_flop(obs_size, act_size, config.agent.num_critics, config.agent.robust)
-    return dict(algo=algo, env=env_name, param=param, num_seeds=num_seeds, num_agents=K, compile_s=compile_s,
-                first_call_s=first, call_seconds=times, agent_steps_per_call=agent_steps,
-                agent_steps_per_sec=agent_steps / seconds, flop_per_call=flops, xla_cost_analysis_flop=xla_flops,
-                flop_per_agent_step=flops / agent_steps, flop_per_sec=flops / seconds,
-                obs_size=obs_size, action_size=act_size, hidden_sizes=list(HIDDEN), batch_size=BATCH,
-                num_critics=config.agent.num_critics, robust=config.agent.robust)
+    flop = update_flop(obs_size, act_size, config.agent.num_critics, config.agent.robust)
+    row = dict(algo=algo, env=env_name, param=param, num_seeds=num_seeds, num_agents=K, compile_s=compile_s,
+               agent_steps_per_call=agent_steps, flop_per_agent_step=flop,
+               xla_cost_analysis_flop=float(cost.get("flops", float("nan"))),
+               obs_size=obs_size, action_size=act_size, hidden_sizes=list(HIDDEN), batch_size=BATCH,
+               num_critics=config.agent.num_critics, robust=config.agent.robust, buffer_size=buffer_size)
+    row["first_call"] = call()  # crosses learning_starts: warm-up, not timed
+    return row, call, box, trainer
+
+
+def replay_bytes(state) -> int:
+    """Bytes of every replay-buffer leaf in the (seeds, agents)-batched train state."""
+    total = 0
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        if "buffer" in jax.tree_util.keystr(path).lower() or "replay" in jax.tree_util.keystr(path).lower():
+            total += leaf.size * leaf.dtype.itemsize
+    return total
+
+
+def memory_case(env_name, param, num_seeds, buffer_size) -> dict:
+    """Peak resident memory of a FedRDDPG run (init + compile + one block) at K x seeds agents, replay
+    `buffer_size` per agent, beside the replay's size: theoretical (transitions x bytes of one
+    transition) and as allocated (the buffer leaves of the state). Run in a fresh process."""
+    import resource
+
+    row, call, box, trainer = make_case("fedrddpg", env_name, param, num_seeds, 1, 1, buffer_size=buffer_size)
+    call()
+    obs, act = row["obs_size"], row["action_size"]
+    # one stored transition: obs, next obs, action, reward (float32) and terminated (bool); truncation
+    # is not stored (a truncated step bootstraps like any other)
+    per_transition = 4 * (2 * obs + act + 1) + 1
+    agents = num_seeds * K
+    state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(box["state"]))
+    return dict(env=env_name, param=param, num_seeds=num_seeds, num_agents=K, buffer_size=buffer_size,
+                agents=agents, bytes_per_transition=per_transition,
+                replay_theoretical_bytes=agents * buffer_size * per_transition,
+                replay_allocated_bytes=replay_bytes(box["state"]), train_state_bytes=state_bytes,
+                peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                compile_s=row["compile_s"])
+
+
+def run_sb3(env_name, body, num_seeds, steps, threads, python=BENCH_PYTHON) -> dict:
+    cmd = [python, os.path.join(HERE, "sb3_ddpg_reference.py"), "--env", env_name, "--body", body,
+           "--agents", str(K), "--seeds", str(num_seeds), "--steps", str(steps), "--sync-every",
+           str(SYNC_EVERY), "--learning-starts", str(BATCH), "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out[out.index("{"):])
 
 
 def matmul_rate(copies, obs_size, act_size, repeats=20):
@@ -142,40 +184,117 @@ def matmul_rate(copies, obs_size, act_size, repeats=20):
     return flop_once * repeats / statistics.median(times)
 
 
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--env", default="Hopper-v4" if "Hopper-v4" in envs.list_envs() else "Pendulum-v1")
+    p.add_argument("--env", default="Hopper-v4")
     p.add_argument("--param", default=None, help="perturbed parameter (default: the task's first)")
-    p.add_argument("--algos", default="fedrddpg,ddpgavg2")
+    p.add_argument("--algos", default="fedrddpg,ddpgavg1,ddpgavg2")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--rounds-per-call", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--sb3-steps", type=int, default=100, help="timed steps per SB3 agent per repeat")
+    p.add_argument("--sb3-threads", type=int, default=1)
+    p.add_argument("--sb3-python", default=BENCH_PYTHON)
+    p.add_argument("--memory-env", default="Ant-v4", help="task of the peak-memory run ('' to skip)")
+    p.add_argument("--memory-buffer", type=int, default=100_000)
+    p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)  # the child process
     p.add_argument("--out", default=RESULTS)
     a = p.parse_args()
+    if a.memory_only:
+        param = a.param or envs.get_spec(a.env).perturbed[0]
+        print(json.dumps(memory_case(a.env, param, a.seeds, a.memory_buffer)))
+        return
     param = a.param or envs.get_spec(a.env).perturbed[0]
     info = common.machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, jax {info['jax']} ({info['backend']}); load "
           f"{' '.join(f'{x:.1f}' for x in info['load_average_1_5_15min_at_start'])}", flush=True)
-    rows = []
+
+    memory = None
+    if a.memory_env:
+        # its own process, so that ru_maxrss is this run's peak and nothing else's
+        mparam = envs.get_spec(a.memory_env).perturbed[0]
+        cmd = [sys.executable, os.path.abspath(__file__), "--memory-only", "--env", a.memory_env, "--param", mparam,
+               "--seeds", str(a.seeds), "--memory-buffer", str(a.memory_buffer)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        memory = json.loads(out.strip().splitlines()[-1])
+        gib = 2.0 ** 30
+        print(f"memory, FedRDDPG {a.memory_env} K={K} x{a.seeds} seeds, replay {a.memory_buffer} per agent: peak RSS "
+              f"{memory['peak_rss_bytes'] / gib:.2f} GiB; replay theoretical {memory['replay_theoretical_bytes'] / gib:.2f}"
+              f" GiB, allocated {memory['replay_allocated_bytes'] / gib:.2f} GiB; whole train state "
+              f"{memory['train_state_bytes'] / gib:.2f} GiB", flush=True)
+
+    cases = []
     for algo in a.algos.split(","):
-        row = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats)
-        rows.append(row)
-        print(f"{algo} {a.env} K={K} x{a.seeds} seeds: {row['agent_steps_per_sec']:.0f} agent-steps/s, "
-              f"{row['flop_per_agent_step'] / 1e6:.1f} MFLOP/agent-step, {row['flop_per_sec'] / 1e9:.2f} GFLOP/s "
-              f"(compile {row['compile_s']:.0f}s)", flush=True)
-    peak = matmul_rate(a.seeds * K, rows[0]["obs_size"], rows[0]["action_size"])
-    for row in rows:
+        row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats)
+        cases.append((row, call, []))
+        print(f"compiled {algo} {a.env}: {row['compile_s']:.0f}s", flush=True)
+    body = envs.get_spec(a.env).perturbed[0] if param is None else param
+    sb3_runs = []
+    for r in range(a.repeats):
+        for row, call, calls in cases:
+            calls.append(call())
+            print(f"  rep {r}: ours {row['algo']}: {calls[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
+                  f"(load {calls[-1]['load_avg_1min']:.1f})", flush=True)
+        if not a.no_sb3:
+            sb3_runs.append(run_sb3(a.env, body, a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python))
+            print(f"  rep {r}: sb3 DDPG: {sb3_runs[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
+                  f"(load {sb3_runs[-1]['load_avg_1min_at_end']:.1f})", flush=True)
+    peak = matmul_rate(a.seeds * K, cases[0][0]["obs_size"], cases[0][0]["action_size"])
+    sb3 = None
+    if sb3_runs:
+        sb3 = dict(agent_steps_per_sec=med([x["agent_steps_per_sec"] for x in sb3_runs]),
+                   agent_steps_per_cpu_sec=med([x["agent_steps_per_cpu_sec"] for x in sb3_runs]),
+                   threads=a.sb3_threads, runs=sb3_runs)
+        sb3["flop_per_sec"] = sb3["agent_steps_per_sec"] * update_flop(cases[0][0]["obs_size"],
+                                                                       cases[0][0]["action_size"], 1, False)
+    rows = []
+    for row, _, calls in cases:
+        row["timed_calls"] = calls
+        row["agent_steps_per_sec"] = med([x["agent_steps_per_sec"] for x in calls])
+        row["agent_steps_per_cpu_sec"] = med([x["agent_steps_per_cpu_sec"] for x in calls])
+        row["flop_per_sec"] = row["agent_steps_per_sec"] * row["flop_per_agent_step"]
         row["matmul_flop_per_sec"] = peak
         row["fraction_of_matmul_rate"] = row["flop_per_sec"] / peak
-    print(f"batched-matmul rate at these shapes: {peak / 1e9:.2f} GFLOP/s")
-    print(f"{'algo':10} {'agent-steps/s':>14} {'MFLOP/step':>11} {'GFLOP/s':>8} {'of matmul':>9}")
-    for row in rows:
-        print(f"{row['algo']:10} {row['agent_steps_per_sec']:14.0f} {row['flop_per_agent_step'] / 1e6:11.1f} "
-              f"{row['flop_per_sec'] / 1e9:8.2f} {row['fraction_of_matmul_rate']:9.1%}")
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+        if sb3:
+            row["ratio_vs_sb3"] = row["agent_steps_per_sec"] / sb3["agent_steps_per_sec"]
+            row["ratio_vs_sb3_per_cpu_sec"] = row["agent_steps_per_cpu_sec"] / sb3["agent_steps_per_cpu_sec"]
+        rows.append(row)
+
+    print(f"\n{a.env} ({param}), K={K} x {a.seeds} seeds, E={SYNC_EVERY}, {HIDDEN[0]}-{HIDDEN[1]} nets, batch {BATCH}; "
+          f"one env step + one gradient update per agent-step; medians of {a.repeats} interleaved repeats")
+    print(f"batched-matmul rate at these shapes (this run): {peak / 1e9:.2f} GFLOP/s")
+    print(f"{'impl':<28}{'agent-steps/s':>14}{'per CPU-s':>10}{'MFLOP/step':>11}{'GFLOP/s':>8}{'of matmul':>10}"
+          f"{'x SB3':>7}{'x SB3/CPU-s':>12}")
+    for r in rows:
+        print(f"{'fedjax_rl ' + r['algo']:<28}{r['agent_steps_per_sec']:>14.1f}{r['agent_steps_per_cpu_sec']:>10.1f}"
+              f"{r['flop_per_agent_step'] / 1e6:>11.1f}{r['flop_per_sec'] / 1e9:>8.2f}{r['fraction_of_matmul_rate']:>10.1%}"
+              f"{r.get('ratio_vs_sb3', float('nan')):>7.2f}{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.2f}")
+    if sb3:
+        print(f"{'SB3 DDPG (%d torch thread)' % a.sb3_threads:<28}{sb3['agent_steps_per_sec']:>14.1f}"
+              f"{sb3['agent_steps_per_cpu_sec']:>10.1f}{update_flop(rows[0]['obs_size'], rows[0]['action_size'], 1, False) / 1e6:>11.1f}"
+              f"{sb3['flop_per_sec'] / 1e9:>8.2f}{sb3['flop_per_sec'] / peak:>10.1%}{1.0:>7.2f}{1.0:>12.2f}")
+    info["load_average_1_5_15min_at_end"] = list(os.getloadavg())
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    target = next((r for r in rows if r["algo"] == "ddpgavg1"), rows[0])
     with open(a.out, "w") as f:
-        json.dump(dict(machine=info, matmul_flop_per_sec=peak, ours=rows,
-                       sb3=None, note="SB3 reference loop not implemented in this script yet"), f, indent=1)
+        json.dump(dict(
+            description=__doc__.strip().splitlines()[0], machine=info, repeats=a.repeats,
+            setting=dict(env=a.env, param=param, num_agents=K, num_seeds=a.seeds, sync_every=SYNC_EVERY,
+                         hidden_sizes=list(HIDDEN), batch_size=BATCH, buffer_size=100_000, learning_starts=BATCH,
+                         rounds_per_call=a.rounds_per_call),
+            matmul_flop_per_sec=peak, ours=rows, sb3=sb3, memory=memory,
+            targets=dict(
+                sb3_ratio=dict(required=3, case=f"{target['algo']} (the same work as SB3 DDPG)",
+                               ratio=target.get("ratio_vs_sb3"),
+                               met=None if sb3 is None else target["ratio_vs_sb3"] >= 3),
+                matmul_fraction=dict(required=0.5, fractions={r["algo"]: r["fraction_of_matmul_rate"] for r in rows},
+                                     met=all(r["fraction_of_matmul_rate"] >= 0.5 for r in rows)))),
+            f, indent=1)
     print(f"wrote {a.out}")
 
 
