@@ -80,10 +80,12 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
     hp = trainer.hparams
     state = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
+    rss = dict(after_init=current_rss())
     t0 = time.perf_counter()
     compiled = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)), donate_argnums=0).lower(
         state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
+    rss["after_compile"] = current_rss()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     agent_steps = num_seeds * K * rounds_per_call * SYNC_EVERY
@@ -107,6 +109,8 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
                obs_size=obs_size, action_size=act_size, hidden_sizes=list(HIDDEN), batch_size=BATCH,
                num_critics=config.agent.num_critics, robust=config.agent.robust, buffer_size=buffer_size)
     row["first_call"] = call()  # crosses learning_starts: warm-up, not timed
+    rss["after_first_block"] = current_rss()
+    row["rss_bytes"] = rss
     return row, call, box, trainer
 
 
@@ -119,12 +123,18 @@ def replay_bytes(state) -> int:
     return total
 
 
+def current_rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
 def memory_case(env_name, param, num_seeds, buffer_size) -> dict:
     """Peak resident memory of a FedRDDPG run (init + compile + one block) at K x seeds agents, replay
     `buffer_size` per agent, beside the replay's size: theoretical (transitions x bytes of one
     transition) and as allocated (the buffer leaves of the state). Run in a fresh process."""
     import resource
 
+    baseline_rss = current_rss()
     row, call, box, trainer = make_case("fedrddpg", env_name, param, num_seeds, 1, 1, buffer_size=buffer_size)
     call()
     obs, act = row["obs_size"], row["action_size"]
@@ -138,6 +148,7 @@ def memory_case(env_name, param, num_seeds, buffer_size) -> dict:
                 replay_theoretical_bytes=agents * buffer_size * per_transition,
                 replay_allocated_bytes=replay_bytes(box["state"]), train_state_bytes=state_bytes,
                 peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                rss_bytes=dict(before_building=baseline_rss, **row["rss_bytes"], after_two_blocks=current_rss()),
                 compile_s=row["compile_s"])
 
 
@@ -203,6 +214,8 @@ def main() -> None:
     p.add_argument("--memory-env", default="Ant-v4", help="task of the peak-memory run ('' to skip)")
     p.add_argument("--memory-buffer", type=int, default=100_000)
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)  # the child process
+    p.add_argument("--memory-into", metavar="JSON", default=None,
+                   help="only (re)measure the memory run and store it under 'memory' in an existing results file")
     p.add_argument("--out", default=RESULTS)
     a = p.parse_args()
     if a.memory_only:
@@ -215,7 +228,7 @@ def main() -> None:
           f"{' '.join(f'{x:.1f}' for x in info['load_average_1_5_15min_at_start'])}", flush=True)
 
     memory = None
-    if a.memory_env:
+    if a.memory_env or a.memory_into:
         # its own process, so that ru_maxrss is this run's peak and nothing else's
         mparam = envs.get_spec(a.memory_env).perturbed[0]
         cmd = [sys.executable, os.path.abspath(__file__), "--memory-only", "--env", a.memory_env, "--param", mparam,
@@ -226,7 +239,15 @@ def main() -> None:
         print(f"memory, FedRDDPG {a.memory_env} K={K} x{a.seeds} seeds, replay {a.memory_buffer} per agent: peak RSS "
               f"{memory['peak_rss_bytes'] / gib:.2f} GiB; replay theoretical {memory['replay_theoretical_bytes'] / gib:.2f}"
               f" GiB, allocated {memory['replay_allocated_bytes'] / gib:.2f} GiB; whole train state "
-              f"{memory['train_state_bytes'] / gib:.2f} GiB", flush=True)
+              f"{memory['train_state_bytes'] / gib:.2f} GiB; RSS by stage "
+              f"{ {k: round(v / gib, 2) for k, v in memory['rss_bytes'].items()} } GiB", flush=True)
+        if a.memory_into:
+            with open(a.memory_into) as f:
+                results = json.load(f)
+            results["memory"] = dict(memory, machine=info)
+            with open(a.memory_into, "w") as f:
+                json.dump(results, f, indent=1)
+            return
 
     cases = []
     for algo in a.algos.split(","):
