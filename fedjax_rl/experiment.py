@@ -155,7 +155,9 @@ def run(
         init = jax.vmap(init, in_axes=None, axis_size=len(points))
         run_block = jax.vmap(run_block, in_axes=(0, 0, None))
         finalize = jax.vmap(finalize, in_axes=(0, 0))
-    init, run_block, finalize = jax.jit(init), jax.jit(run_block), jax.jit(finalize)
+    # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
+    # held twice while a block runs.
+    init, run_block, finalize = jax.jit(init), jax.jit(run_block, donate_argnums=0), jax.jit(finalize)
 
     if out_dir is not None:
         _check_resume_layout(out_dir, config_dict)  # before anything compiles
