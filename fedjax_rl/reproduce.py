@@ -2,6 +2,11 @@
 
     fedjax-rl reproduce table1 --out results/table1                       # paper budgets, 5 + 3 seeds
     fedjax-rl reproduce table1 --rows CartPole-v1/length --budget 0.1 --out results/t1_small
+    fedjax-rl reproduce table2 --rows Hopper-v4/torso --budget 0.005 --set learning_starts=1000 --out DIR
+
+`--set NAME=VALUE` replaces a paper setting of the table's algorithms (a reduced budget shorter than
+RL-Zoo3's MuJoCo learning_starts of 10,000 steps needs it); it is part of each row's recorded request
+and is printed under the table.
 
 What one row runs (a row = one environment, one perturbed physical parameter):
 - Table 1, ONE compiled program: FedRDQN over the omega grid [0] + omegas (`experiment.run(grid=...)`)
