@@ -2,9 +2,9 @@
 
 One *agent-step* is one environment step of one agent plus one gradient update (train_freq 1,
 gradient_steps 1: critic(s), expectile network, actor, soft target updates), with the federated
-average every E = 100 steps. Setting: FedRDDPG, K = 5 agents, 5 vmapped seeds, 400-300 networks,
-batch 64 (the paper's), RL-Zoo3's other DDPG settings, on `--env` (Hopper-v4 once the MJX
-environments are registered; Pendulum-v1 with perturbed mass by default on this branch).
+average every E = 100 steps. Setting: FedRDDPG, DDPGAvg(1) and DDPGAvg(2), K = 5 agents, 5 vmapped
+seeds, 400-300 networks, batch 64 (the paper's), RL-Zoo3's other DDPG settings, on `--env` (MJX
+Hopper-v4 with perturbed torso mass by default).
 
   rate   `jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))` over seeds, one call =
          `--rounds-per-call` rounds of E steps of all K agents of every seed plus one greedy
@@ -18,9 +18,14 @@ environments are registered; Pendulum-v1 with perturbed mass by default on this 
          the critic and the actor (400-300), forward and both backward products, repeated in a
          fori_loop; its FLOP are counted by hand (2 m n k per product).
 
-The SB3 reference loop (issue 11) is not part of this script yet: the JAX side is reported alone.
+  sb3    `sb3_ddpg_reference.py` (SB3 DDPG on gymnasium's MuJoCo Hopper-v4, the same federated loop,
+         DDPGAvg(1)) run with the .venv-bench interpreter as a subprocess after each repeat of ours
+         (interleaved: the machine is shared); ratios are medians over medians.
+  memory `--memory-env` (Ant-v4): a FedRDDPG run of K x seeds agents with replay `--memory-buffer` in
+         a child process; its peak RSS, RSS by stage and the replay's theoretical size.
 
-Usage: python benchmarks/ddpg_throughput.py [--env Pendulum-v1] [--param m] [--repeats 3] [--out PATH]
+Usage: python benchmarks/ddpg_throughput.py [--env Hopper-v4] [--param torso] [--repeats 3] [--no-sb3]
+       [--memory-env Ant-v4 | ''] [--memory-into RESULTS_JSON] [--out PATH]
 Writes benchmarks/results/ddpg_throughput.json (or --out).
 """
 
