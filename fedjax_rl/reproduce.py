@@ -70,7 +70,7 @@ DEFAULT_TUNING_SEEDS = 3
 ROW_RESULT = "row.json"
 OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "
               "(ties: the smaller omega); never chosen on the reported seeds")
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "numpy")
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
 
 
 @dataclasses.dataclass(frozen=True)
