@@ -311,7 +311,7 @@ def reproduce(
         for program, config, grid in plans[row.key]:
             seen = {"blocks": None}
 
-            def on_block(done, total, seen=seen):
+            def on_block(done, total, seen=seen, config=config, grid=grid):
                 nonlocal resumed_blocks
                 if seen["blocks"] is None:
                     resumed_blocks += done
@@ -321,6 +321,10 @@ def reproduce(
                 seen["blocks"] = done
                 if bar is not None:
                     bar.set_description(f"{table.name} {row.key} ({program.label}), row {len(selected) - len(todo) + index + 1}/{len(selected)}")
+                    points = len(next(iter(grid.values()))) if grid else 1
+                    bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} omega(s), step "
+                                        f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent",
+                                        refresh=False)
                     bar.update(step)
 
             experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
