@@ -200,10 +200,6 @@ def matmul_rate(copies, obs_size, act_size, repeats=20):
     return flop_once * repeats / statistics.median(times)
 
 
-def med(xs):
-    return statistics.median(xs) if xs else None
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Hopper-v4")
@@ -273,22 +269,16 @@ def main() -> None:
     peak = matmul_rate(a.seeds * K, cases[0][0]["obs_size"], cases[0][0]["action_size"])
     sb3 = None
     if sb3_runs:
-        sb3 = dict(agent_steps_per_sec=med([x["agent_steps_per_sec"] for x in sb3_runs]),
-                   agent_steps_per_cpu_sec=med([x["agent_steps_per_cpu_sec"] for x in sb3_runs]),
-                   threads=a.sb3_threads, runs=sb3_runs)
+        sb3 = dict(common.median_rates(sb3_runs), threads=a.sb3_threads, runs=sb3_runs)
         sb3["flop_per_sec"] = sb3["agent_steps_per_sec"] * update_flop(cases[0][0]["obs_size"],
                                                                        cases[0][0]["action_size"], 1, False)
     rows = []
     for row, _, calls in cases:
         row["timed_calls"] = calls
-        row["agent_steps_per_sec"] = med([x["agent_steps_per_sec"] for x in calls])
-        row["agent_steps_per_cpu_sec"] = med([x["agent_steps_per_cpu_sec"] for x in calls])
+        row.update(common.median_rates(calls, sb3))
         row["flop_per_sec"] = row["agent_steps_per_sec"] * row["flop_per_agent_step"]
         row["matmul_flop_per_sec"] = peak
         row["fraction_of_matmul_rate"] = row["flop_per_sec"] / peak
-        if sb3:
-            row["ratio_vs_sb3"] = row["agent_steps_per_sec"] / sb3["agent_steps_per_sec"]
-            row["ratio_vs_sb3_per_cpu_sec"] = row["agent_steps_per_cpu_sec"] / sb3["agent_steps_per_cpu_sec"]
         rows.append(row)
 
     print(f"\n{a.env} ({param}), K={K} x {a.seeds} seeds, E={SYNC_EVERY}, {HIDDEN[0]}-{HIDDEN[1]} nets, batch {BATCH}; "

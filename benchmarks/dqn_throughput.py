@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -138,10 +137,6 @@ def attach_sb3(path: str, reference: str) -> None:
     print(f"wrote {path}")
 
 
-def med(xs):
-    return statistics.median(xs) if xs else None
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=3, help="timed calls per case (median reported)")
@@ -192,9 +187,7 @@ def main() -> None:
 
     sb3 = None
     if sb3_runs:
-        sb3 = dict(agent_steps_per_sec=med([r["agent_steps_per_sec"] for r in sb3_runs]),
-                   agent_steps_per_cpu_sec=med([r["agent_steps_per_cpu_sec"] for r in sb3_runs]),
-                   source="measured in this run", runs=sb3_runs)
+        sb3 = dict(common.median_rates(sb3_runs), source="measured in this run", runs=sb3_runs)
     elif a.sb3_reference:
         ref = json.load(open(a.sb3_reference))
         sb3 = dict(ref["sb3"], source=f"from {os.path.relpath(a.sb3_reference, ROOT)} (other machine/run)")
@@ -203,12 +196,8 @@ def main() -> None:
     rows = []
     for c in cases:
         row = {k: v for k, v in c.items() if k not in ("call", "calls", "max_calls")}
-        row["agent_steps_per_sec"] = med([x["agent_steps_per_sec"] for x in c["calls"]])
-        row["agent_steps_per_cpu_sec"] = med([x["agent_steps_per_cpu_sec"] for x in c["calls"]])
+        row.update(common.median_rates(c["calls"], sb3))
         row["timed_calls"] = c["calls"]
-        if sb3:
-            row["ratio_vs_sb3"] = row["agent_steps_per_sec"] / sb3["agent_steps_per_sec"]
-            row["ratio_vs_sb3_per_cpu_sec"] = row["agent_steps_per_cpu_sec"] / sb3["agent_steps_per_cpu_sec"]
         rows.append(row)
 
     print(f"\nagent-steps/s (median of {a.repeats}); 1 gradient update per agent-step; K={K}, E={SYNC_EVERY}, "

@@ -26,14 +26,14 @@ import json
 import os
 import platform
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sb3_reference import _LoopDriver, _versions  # noqa: E402
+from sb3_reference import _LoopDriver, _average_into, _versions, time_federated_rounds  # noqa: E402
 
 ZOO_MUJOCO_DDPG = dict(learning_rate=1e-3, gamma=0.99, tau=0.005, policy_kwargs=dict(net_arch=[400, 300]))
+SHARED = ("actor", "actor_target", "critic", "critic_target")  # averaged; optimizers and replay stay private
 
 
 def make_perturbed(env_name: str, body: str, n_k: float):
@@ -45,17 +45,6 @@ def make_perturbed(env_name: str, body: str, n_k: float):
     model = env.unwrapped.model
     model.body_mass[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body)] *= 1.0 + float(n_k)
     return env
-
-
-def _average_into(models) -> None:
-    import torch
-
-    for attr in ("actor", "actor_target", "critic", "critic_target"):
-        sds = [getattr(m.policy, attr).state_dict() for m in models]
-        with torch.no_grad():
-            avg = {k: torch.stack([sd[k].float() for sd in sds]).mean(0).to(sds[0][k].dtype) for k in sds[0]}
-        for m in models:
-            getattr(m.policy, attr).load_state_dict(avg)
 
 
 def run(env_name="Hopper-v4", body="torso", num_agents=5, num_seeds=1, steps=200, sync_every=100,
@@ -83,22 +72,12 @@ def run(env_name="Hopper-v4", body="torso", num_agents=5, num_seeds=1, steps=200
                                action_noise=NormalActionNoise(np.zeros(act), 0.1 * np.ones(act)),
                                seed=seed * 100_003 + s * num_agents + k, device="cpu", verbose=0,
                                **ZOO_MUJOCO_DDPG))
-        _average_into(models)  # a common initialisation, as the federated algorithm has
+        _average_into(models, SHARED)  # a common initialisation, as the federated algorithm has
         drivers = [_LoopDriver(m, budget) for m in models]
-
-        def fed_round():
-            for d in drivers:
-                d.advance(sync_every)
-            _average_into(models)
-
-        for _ in range(warmup_rounds):
-            fed_round()
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(rounds):
-            fed_round()
-        dt = time.perf_counter() - t0
+        dt, dc = time_federated_rounds([d.advance for d in drivers], lambda: _average_into(models, SHARED),
+                                       sync_every, warmup_rounds, rounds)
         seconds += dt
-        cpu += time.process_time() - c0
+        cpu += dc
         per_seed.append(num_agents * rounds * sync_every / dt)
         for m in models:
             m.env.close()

@@ -72,11 +72,12 @@ def make_perturbed_cartpole(n_k: float):
     return env
 
 
-def _average_into(models) -> None:
-    """Server step: FedAvg of q_net and q_net_target parameters, loaded into every agent."""
+def _average_into(models, attrs=("q_net", "q_net_target")) -> None:
+    """Server step: FedAvg of the policy modules `attrs` (DQN: q_net and q_net_target), loaded into
+    every agent."""
     import torch
 
-    for attr in ("q_net", "q_net_target"):
+    for attr in attrs:
         sds = [getattr(m.policy, attr).state_dict() for m in models]
         with torch.no_grad():
             avg = {
@@ -85,6 +86,23 @@ def _average_into(models) -> None:
             }
         for m in models:
             getattr(m.policy, attr).load_state_dict(avg)
+
+
+def time_federated_rounds(step_fns, average, sync_every: int, warmup_rounds: int, rounds: int):
+    """Untimed warm-up rounds, then `rounds` timed rounds; a round = every agent's step_fn for
+    `sync_every` steps, then `average()`. Returns (wall seconds, CPU seconds) of the timed rounds."""
+
+    def fed_round():
+        for f in step_fns:
+            f(sync_every)
+        average()
+
+    for _ in range(warmup_rounds):
+        fed_round()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(rounds):
+        fed_round()
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 class _LoopDriver:
@@ -202,18 +220,8 @@ def run_sb3_federated(
                 for m in models
             ]
 
-        def fed_round():
-            for f in step_fns:
-                f(sync_every)
-            _average_into(models)
-
-        for _ in range(warmup_rounds):
-            fed_round()
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(rounds):
-            fed_round()
-        dt = time.perf_counter() - t0
-        cpu_total += time.process_time() - c0
+        dt, cpu = time_federated_rounds(step_fns, lambda: _average_into(models), sync_every, warmup_rounds, rounds)
+        cpu_total += cpu
         seconds_total += dt
         per_seed.append(num_agents * timed_steps / dt)
         for m in models:
