@@ -108,6 +108,16 @@ def maybe_initialize_distributed(args) -> None:
         distributed.initialize(*given)
 
 
+def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
+    """NAME -> text pairs parsed by `algorithm`'s setting declarations; an unknown name raises,
+    naming `what` and the allowed names."""
+    declared = {s.name: s for s in algorithm.config.SETTINGS}
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown}; allowed: {sorted(declared)}")
+    return {name: declared[name].parse(text) for name, text in given.items()}
+
+
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
     algo = args.algo or TRAIN_SETTINGS[0].default
@@ -119,13 +129,9 @@ def config_from_args(args):
         if setting.name in ("algo", "env_name", "agent") or text is None:
             continue
         fields[setting.name] = setting.parse(text)
-    declared = {s.name: s for s in algorithm.config.SETTINGS}
     given = _set_pairs(args.set)
     given.update({name: getattr(args, name) for name in AGENT_FLAGS if getattr(args, name) is not None})
-    unknown = sorted(set(given) - set(declared))
-    if unknown:
-        raise ValueError(f"unknown {algorithm.family} settings {unknown}; allowed: {sorted(declared)}")
-    agent = {name: declared[name].parse(text) for name, text in given.items()}
+    agent = _parse_agent_settings(algorithm, given, f"{algorithm.family} settings")
     return configs.train_config(algo, env_name, agent_overrides=agent, **fields)
 
 
@@ -208,12 +214,7 @@ def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
     from fedjax_rl import reproduce
 
     table = reproduce.get_table(table_name)
-    declared = {s.name: s for s in agents.get(table.programs[0].algo).config.SETTINGS}
-    given = _set_pairs(pairs)
-    unknown = sorted(set(given) - set(declared))
-    if unknown:
-        raise ValueError(f"unknown {table_name} agent settings {unknown}; allowed: {sorted(declared)}")
-    return {name: declared[name].parse(text) for name, text in given.items()}
+    return _parse_agent_settings(agents.get(table.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
 
 
 def cmd_reproduce(args) -> None:
