@@ -313,11 +313,10 @@ def reproduce(
 
             def on_block(done, total, seen=seen, config=config, grid=grid):
                 nonlocal resumed_blocks
-                if seen["blocks"] is None:
+                resumed = seen["blocks"] is None
+                if resumed:
                     resumed_blocks += done
-                    step = done
-                else:
-                    step = done - seen["blocks"]
+                step = done - (seen["blocks"] or 0)
                 seen["blocks"] = done
                 if bar is not None:
                     bar.set_description(f"{table.name} {row.key} ({program.label}), row {len(selected) - len(todo) + index + 1}/{len(selected)}")
@@ -325,7 +324,10 @@ def reproduce(
                     bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} omega(s), step "
                                         f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent",
                                         refresh=False)
-                    bar.update(step)
+                    if resumed:
+                        skip_without_rate(bar, step)
+                    else:
+                        bar.update(step)
 
             experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
                            progress=False, grid=grid, on_block=on_block)
@@ -350,6 +352,16 @@ def reproduce(
     if bar is not None:
         bar.close()
     return write_outputs(table, out_dir)
+
+
+def skip_without_rate(bar, blocks: int) -> None:
+    """Advance a tqdm bar by `blocks` that a checkpoint already holds, leaving them out of the rate
+    (and so out of the time-left estimate): a resumed row jumps ahead in seconds, and counting that
+    jump as speed made the estimate several times too short."""
+    bar.n += blocks
+    bar.last_print_n += blocks  # the smoothed rate only sees increments past last_print_n
+    bar.initial += blocks  # the unsmoothed rate is (n - initial) / elapsed
+    bar.refresh()
 
 
 def finished_rows(table: Table, out_dir: str) -> dict:

@@ -3,8 +3,10 @@ reported seeds, 300 steps per agent, an 8-unit network), interrupted inside its 
 resumed; the written tables against the per-run metrics files; settings checked before compiling."""
 
 import csv
+import io
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -167,3 +169,19 @@ def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
         with pytest.raises(SystemExit, match="table2 row Ant-v4/back_left_leg cannot run .*Ant-v4.*MuJoCo"):
             cli.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
     assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("smoothing", [0.3, 0.0])  # tqdm's default EMA rate, and the plain average
+def test_resumed_blocks_do_not_count_as_speed(smoothing):
+    from tqdm import tqdm
+
+    bar = tqdm(total=20, file=io.StringIO(), mininterval=0.0, smoothing=smoothing)
+    start = time.time()
+    reproduce.skip_without_rate(bar, 10)  # a checkpoint held 10 blocks
+    time.sleep(0.2)
+    bar.update(1)  # one block really computed
+    elapsed = time.time() - start
+    assert bar.n == 11
+    rate = bar.format_dict["rate"] or (bar.n - bar.format_dict["initial"]) / bar.format_dict["elapsed"]
+    # One block in `elapsed` seconds (counting the 10 resumed blocks would give ~11 / elapsed).
+    assert rate == pytest.approx(1 / elapsed, rel=0.5)
