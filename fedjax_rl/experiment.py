@@ -16,7 +16,9 @@ import csv
 import dataclasses
 import itertools
 import json
+import math
 import os
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -133,6 +135,7 @@ def run(
     """
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
+    started = time.perf_counter()
     trainer = make_trainer(config)  # validates before anything compiles
     comm = communication(trainer)
     progress = progress and distributed.is_writer()
@@ -164,6 +167,7 @@ def run(
     state = init(seed_keys(seed, num_seeds))
     curve: list[dict] = []
     start_block = 0
+    wall_before = 0.0  # seconds earlier processes spent on this run (NaN: a checkpoint that did not record it)
     ckpt_path = None
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
@@ -178,6 +182,7 @@ def run(
                     state = distributed.put_like(restored, state)
                     start_block = int(extra["blocks_done"])
                     curve = json.loads(str(extra["curve"]))
+                    wall_before = float(extra["wall_s"]) if "wall_s" in extra else math.nan
                 except checkpoint.CheckpointMismatch as error:
                     # Same configuration, different state layout: written by another version of
                     # this library. Keep the file, start afresh.
@@ -215,7 +220,8 @@ def run(
             host_state = distributed.to_host(state)  # a collective: every process takes part
             if distributed.is_writer():
                 checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(curve),
-                                layout=json.dumps(distributed.layout()))
+                                layout=json.dumps(distributed.layout()),
+                                wall_s=wall_before + time.perf_counter() - started)
         if on_block is not None:
             on_block(block + 1, config.num_evals)
 
@@ -223,7 +229,13 @@ def run(
     # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.
     batch_ndim = np.ndim(curve[0]["env_steps"])  # [seeds] or [grid, seeds]: the block axis goes after them
     stacked = {k: np.stack([np.asarray(c[k]) for c in curve], axis=batch_ndim) for k in curve[0]}
-    result = {"curve": stacked, "final": final, "communication": comm}
+    this_process = time.perf_counter() - started
+    total = wall_before + this_process
+    result = {"curve": stacked, "final": final, "communication": comm,
+              # Wall time (compilation included) over every process that worked on this run; None when
+              # a resumed checkpoint predates this record.
+              "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
+                         "resumed_at_block": start_block}}
     shared = distributed.to_host(state.agents.learner.shared) if out_dir is not None else None
     if points is None:
         if out_dir is not None and distributed.is_writer():
@@ -237,7 +249,7 @@ def run(
             with open(os.path.join(point_dir, "config.json"), "w") as f:
                 json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
             one = jax.tree.map(lambda x, i=i: x[i], {"curve": result["curve"], "final": result["final"]})
-            one["communication"] = comm
+            one["communication"], one["timing"] = comm, result["timing"]
             _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], shared))
     return result
 

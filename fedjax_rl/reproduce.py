@@ -308,6 +308,7 @@ def reproduce(
         os.makedirs(directory, exist_ok=True)
         start = time.time()
         resumed_blocks = 0
+        walls = []
         for program, config, grid in plans[row.key]:
             seen = {"blocks": None}
 
@@ -329,8 +330,9 @@ def reproduce(
                     else:
                         bar.update(step)
 
-            experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
-                           progress=False, grid=grid, on_block=on_block)
+            result = experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
+                                    progress=False, grid=grid, on_block=on_block)
+            walls.append(result["timing"]["wall_s"])
         record = dict(
             table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
             seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_total)),
@@ -338,7 +340,9 @@ def reproduce(
             budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in plans[row.key]},
                         paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in plans[row.key]}),
             configs={p.name: dict(config=experiment.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
-            versions=versions(), machine=describe_machine(), wall_s=time.time() - start, resumed_blocks=resumed_blocks,
+            versions=versions(), machine=describe_machine(), resumed_blocks=resumed_blocks,
+            # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
+            wall_s=None if None in walls else sum(walls), wall_s_this_process=time.time() - start,
             **summarize_row(directory, table, tuning_seeds),
         )
         with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
@@ -450,10 +454,21 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict]]:
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
         m = rec["machine"]
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
-                  f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; wall {rec['wall_s']:.0f} s "
+                  f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
                   f"on {m.get('cpu')} ({m.get('cores')} cores, {m.get('backend')}), jax {rec['versions'].get('jax')}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md, csv_rows
+
+
+def _wall(rec: dict) -> str:
+    if "wall_s_this_process" not in rec:  # rows written before wall time survived a resume
+        this, total = rec["wall_s"], (None if rec.get("resumed_blocks") else rec["wall_s"])
+    else:
+        this, total = rec["wall_s_this_process"], rec["wall_s"]
+    if total is not None:
+        return f"wall {total:.0f} s"
+    return (f"wall {this:.0f} s after resuming at block {rec['resumed_blocks']} "
+            "(the time before the resume was not recorded)")
 
 
 def write_outputs(table: Table, out_dir: str) -> dict:

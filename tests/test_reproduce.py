@@ -72,6 +72,8 @@ def test_interrupted_reproduce_resumes_without_recomputing(reproduced):
     assert rows["CartPole-v1/length"]["resumed_blocks"] == 0
     # The interrupted row continued from its checkpoint (1 of its 3 blocks), not from the start.
     assert rows["CartPole-v1/masscart"]["resumed_blocks"] == 1
+    # Its wall time counts the interrupted process too (carried in the checkpoint).
+    assert rows["CartPole-v1/masscart"]["wall_s"] > rows["CartPole-v1/masscart"]["wall_s_this_process"] > 0
     assert rows["CartPole-v1/masscart"]["configs"]["fedrdqn"]["config"]["steps_per_agent"] == 300
     assert reproduced["again"]["rows"] == rows
     for key in ROWS:  # finished rows keep their metrics, not their (large) checkpoints

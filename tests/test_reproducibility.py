@@ -57,6 +57,9 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert json.loads(str(np.load(f"{out}/checkpoint.npz")["extra:blocks_done"])) == 1
     resumed = experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
     _assert_results_identical(resumed, from_api)
+    timing = resumed["timing"]  # the crashed process's time is carried by the checkpoint
+    assert timing["resumed_at_block"] == 1 and timing["wall_s"] > timing["wall_s_this_process"] > 0
+    assert json.loads((tmp_path / "resumed" / "metrics.json").read_text())["timing"] == pytest.approx(timing)
 
     # An omega grid is one program with a leading grid axis; each point gets its own run directory.
     grid = experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
