@@ -307,16 +307,12 @@ def reproduce(
         directory = row_dir(out_dir, table, row)
         os.makedirs(directory, exist_ok=True)
         start = time.time()
-        resumed_blocks = 0
-        walls = []
+        timings = []
         for program, config, grid in plans[row.key]:
             seen = {"blocks": None}
 
             def on_block(done, total, seen=seen, config=config, grid=grid):
-                nonlocal resumed_blocks
-                resumed = seen["blocks"] is None
-                if resumed:
-                    resumed_blocks += done
+                resumed = seen["blocks"] is None  # the first call reports what the checkpoint holds
                 step = done - (seen["blocks"] or 0)
                 seen["blocks"] = done
                 if bar is not None:
@@ -332,7 +328,7 @@ def reproduce(
 
             result = experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
                                     progress=False, grid=grid, on_block=on_block)
-            walls.append(result["timing"]["wall_s"])
+            timings.append(result["timing"])
         record = dict(
             table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
             seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_total)),
@@ -340,9 +336,10 @@ def reproduce(
             budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in plans[row.key]},
                         paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in plans[row.key]}),
             configs={p.name: dict(config=experiment.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
-            versions=versions(), machine=describe_machine(), resumed_blocks=resumed_blocks,
+            versions=versions(), machine=describe_machine(), resumed_blocks=sum(t["resumed_at_block"] for t in timings),
             # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
-            wall_s=None if None in walls else sum(walls), wall_s_this_process=time.time() - start,
+            wall_s=None if any(t["wall_s"] is None for t in timings) else sum(t["wall_s"] for t in timings),
+            wall_s_this_process=time.time() - start,
             **summarize_row(directory, table, tuning_seeds),
         )
         with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
