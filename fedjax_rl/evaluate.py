@@ -60,7 +60,14 @@ def returns_over_params(
     The same episode keys are used in every environment (common random numbers), so differences
     between entries come from the physics, not from the draw of initial states.
     """
-    return jax.vmap(lambda p: episode_returns(env, p, policy, key, num_episodes, max_steps))(batched_params)
+    # One vmap over (environment, episode) pairs, not a vmap of vmaps: fewer batch dimensions in the
+    # physics' dots. Nested, a robot's [runs..., environments, episodes, bodies, 3, 3] rotations reach
+    # rank 7 and crash XLA's CPU YNNPACK transpose (jaxlib 0.10.2, REPRODUCTION.md).
+    num_envs = jax.tree.leaves(batched_params)[0].shape[0]
+    per_pair_params = jax.tree.map(lambda x: jnp.repeat(x, num_episodes, axis=0), batched_params)
+    per_pair_keys = jnp.tile(jax.random.split(key, num_episodes), num_envs)
+    returns = jax.vmap(lambda p, k: episode_return(env, p, policy, k, max_steps))(per_pair_params, per_pair_keys)
+    return returns.reshape(num_envs, num_episodes)
 
 
 def mean_returns_over_params(

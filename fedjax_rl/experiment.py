@@ -301,20 +301,20 @@ def over_runs(fn: Callable, run_shape: tuple[int, ...], run_batch: int | None) -
     `hparams` shared, or [grid points, seeds], with `hparams` carrying the grid axis.
     `*static` (a block index) is never batched, so the schedules derived from it stay real branches.
 
-    run_batch None: nested vmaps. Otherwise the runs are flattened and `lax.map` vmaps `run_batch`
-    of them at a time (a smaller last batch if they do not divide), the state keeping its layout."""
+    The runs are flattened to one axis (a vmap of vmaps would add a batch dimension to every array of
+    the physics, see `evaluate.returns_over_params`). run_batch None vmaps them all at once; otherwise
+    `lax.map` vmaps `run_batch` of them at a time (a smaller last batch if they do not divide). The
+    state keeps its layout."""
     num_runs, num_seeds, grid_hparams = math.prod(run_shape), run_shape[-1], len(run_shape) == 2
 
     def mapped(state, hparams, *static):
-        if run_batch is None:
-            over_seeds = jax.vmap(lambda s, h: fn(s, h, *static), in_axes=(0, None))
-            return jax.vmap(over_seeds, in_axes=(0, 0))(state, hparams) if grid_hparams else over_seeds(state, hparams)
         flat = jax.tree.map(lambda x: x.reshape((num_runs, *x.shape[len(run_shape):])), state)
         if grid_hparams:  # [points] -> [points * seeds], the flattened order of the state
             per_run = jax.tree.map(lambda x: jnp.repeat(x, num_seeds, axis=0), hparams)
-            out = jax.lax.map(lambda xs: fn(xs[0], xs[1], *static), (flat, per_run), batch_size=run_batch)
+            one_run, runs = (lambda xs: fn(xs[0], xs[1], *static)), (flat, per_run)
         else:
-            out = jax.lax.map(lambda s: fn(s, hparams, *static), flat, batch_size=run_batch)
+            one_run, runs = (lambda s: fn(s, hparams, *static)), flat
+        out = jax.vmap(one_run)(runs) if run_batch is None else jax.lax.map(one_run, runs, batch_size=run_batch)
         return jax.tree.map(lambda x: x.reshape((*run_shape, *x.shape[1:])), out)
 
     return mapped

@@ -1,5 +1,6 @@
 """Independent references the tests compare the library with (imported by test modules)."""
 
+import jax
 import numpy as np
 
 
@@ -13,3 +14,14 @@ def numpy_mlp(params, x):
         if i < len(names) - 1:
             x = np.maximum(x, 0.0)
     return x
+
+
+def max_dot_batch_dims(jaxpr) -> int:
+    """The most batch dimensions of any dot_general in `jaxpr`, its sub-jaxprs included."""
+    most = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            most = max(most, len(eqn.params["dimension_numbers"][1][0]))
+        for sub in jax.core.jaxprs_in_params(eqn.params):
+            most = max(most, max_dot_batch_dims(sub))
+    return most

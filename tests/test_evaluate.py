@@ -3,8 +3,10 @@
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from fedjax_rl import envs, evaluate
+from fedjax_rl import envs, evaluate, heterogeneity
+from references import max_dot_batch_dims
 
 
 def masked_scan_return(env, env_params, policy, key, max_steps):
@@ -36,3 +38,26 @@ def test_early_stopping_episode_equals_the_masked_scan():
             chex.assert_trees_all_equal(ours, jnp.full(16, 20.0))
         else:
             assert 20 < float(ours.min()) < float(ours.max()) < 500, ours  # really of varied lengths
+
+
+def test_returns_over_params_is_one_vmap_with_common_episode_keys():
+    """Entry [i, j] is episode j (key j, the same in every environment) in environment i, exactly as
+    one environment's `episode_returns`; and the (environment, episode) pairs are one batch axis,
+    not two: a vmap of vmaps put one more batch dimension into every dot of MJX's physics, which
+    crashed XLA's CPU runtime (a YNNPACK transpose past its rank limit) in a robot's evaluation."""
+    env, params = envs.make("CartPole-v1", ("length",))
+    batched = heterogeneity.scaled_env_params(env, params, ("length",), jnp.array([0.5, 1.0, 1.7]))
+    weights = jnp.array([[0.3, -0.2], [1.0, 0.4], [2.0, -1.0], [0.5, 0.1]])
+
+    def policy(obs):  # a dot of two batched operands (like MJX's rotations) shows evaluation's batch axes
+        return jnp.argmax(obs @ (jnp.outer(obs, obs) @ weights))
+
+    key = jax.random.key(5)
+    fn = jax.jit(lambda p: evaluate.returns_over_params(env, p, policy, key, 3, 200))
+    ours = fn(batched)
+    chex.assert_shape(ours, (3, 3))
+    for i in range(3):
+        one = jax.tree.map(lambda x: x[i], batched)
+        chex.assert_trees_all_equal(ours[i], jax.jit(lambda p: evaluate.episode_returns(env, p, policy, key, 3, 200))(one))
+    assert len(set(np.asarray(ours).ravel().tolist())) > 3, ours  # physics and keys both matter
+    assert max_dot_batch_dims(jax.make_jaxpr(fn)(batched).jaxpr) == 1

@@ -1,7 +1,7 @@
 """Multi-process federations on jax.distributed: 2 local processes x 2 fake CPU devices each (gloo
-collectives over loopback), agent axis sharded over all 4 devices, K = 4 and K = 8 (FedRDQN and
-tabular FedRQ), give the single-process vmap run's curves and final metrics for the same seed, to
-float32 rounding (gloo sums in another order). Each test bounds its own time and kills its
+collectives over loopback), agent axis sharded over all 4 devices (tabular FedRQ with K = 4 and 8,
+FedRDQN with K = 8), give the single-process vmap run's curves and final metrics for the same seed,
+to float32 rounding (gloo sums in another order). Each test bounds its own time and kills its
 processes whatever happens."""
 
 import json

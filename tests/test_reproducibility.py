@@ -4,12 +4,14 @@ after one update (chaotic tasks then amplify that, so they are not expected to m
 
 import json
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from fedjax_rl import cli, configs, experiment, train
+from references import max_dot_batch_dims
 
 AGENT = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
              batch_size=8, buffer_size=50, omega=0.2)
@@ -183,3 +185,24 @@ def test_bad_run_batch_stops_before_compiling(value, capsys):
         cli.main(["train", *ARGV, "--run-batch", value])
     with pytest.raises(ValueError, match=r"run_batch must be an integer >= 1 \(runs vmapped at a time\) or None"):
         experiment.run(configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS), run_batch=0)
+
+
+@pytest.mark.parametrize("run_batch", [None, 4])
+def test_over_runs_maps_each_run_once_on_one_flat_axis(run_batch):
+    """Run (i, j) of a [grid points, seeds] layout gets state[i, j] and hparams[i], whether all runs are
+    vmapped at once or 4 at a time. The runs are one batch axis, not a vmap of vmaps: nested, every
+    dot of a robot's physics gained a batch dimension, and a rank-7 one crashed XLA's CPU runtime."""
+    points, seeds = 2, 3
+    state = {"x": jnp.arange(points * seeds * 4, dtype=jnp.float32).reshape(points, seeds, 4) / 10}
+    hparams = jnp.array([1.0, -2.0])
+
+    def one_run(s, h):  # both operands of the dot vary with the run, as MJX's rotations do
+        return s["x"] @ (jnp.outer(s["x"], s["x"]) * h)
+
+    mapped = experiment.over_runs(one_run, (points, seeds), run_batch)
+    out = jax.jit(mapped)(state, hparams)
+    chex.assert_shape(out, (points, seeds, 4))
+    for i in range(points):
+        for j in range(seeds):
+            np.testing.assert_allclose(out[i, j], one_run({"x": state["x"][i, j]}, hparams[i]), rtol=1e-6)
+    assert max_dot_batch_dims(jax.make_jaxpr(mapped)(state, hparams).jaxpr) == 1
