@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/fedjax-rl demo --out runs/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tabular.py

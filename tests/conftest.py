@@ -12,3 +12,14 @@ import jax  # noqa: E402
 # Compiled programs are cached on disk so repeated local runs skip most compilation.
 jax.config.update("jax_compilation_cache_dir", os.path.join(os.path.dirname(__file__), "..", ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+# Longest modules first. `make test` runs xdist with `--dist loadfile --no-loadscope-reorder`, which
+# hands modules out in collection order; xdist's default order (most tests first) left the few long
+# tests (multiprocess, learning, LunarLander parity) for the tail, with one worker idle meanwhile.
+LONGEST_FIRST = ("test_learning.py", "test_lunar_lander.py", "test_multiprocess.py", "test_mujoco_envs.py",
+                 "test_ddpg.py", "test_dqn.py", "test_reproducibility.py", "test_reproduce.py", "test_cli.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: module order kept
