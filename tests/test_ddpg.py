@@ -249,6 +249,12 @@ def test_learns_pendulum_with_perturbed_mass(algo):
                 local   -135.4 -166.7 -344.5 -591.3 (median -255.6; margin 344 to -600)
       ddpgavg2  nominal -259.9 -206.2 -135.9 -391.9 (median -233.1)
                 local   -225.8 -151.2 -392.7 -639.3 (median -309.3; margin 291 to -600)
+    On an AMD EPYC without AVX-512 (so the default is AVX2), default and AVX2 identical:
+      fedrddpg  nominal -173.6 -127.6 -135.7 -338.2 (median -154.6)
+                local   -131.8 -181.6 -267.8 -643.8 (median -224.7)
+      ddpgavg2  nominal -175.6 -208.5 -137.2 -388.8 (median -192.1)
+                local   -204.1 -162.1 -463.3 -645.3 (median -333.7; margin 266 to -600)
+    and SSE4_2: fedrddpg local median -229.7, ddpgavg2 local median -280.2.
     Earlier evaluations of the same runs at 1000-3000 steps are still near random (about -1600 to
     -450), so 4000 steps is the budget with a margin. Cost: 90-165 s per algorithm including
     compilation on the shared, loaded 2-core machine (load average 7).

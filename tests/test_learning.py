@@ -39,6 +39,11 @@ def test_learns_cartpole(algo):
       fedrdqn, SSE4_2:           185.2 209.1 315.3 187.9 / 348.2 188.8 500.0 191.8 (medians 198.5 / 270.0)
       dqnavg, default and AVX2:  175.9 149.6 164.5 195.7 / 191.2 125.1 149.7 158.0 (medians 170.2 / 153.9)
       dqnavg, SSE4_2:            166.5 217.7 337.9 222.8 / 139.5 341.0 329.9 332.7 (medians 220.2 / 331.3)
+    On an AMD EPYC without AVX-512 (so the default is AVX2):
+      fedrdqn, default and AVX2: 196.7 218.1 270.8 204.3 / 144.6 180.8 331.9 170.1 (medians 211.2 / 175.4)
+      fedrdqn, SSE4_2:           151.3 215.5 384.6 268.4 / 133.3 342.4 464.1 178.6 (medians 241.9 / 260.5)
+      dqnavg, default and AVX2:  146.7 172.3 184.9 184.9 / 163.9 218.2 190.6 144.8 (medians 178.6 / 177.2)
+      dqnavg, SSE4_2:            180.3 164.3 257.1 265.6 / 142.5 263.6 305.0 381.7 (medians 218.7 / 284.3)
     Threshold 100 on both medians (4.4x random): the smallest margin is 53.9 (DQNAvg, local, default).
     """
     config = configs.train_config(
@@ -58,6 +63,9 @@ def test_fedrdqn_learns_lunar_lander():
     Measured per seed (nominal / local):
       default and AVX2: -121.0 -91.7 -81.6 -67.6 / -98.5 -73.5 -92.7 -80.6 (medians -86.6 / -86.6)
       SSE4_2:            -82.5  -4.2 -80.4 -24.0 / -78.3  -8.4 -81.6 -86.9 (medians -52.2 / -80.0)
+    On an AMD EPYC without AVX-512 (so the default is AVX2):
+      default and AVX2: -110.3 -23.2 -108.6 -22.4 / -91.4 -20.6 -83.6 -60.3 (medians -65.9 / -71.9)
+      SSE4_2:            -92.5 -33.9  -25.9 -59.7 / -109.1 -26.0 -85.7 -75.0 (medians -46.8 / -80.3)
     One seed alone swings by up to 80 between targets; the medians stay within 35 of each other.
     Threshold -120 on both medians: the smallest margin is 33.4 (default, both statistics).
     """
