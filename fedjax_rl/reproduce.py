@@ -475,10 +475,19 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict]]:
         m = rec["machine"]
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
-                  f"on {m.get('cpu')} ({m.get('cores')} cores{_widest_isa(m)}, {m.get('backend')}), jax {rec['versions'].get('jax')}, "
+                  f"on {describe_row_machine(m)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md, csv_rows
+
+
+def describe_row_machine(machine: dict) -> str:
+    """The machine a row ran on, in words: the accelerator first where there was one (the host CPU
+    then only feeds it), else the CPU with the vector extension that shapes XLA's code."""
+    host = f"{machine.get('cpu')} ({machine.get('cores')} cores{_widest_isa(machine)}"
+    if machine.get("gpu"):
+        return f"{' + '.join(machine['gpu'])}, host {host})"
+    return f"{host}, {machine.get('backend')})"
 
 
 def _widest_isa(machine: dict) -> str:

@@ -189,3 +189,11 @@ def test_resumed_blocks_do_not_count_as_speed(smoothing):
     assert bar.n == 11
     # One block in at least 0.2 s and at most `elapsed` (counting the 10 resumed blocks would give 11 / 0.2 s).
     assert 1 / elapsed <= rate <= 1 / 0.2
+
+
+def test_row_machine_names_the_accelerator_before_its_host():
+    cpu = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["sse4_2", "avx", "avx2", "fma"], backend="cpu")
+    assert reproduce.describe_row_machine(cpu) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
+    gpu = dict(cpu="Intel(R) Xeon(R) Processor", cores=16, cpu_isa=["avx2", "avx512f"], backend="gpu",
+               gpu=["NVIDIA H100 80GB HBM3"])
+    assert reproduce.describe_row_machine(gpu) == "NVIDIA H100 80GB HBM3, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
