@@ -1,0 +1,62 @@
+#!/bin/bash
+# Table 1 at the paper's full budget on a lent GPU machine (the workplace's device tool), every row
+# as its own process on the one GPU: each row's program is a launch-bound loop of small kernels, so
+# rows running side by side fill the GPU better than rows one after another.
+#
+# The machine has no package index and its image has jax 0.11.2 with CUDA, flax, optax and chex; the
+# rest travels as Python 3.12 wheels in .whl/ (git-ignored). Make them here, where pip works:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+#     --platform manylinux2014_x86_64 -d .whl mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 \
+#     mujoco-mjx==3.17.0 trimesh==5.2.0 gymnax==1.0.1 gymnasium==1.3.0 farama-notifications==0.0.6 \
+#     flashbax==0.1.3 glfw==2.11.0 pyopengl==3.1.10
+# and carry .whl with the call. Run from the repository root there:
+#   benchmarks/gpu_table1.sh start          # every row in the background
+#   benchmarks/gpu_table1.sh wait SECONDS   # print progress until the rows end or SECONDS pass
+#   benchmarks/gpu_table1.sh collect        # write the table, tar the results (no checkpoints) to $OUT
+set -u
+OUTDIR=/tmp/gpu_t1
+ROWS="LunarLander-v3/gravity LunarLander-v3/wind MountainCar-v0/gravity MountainCar-v0/force
+Acrobot-v1/gravity Acrobot-v1/length CartPole-v1/length CartPole-v1/masscart"
+
+if [ ! -d /tmp/site/gymnax ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false MPLBACKEND=Agg
+reproduce() { python3 -m fedjax_rl.cli reproduce table1 "$@"; }
+
+progress() {
+  for row in $ROWS; do
+    log=$OUTDIR/logs/${row//\//__}.log
+    printf '%-24s %s\n' "$row" "$(tail -c 400 "$log" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-150)"
+  done
+}
+
+case "${1:-}" in
+start)
+  nvidia-smi -L
+  python3 -c "import jax, flax, optax, chex, gymnax, flashbax, mujoco; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'mujoco', mujoco.__version__, jax.devices())" || exit 1
+  mkdir -p $OUTDIR/logs
+  for row in $ROWS; do
+    setsid nohup python3 -m fedjax_rl.cli reproduce table1 --budget paper --rows "$row" --out $OUTDIR \
+      > "$OUTDIR/logs/${row//\//__}.log" 2>&1 < /dev/null &
+  done
+  echo "started $(echo $ROWS | wc -w) rows at $(date)"
+  ;;
+wait)
+  deadline=$(( $(date +%s) + ${2:-60} ))
+  while [ "$(date +%s)" -lt $deadline ] && pgrep -f "reproduce table1 --budget paper" > /dev/null; do sleep 20; done
+  date; progress; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
+  ls $OUTDIR/table1/*/row.json 2>/dev/null
+  pgrep -f "reproduce table1 --budget paper" > /dev/null || grep -l Traceback $OUTDIR/logs/*.log | head -1 | xargs -r tail -25
+  ;;
+collect)
+  pgrep -f "reproduce table1 --budget paper" > /dev/null && echo "rows still running: the table holds the finished ones"
+  # Every finished row is read back, none recomputed; unfinished rows are left out of the call.
+  done_rows=$(for f in $OUTDIR/table1/*/row.json; do [ -f "$f" ] && basename "$(dirname "$f")" | sed 's#__#/#'; done | paste -sd,)
+  [ -n "$done_rows" ] && reproduce --budget paper --rows "$done_rows" --out $OUTDIR --no-progress
+  tar czf "$OUT/gpu_table1.tar.gz" --exclude='*.npz' -C /tmp gpu_t1
+  ls -la "$OUT"
+  ;;
+*) echo "usage: $0 start | wait SECONDS | collect"; exit 2 ;;
+esac
