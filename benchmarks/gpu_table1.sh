@@ -23,12 +23,13 @@ if [ ! -d /tmp/site/gymnax ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false MPLBACKEND=Agg
-reproduce() { python3 -m fedjax_rl.cli reproduce table1 "$@"; }
+REPRODUCE="python3 -m fedjax_rl.cli reproduce table1"
+RUNNING="reproduce table1 --budget paper --rows"  # what pgrep finds while a row's process lives
+row_log() { echo "$OUTDIR/logs/${1//\//__}.log"; }
 
 progress() {
   for row in $ROWS; do
-    log=$OUTDIR/logs/${row//\//__}.log
-    printf '%-24s %s\n' "$row" "$(tail -c 400 "$log" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-150)"
+    printf '%-24s %s\n' "$row" "$(tail -c 400 "$(row_log "$row")" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-150)"
   done
 }
 
@@ -38,23 +39,22 @@ start)
   python3 -c "import jax, flax, optax, chex, gymnax, flashbax, mujoco; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'mujoco', mujoco.__version__, jax.devices())" || exit 1
   mkdir -p $OUTDIR/logs
   for row in $ROWS; do
-    setsid nohup python3 -m fedjax_rl.cli reproduce table1 --budget paper --rows "$row" --out $OUTDIR \
-      > "$OUTDIR/logs/${row//\//__}.log" 2>&1 < /dev/null &
+    setsid nohup $REPRODUCE --budget paper --rows "$row" --out $OUTDIR > "$(row_log "$row")" 2>&1 < /dev/null &
   done
   echo "started $(echo $ROWS | wc -w) rows at $(date)"
   ;;
 wait)
   deadline=$(( $(date +%s) + ${2:-60} ))
-  while [ "$(date +%s)" -lt $deadline ] && pgrep -f "reproduce table1 --budget paper" > /dev/null; do sleep 20; done
+  while [ "$(date +%s)" -lt $deadline ] && pgrep -f "$RUNNING" > /dev/null; do sleep 20; done
   date; progress; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
   ls $OUTDIR/table1/*/row.json 2>/dev/null
-  pgrep -f "reproduce table1 --budget paper" > /dev/null || grep -l Traceback $OUTDIR/logs/*.log | head -1 | xargs -r tail -25
+  pgrep -f "$RUNNING" > /dev/null || grep -l Traceback $OUTDIR/logs/*.log | head -1 | xargs -r tail -25
   ;;
 collect)
-  pgrep -f "reproduce table1 --budget paper" > /dev/null && echo "rows still running: the table holds the finished ones"
+  pgrep -f "$RUNNING" > /dev/null && echo "rows still running: the table holds the finished ones"
   # Every finished row is read back, none recomputed; unfinished rows are left out of the call.
   done_rows=$(for f in $OUTDIR/table1/*/row.json; do [ -f "$f" ] && basename "$(dirname "$f")" | sed 's#__#/#'; done | paste -sd,)
-  [ -n "$done_rows" ] && reproduce --budget paper --rows "$done_rows" --out $OUTDIR --no-progress
+  [ -n "$done_rows" ] && $REPRODUCE --budget paper --rows "$done_rows" --out $OUTDIR --no-progress
   tar czf "$OUT/gpu_table1.tar.gz" --exclude='*.npz' -C /tmp gpu_t1
   ls -la "$OUT"
   ;;

@@ -43,3 +43,18 @@ def describe() -> dict:
     if jax.default_backend() == "gpu":
         info["gpu"] = [getattr(d, "device_kind", str(d)) for d in jax.devices()]
     return info
+
+
+def summary(machine: dict) -> str:
+    """A `describe()` record in words: the accelerator first where there was one (the host CPU then
+    only feeds it), else the CPU with the widest vector extension XLA could use."""
+    cores = f"{machine.get('cores')} cores{_widest_isa(machine)}"
+    if machine.get("gpu"):
+        return f"{' + '.join(machine['gpu'])}, host {machine.get('cpu')} ({cores})"
+    return f"{machine.get('cpu')} ({cores}, {machine.get('backend')})"
+
+
+def _widest_isa(machine: dict) -> str:
+    """', AVX-512' / ', AVX2' (records written before `cpu_isa` existed: nothing)."""
+    isa = machine.get("cpu_isa") or []
+    return ", AVX-512" if "avx512f" in isa else ", AVX2" if "avx2" in isa else ""

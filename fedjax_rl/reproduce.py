@@ -69,6 +69,7 @@ import numpy as np
 
 from fedjax_rl import agents, configs, paper
 from fedjax_rl.machine import describe as describe_machine
+from fedjax_rl.machine import summary as machine_summary
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_SEEDS = paper.NUM_SEEDS
@@ -475,26 +476,10 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict]]:
         m = rec["machine"]
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
-                  f"on {describe_row_machine(m)}, jax {rec['versions'].get('jax')}, "
+                  f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md, csv_rows
-
-
-def describe_row_machine(machine: dict) -> str:
-    """The machine a row ran on, in words: the accelerator first where there was one (the host CPU
-    then only feeds it), else the CPU with the vector extension that shapes XLA's code."""
-    host = f"{machine.get('cpu')} ({machine.get('cores')} cores{_widest_isa(machine)}"
-    if machine.get("gpu"):
-        return f"{' + '.join(machine['gpu'])}, host {host})"
-    return f"{host}, {machine.get('backend')})"
-
-
-def _widest_isa(machine: dict) -> str:
-    """', AVX-512' / ', AVX2': the widest vector extension XLA could use (rows written before the
-    machine record listed them: nothing)."""
-    isa = machine.get("cpu_isa") or []
-    return ", AVX-512" if "avx512f" in isa else ", AVX2" if "avx2" in isa else ""
 
 
 def _batching(rec: dict) -> str:

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, envs, experiment, reproduce
+from fedjax_rl import cli, envs, experiment, machine, reproduce
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
 TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0.006, progress=False,
@@ -193,7 +193,7 @@ def test_resumed_blocks_do_not_count_as_speed(smoothing):
 
 def test_row_machine_names_the_accelerator_before_its_host():
     cpu = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["sse4_2", "avx", "avx2", "fma"], backend="cpu")
-    assert reproduce.describe_row_machine(cpu) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
+    assert machine.summary(cpu) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
     gpu = dict(cpu="Intel(R) Xeon(R) Processor", cores=16, cpu_isa=["avx2", "avx512f"], backend="gpu",
                gpu=["NVIDIA H100 80GB HBM3"])
-    assert reproduce.describe_row_machine(gpu) == "NVIDIA H100 80GB HBM3, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
+    assert machine.summary(gpu) == "NVIDIA H100 80GB HBM3, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
