@@ -8,9 +8,14 @@ and `mujoco.rollout` of the same XML (B = 20 and the large batch, one thread, ph
 sub-steps / frame_skip, no observation, reward or reset). All in one run, float32 for MJX (the
 training dtype), float64 in C. `--breakdown Hopper-v4,...` adds where MJX's time goes: one vmapped
 `mjx.step` (a physics sub-step) at the large batch, in full, without contacts, and without any
-constraint.
+constraint. `--solver Hopper-v4,...` measures the latency of one batched env step at the small
+batch (a whole env step: frame_skip sub-steps in a scan) with MuJoCo's default constraint solver
+(Newton, 100 iterations, 50 line-search iterations, stopping early at its tolerance), with the
+iteration caps Brax's MJX training configs use, and without constraints: where a small batch's
+time goes on a GPU, where each solver iteration is a round of small kernels.
 
     python benchmarks/mjx_envs.py [--big 1024] [--steps 10] [--breakdown Hopper-v4,Ant-v4]
+                                  [--solver Hopper-v4,Ant-v4] [--tasks ""]
 
 Results go to benchmarks/results/mjx_envs.json.
 """
@@ -136,6 +141,42 @@ def substep_breakdown(name: str, num_envs: int, repeats: int = 2) -> dict:
     return out
 
 
+SOLVER_VARIANTS = {  # label: (iterations, ls_iterations, disable flag); None keeps MuJoCo's default
+    "default": (None, None, 0),
+    "iterations_4_ls_4": (4, 4, 0),
+    "iterations_1_ls_4": (1, 4, 0),
+    "no_constraints": (None, None, mujoco.mjtDisableBit.mjDSBL_CONSTRAINT),
+}
+
+
+def solver_latency(name: str, num_envs: int, steps: int) -> dict:
+    """Milliseconds per batched env step (frame_skip `mjx.step`s) under each solver variant.
+
+    Physics only, and the capped variants are NOT the physics gymnasium steps: they show what the
+    solver costs, not a setting this library uses."""
+    env, _ = make(name)
+    out = {}
+    for label, (iterations, ls_iterations, flag) in SOLVER_VARIANTS.items():
+        model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(env.xml_file))
+        if iterations is not None:
+            model.opt.iterations, model.opt.ls_iterations = iterations, ls_iterations
+        model.opt.disableflags |= flag
+        mx = mjx.put_model(model)
+        data = jax.vmap(lambda q: mjx.make_data(mx).replace(qpos=q))(
+            jnp.asarray(model.qpos0, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(0), (num_envs, model.nq))
+        )
+
+        def run(data):
+            substep = lambda d, _: (jax.vmap(mjx.step, in_axes=(None, 0))(mx, d), None)  # noqa: E731
+            return jax.lax.scan(substep, data, None, length=steps * env.frame_skip)[0]
+
+        compiled = jax.jit(run).lower(data).compile()
+        seconds = _best_of(lambda: compiled(data), 2)
+        out[label] = dict(iterations=model.opt.iterations, ls_iterations=model.opt.ls_iterations,
+                          ms_per_env_step=1e3 * seconds / steps, env_steps_per_s=num_envs * steps / seconds)
+    return dict(num_envs=num_envs, steps=steps, frame_skip=env.frame_skip, variants=out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--big", type=int, default=1024, help="the large batch")
@@ -143,14 +184,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="env steps per MJX/rollout run")
     parser.add_argument("--gym-steps", type=int, default=2000)
     parser.add_argument("--breakdown", default="", help="comma-separated tasks to break down")
+    parser.add_argument("--solver", default="", help="comma-separated tasks for the solver latency sweep")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mjx_envs.json"))
     args = parser.parse_args()
 
     results = dict(machine=common.machine(), mujoco=mujoco.__version__, settings=vars(args), tasks={})
     start_all = time.perf_counter()
-    print(f"{'task':16s} {'impl':22s} {'envs':>6s} {'env steps/s':>12s} {'compile s':>10s}")
-    for name in args.tasks.split(","):
+    if args.tasks:
+        print(f"{'task':16s} {'impl':22s} {'envs':>6s} {'env steps/s':>12s} {'compile s':>10s}")
+    for name in filter(None, args.tasks.split(",")):
         rows = {}
         rows["gymnasium"] = gymnasium_steps_per_second(name, args.gym_steps)
         for b in (args.small, args.big):
@@ -165,12 +208,25 @@ def main() -> None:
             rows["substep_breakdown"] = substep_breakdown(name, args.big)
             print(name, json.dumps(rows["substep_breakdown"]), flush=True)
         results["tasks"][name] = rows
-        results["total_seconds"] = time.perf_counter() - start_all
-        results["machine"]["load_average_1_5_15min_at_end"] = list(os.getloadavg())
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        with open(args.out, "w") as f:  # after every task, so a cut-short run keeps what it measured
-            json.dump(results, f, indent=1)
+        _write(results, args.out, start_all)
+    if args.solver:
+        print(f"{'task':16s} {'solver':22s} {'envs':>6s} {'ms/env step':>12s} {'env steps/s':>12s}")
+    for name in filter(None, args.solver.split(",")):
+        sweep = results.setdefault("solver_latency", {})[name] = solver_latency(name, args.small, args.steps)
+        for label, row in sweep["variants"].items():
+            print(f"{name:16s} {label:22s} {args.small:6d} {row['ms_per_env_step']:12.1f} {row['env_steps_per_s']:12.0f}",
+                  flush=True)
+        _write(results, args.out, start_all)
     print(f"total {results['total_seconds']:.0f} s -> {args.out}")
+
+
+def _write(results: dict, path: str, start_all: float) -> None:
+    """After every task, so a cut-short run keeps what it measured."""
+    results["total_seconds"] = time.perf_counter() - start_all
+    results["machine"]["load_average_1_5_15min_at_end"] = list(os.getloadavg())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
