@@ -225,8 +225,7 @@ def main() -> None:
         return
     param = a.param or envs.get_spec(a.env).perturbed[0]
     info = common.machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, jax {info['jax']} ({info['backend']}); load "
-          f"{' '.join(f'{x:.1f}' for x in info['load_average_1_5_15min_at_start'])}", flush=True)
+    print(common.machine_line(info), flush=True)
 
     memory = None
     if a.memory_env or a.memory_into:

@@ -159,9 +159,7 @@ def main() -> None:
         return attach_sb3(a.attach_sb3, a.sb3_reference or RESULTS)
 
     info = machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, jax {info['jax']} ({info['backend']}"
-          f"{', ' + info['gpu'][0] if 'gpu' in info else ''}); load average "
-          f"{' '.join(f'{x:.1f}' for x in info['load_average_1_5_15min_at_start'])}", flush=True)
+    print(common.machine_line(info), flush=True)
 
     cases = []
     for algo in a.algos.split(","):

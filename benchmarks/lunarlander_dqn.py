@@ -25,7 +25,7 @@ import time
 import jax
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import machine, machine_line  # noqa: E402
 
 from fedjax_rl import configs, train  # noqa: E402
 
@@ -70,8 +70,7 @@ def main() -> None:
     info = machine()
     rows = [measure(algo, args.seeds, args.rounds_per_call, args.calls, (256, 256)) for algo in ("fedrdqn", "dqnavg")]
     info["load_average_1_5_15min_at_end"] = list(os.getloadavg())
-    print(f"machine: {info['cpu']} ({info['cores']} cores), jax {info['jax']} on {info['backend']}, "
-          f"load {info['load_average_1_5_15min_at_start'][0]:.1f} -> {info['load_average_1_5_15min_at_end'][0]:.1f}")
+    print(machine_line(info))
     print(f"{'algo':8} {'seeds x K':>9} {'compile s':>9} {'agent-steps/s':>14}")
     for r in rows:
         print(f"{r['algo']:8} {r['num_seeds']:>4} x {r['num_agents']:<2} {r['compile_s']:9.1f} {r['agent_steps_per_sec']:14.0f}")

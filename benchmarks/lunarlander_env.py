@@ -102,9 +102,7 @@ def main():
     machine["load_average_1_5_15min_at_end"] = list(os.getloadavg())
 
     base = gym_single["steps_per_s"]
-    print(f"machine: {machine['cpu']}, {machine['cores']} cores, JAX devices {machine['devices']}, "
-          f"load average {machine['load_average_1_5_15min_at_start'][0]:.1f} at start, "
-          f"{machine['load_average_1_5_15min_at_end'][0]:.1f} at end (other jobs share this machine)")
+    print(common.machine_line(machine))
     print(f"{'implementation':<34} {'envs':>6} {'steps/s':>12} {'vs gymnasium x1':>16} {'compile s':>10}")
     print(f"{'gymnasium Box2D (Python loop)':<34} {1:>6} {base:>12,.0f} {1.0:>16.2f} {'-':>10}")
     print(f"{'gymnasium SyncVectorEnv':<34} {64:>6} {gym_vec['steps_per_s']:>12,.0f} "

@@ -191,6 +191,7 @@ def main() -> None:
 
     results = dict(machine=common.machine(), mujoco=mujoco.__version__, settings=vars(args), tasks={})
     start_all = time.perf_counter()
+    print(common.machine_line(results["machine"]), flush=True)
     if args.tasks:
         print(f"{'task':16s} {'impl':22s} {'envs':>6s} {'env steps/s':>12s} {'compile s':>10s}")
     for name in filter(None, args.tasks.split(",")):

@@ -118,7 +118,7 @@ def main(only: list[str]) -> None:
     import tempfile
 
     sys.path.insert(0, os.path.dirname(HERE))
-    from benchmarks.common import machine
+    from benchmarks.common import machine, machine_line
 
     path = os.path.join(HERE, "results", "multiprocess.json")
     layouts = [(p, d) for p, d in LAYOUTS if not only or f"{p}x{d}" in only]
@@ -138,6 +138,8 @@ def main(only: list[str]) -> None:
             except RuntimeError as err:  # recorded, not hidden: see the README's note on fake devices
                 rows.append(dict(processes=p, devices_per_process=d, error=str(err)))
     comm = next(r for r in rows if "communication" in r)["communication"]
+    host = machine()
+    print(machine_line(host))
     print(f"FedRDQN CartPole, K = {NUM_AGENTS}, E = {SYNC_EVERY}, {comm['shared_params']:,} shared parameters "
           f"({comm['model_bytes'] / 2**10:.1f} KiB) per agent")
     print(f"{'layout':>18} {'agent-steps/s':>14} {'block s':>8} {'average ms':>11} {'average share':>14}")
@@ -154,7 +156,7 @@ def main(only: list[str]) -> None:
           f"({comm['model_bytes']} B per agent)")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(dict(machine=machine(), num_agents=NUM_AGENTS, steps_per_agent=STEPS_PER_AGENT, sync_every=SYNC_EVERY,
+        json.dump(dict(machine=host, num_agents=NUM_AGENTS, steps_per_agent=STEPS_PER_AGENT, sync_every=SYNC_EVERY,
                        layouts=rows, k1000=per_round), f, indent=2)
     print(f"wrote {path}")
 

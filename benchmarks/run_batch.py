@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import machine  # noqa: E402
+from common import machine, machine_line  # noqa: E402
 
 from fedjax_rl import configs, experiment, reproduce, train  # noqa: E402
 
@@ -67,8 +67,8 @@ def main() -> None:
         with open(args.out) as f:
             record = json.load(f)
     host = machine()
-    print(f"{layout}; {args.rounds} rounds (x 100 steps per agent) per timed call; machine: "
-          f"{host['cpu']}, {host['cores']} cores, load {host['load_average_1_5_15min_at_start']}")
+    print(machine_line(host))
+    print(f"{layout}; {args.rounds} rounds (x 100 steps per agent) per timed call")
     print(f"{'task':16s} {'run_batch':>9s} {'agent-steps/s':>14s} {'vs all':>7s}  seconds per call")
     for env_name in args.tasks.split(","):
         fns = {}

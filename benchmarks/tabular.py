@@ -171,11 +171,8 @@ def main() -> None:
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args()
     info = machine()
-    print(
-        f"machine: {info['cpu']}, {info['cores']} cores, jax {info['jax']} ({info['backend']}), "
-        f"numpy {info['numpy']}; load average {info['load_average_1_5_15min'][0]:.1f}"
-    )
-    print(f"exact FedRQ local steps/s (all K agents, every (s, a); A={A}, support m={SUPPORT}, E={SYNC_EVERY}, float32)")
+    print(common.machine_line(info))
+    print(f"exact FedRQ local steps/s (all K agents, every (s, a); A={A}, support m={SUPPORT}, E={SYNC_EVERY}, float32; numpy {info['numpy']})")
     header = f"{'S':>5} {'K':>3} {'jax':>12} {'numpy loop':>11} {'numpy vec':>11} {'x loop':>8} {'x vec':>7} {'jax backups/s':>14}"
     print(header)
     cases = []
