@@ -117,6 +117,18 @@ def rollout_steps_per_second(name: str, num_envs: int, steps: int) -> dict:
                 env_steps_per_s=num_envs * steps / seconds)
 
 
+def _batched_physics(env, num_envs: int, disable: int = 0, iterations: int | None = None,
+                     ls_iterations: int | None = None):
+    """The env's XML as (MjModel, mjx.Model, batched mjx.Data near qpos0), with option overrides."""
+    model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(env.xml_file))
+    model.opt.disableflags |= disable
+    if iterations is not None:
+        model.opt.iterations, model.opt.ls_iterations = iterations, ls_iterations
+    mx = mjx.put_model(model)
+    qpos = jnp.asarray(model.qpos0, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(0), (num_envs, model.nq))
+    return model, mx, jax.vmap(lambda q: mjx.make_data(mx).replace(qpos=q))(qpos)
+
+
 def substep_breakdown(name: str, num_envs: int, repeats: int = 2) -> dict:
     """Seconds per vmapped `mjx.step` (one physics sub-step) with contacts / constraints disabled."""
     env, _ = make(name)
@@ -127,12 +139,7 @@ def substep_breakdown(name: str, num_envs: int, repeats: int = 2) -> dict:
         "no_constraints": mujoco.mjtDisableBit.mjDSBL_CONSTRAINT,
     }
     for label, flag in flags.items():
-        model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(env.xml_file))
-        model.opt.disableflags |= flag
-        mx = mjx.put_model(model)
-        data = jax.vmap(lambda q: mjx.make_data(mx).replace(qpos=q))(
-            jnp.asarray(model.qpos0, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(0), (num_envs, model.nq))
-        )
+        _, mx, data = _batched_physics(env, num_envs, disable=flag)
         step = jax.jit(jax.vmap(mjx.step, in_axes=(None, 0)))
         seconds = _best_of(lambda: step(mx, data), repeats)
         out[label] = dict(seconds_per_substep=seconds, us_per_env_substep=1e6 * seconds / num_envs)
@@ -157,14 +164,7 @@ def solver_latency(name: str, num_envs: int, steps: int) -> dict:
     env, _ = make(name)
     out = {}
     for label, (iterations, ls_iterations, flag) in SOLVER_VARIANTS.items():
-        model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(env.xml_file))
-        if iterations is not None:
-            model.opt.iterations, model.opt.ls_iterations = iterations, ls_iterations
-        model.opt.disableflags |= flag
-        mx = mjx.put_model(model)
-        data = jax.vmap(lambda q: mjx.make_data(mx).replace(qpos=q))(
-            jnp.asarray(model.qpos0, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(0), (num_envs, model.nq))
-        )
+        model, mx, data = _batched_physics(env, num_envs, flag, iterations, ls_iterations)
 
         def run(data):
             substep = lambda d, _: (jax.vmap(mjx.step, in_axes=(None, 0))(mx, d), None)  # noqa: E731
@@ -218,6 +218,7 @@ def main() -> None:
             print(f"{name:16s} {label:22s} {args.small:6d} {row['ms_per_env_step']:12.1f} {row['env_steps_per_s']:12.0f}",
                   flush=True)
         _write(results, args.out, start_all)
+    _write(results, args.out, start_all)
     print(f"total {results['total_seconds']:.0f} s -> {args.out}")
 
 
