@@ -1,0 +1,36 @@
+"""The reproduction notebook reads the committed rows: its code must keep up with row.json, and
+what it prints must be the committed table's numbers."""
+
+import csv
+import json
+import os
+
+import matplotlib
+import numpy as np
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def test_reproduction_notebook_runs_and_agrees_with_the_committed_table(monkeypatch, capsys):
+    matplotlib.use("Agg")
+    monkeypatch.chdir(ROOT)
+    with open(os.path.join(ROOT, "notebooks", "reproduction_results.ipynb")) as f:
+        cells = [cell for cell in json.load(f)["cells"] if cell["cell_type"] == "code"]
+    namespace = {}
+    for cell in cells:
+        exec("".join(cell["source"]), namespace)  # noqa: S102 (our own notebook)
+    assert "Table 1, H100: 8 of 8 rows at budget 1 of the paper's" in capsys.readouterr().out
+
+    with open(os.path.join(ROOT, "results", "table1_paper_h100", "table1.csv")) as f:
+        table = {(r["row"], r["algorithm"]): r for r in csv.DictReader(f)}
+    reported, runs = namespace["reported"], namespace["runs"]
+    for key, record in runs["H100"].items():
+        for name in ("DQNAvg", record["headline"]):
+            minimum = reported(record, name)
+            np.testing.assert_allclose(minimum.mean(), float(table[key, name]["minimum_mean"]), rtol=1e-6)
+            np.testing.assert_allclose(minimum.std(), float(table[key, name]["minimum_std"]), rtol=1e-6, atol=1e-9)
+        paired = namespace["paired"](record, "DQNAvg")
+        assert paired.shape == (len(record["seeds"]["reported"]),)
+        np.testing.assert_allclose(paired.mean(), float(table[key, record["headline"]]["minimum_mean"])
+                                   - float(table[key, "DQNAvg"]["minimum_mean"]), atol=1e-3)
+    assert runs["CPU"], "no CPU rows under results/table1_paper"
