@@ -19,6 +19,7 @@ def test_reproduction_notebook_runs_and_agrees_with_the_committed_table(monkeypa
     namespace = {}
     for cell in cells:
         exec("".join(cell["source"]), namespace)  # noqa: S102 (our own notebook)
+    namespace["plt"].close("all")
     assert "Table 1, H100: 8 of 8 rows at budget 1 of the paper's" in capsys.readouterr().out
 
     with open(os.path.join(ROOT, "results", "table1_paper_h100", "table1.csv")) as f:
