@@ -14,7 +14,7 @@ def machine_line(info: dict) -> str:
     """The "machine:" line every benchmark prints for a `machine()` record: the accelerator or CPU
     (`fedjax_rl.machine.summary`, as reproduce's tables name it), jax, and the load average at start
     (and at end where recorded), since the machines are shared."""
-    start = info.get("load_average_1_5_15min_at_start") or info.get("load_average_1_5_15min")
+    start = info["load_average_1_5_15min_at_start"]
     end = info.get("load_average_1_5_15min_at_end")
     load = f"{start[0]:.1f} at start, {end[0]:.1f} at end" if end else f"{start[0]:.1f}"
     return f"machine: {summary(info)}, jax {info['jax']}; load average {load} (shared machine)"

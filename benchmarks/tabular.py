@@ -160,9 +160,7 @@ def bench_case(K: int, S: int, quick: bool) -> dict:
 
 def machine() -> dict:
     # The machine is shared: a load average above the core count means the timings are noisy.
-    info = dict(common.machine(), numpy=np.__version__, dtype="float32")
-    info["load_average_1_5_15min"] = info.pop("load_average_1_5_15min_at_start")
-    return info
+    return dict(common.machine(), numpy=np.__version__, dtype="float32")
 
 
 def main() -> None:
