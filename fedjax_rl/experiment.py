@@ -31,6 +31,9 @@ from fedjax_rl import checkpoint, distributed, federated
 from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"
+# Written last, holding the run's config: its outputs are complete, and a rerun reads them instead
+# of evaluating again (an Ant program's final sweep is over an hour on a 2-core CPU).
+FINISHED = "finished.json"
 
 
 class LayoutMismatch(ValueError):
@@ -116,7 +119,9 @@ def run(
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
 
     With `out_dir`, writes config.json, a checkpoint after every block (resumed from if present and
-    written by the same config), metrics.json, metrics.csv and the final global parameters.
+    written by the same config), metrics.json, metrics.csv and the final global parameters, then
+    finished.json. A finished run of the same config is read back from those files, not recomputed
+    (its `timing` then has `resumed_at_block` = every block).
 
     `grid` maps vmappable agent hyperparameters to values: every point of their Cartesian product
     trains in the same compiled program (a leading grid axis over the seed axis), from the same seeds
@@ -170,6 +175,14 @@ def run(
         config_dict["run_batch"] = run_batch
     else:
         run_batch = None
+    if out_dir is not None:
+        finished = _load_finished(out_dir, config_dict, points, grid)
+        if finished is not None:
+            if on_block is not None:
+                on_block(config.num_evals, config.num_evals)
+            finished["timing"].update(wall_s_this_process=time.perf_counter() - started,
+                                      resumed_at_block=config.num_evals)
+            return {**finished, "communication": comm}
     run_block = over_runs(trainer.run_block, run_shape, run_batch)
     finalize = over_runs(trainer.finalize, run_shape, run_batch)
     # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
@@ -222,6 +235,8 @@ def run(
             multihost_utils.assert_equal(start_block, "processes found different checkpoints in out_dir "
                                                       "(multi-process runs need out_dir on a shared filesystem)")
         if distributed.is_writer():
+            if os.path.exists(os.path.join(out_dir, FINISHED)):
+                os.remove(os.path.join(out_dir, FINISHED))  # another configuration's outputs, about to be replaced
             with open(config_path, "w") as f:
                 json.dump(config_dict, f, indent=2)
 
@@ -264,6 +279,7 @@ def run(
     if points is None:
         if out_dir is not None and distributed.is_writer():
             _write_outputs(out_dir, result, shared)
+            _mark_finished(out_dir, config_dict)
         return result
     result["grid"] = points
     if out_dir is not None and distributed.is_writer():
@@ -275,6 +291,37 @@ def run(
             one = jax.tree.map(lambda x, i=i: x[i], {"curve": result["curve"], "final": result["final"]})
             one.update(communication=comm, timing=result["timing"], run_batch=run_batch)
             _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], shared))
+        _mark_finished(out_dir, config_dict)
+    return result
+
+
+def _mark_finished(out_dir: str, config_dict: dict) -> None:
+    tmp = os.path.join(out_dir, FINISHED + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(config_dict, f, indent=2)
+    os.replace(tmp, os.path.join(out_dir, FINISHED))
+
+
+def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: dict | None) -> dict | None:
+    """The result a finished run of exactly this configuration wrote to `out_dir` (its metrics
+    files, one per grid point, stacked into `run`'s layout), or None if there is none."""
+    path = os.path.join(out_dir, FINISHED)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        if json.load(f) != json.loads(json.dumps(config_dict)):
+            return None
+    dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(p, grid)) for p in points]
+    runs = []
+    for directory in dirs:
+        with open(os.path.join(directory, "metrics.json")) as f:
+            runs.append(json.load(f))
+    stack = (lambda *xs: np.asarray(xs[0])) if points is None else (lambda *xs: np.stack([np.asarray(x) for x in xs]))
+    result = {part: {name: stack(*(run[part][name] for run in runs)) for name in runs[0][part]}
+              for part in ("curve", "final")}
+    result.update(run_batch=runs[0]["run_batch"], timing=dict(runs[0]["timing"]))
+    if points is not None:
+        result["grid"] = points
     return result
 
 

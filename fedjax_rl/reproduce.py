@@ -42,7 +42,8 @@ On an accelerator every run is in one vmap. The batch size changes float roundin
 each row.json records it per program (None: one vmap; the CartPole rows of results/table1_paper).
 
 Resuming: DIR/<table>/<env>__<param>/ holds each row: one experiment.run directory per program
-(config, per-block checkpoint, then metrics per grid point) and, when the row is done, row.json.
+(config, per-block checkpoint, then metrics per grid point and finished.json, so a finished program
+of an unfinished row is read back, not re-evaluated) and, when the row is done, row.json.
 A row with row.json is never recomputed (its checkpoints are then deleted). If its recorded settings differ from the request, the
 command stops with an error and does not mix the two. An interrupted row resumes from its last
 finished block. Rows may run on different machines into copies of DIR, and their row directories

@@ -45,6 +45,16 @@ def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
     monkeypatch.setattr(experiment.checkpoint, "save", real_save)
 
 
+def _rerun_without_compiling(monkeypatch, config, **run_kwargs) -> dict:
+    """experiment.run on a finished out_dir, where building a program would fail."""
+    def no_program(*args, **kwargs):
+        raise AssertionError("a finished run was computed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(experiment, "over_runs", no_program)
+        return experiment.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
+
+
 def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
 
@@ -68,6 +78,13 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert timing["resumed_at_block"] == 1 and timing["wall_s"] > timing["wall_s_this_process"] > 0
     assert json.loads((tmp_path / "resumed" / "metrics.json").read_text())["timing"] == pytest.approx(timing)
 
+    # A finished run is read back from its files: no compile, no final evaluation again.
+    again = _rerun_without_compiling(monkeypatch, config, out_dir=out)
+    _assert_results_identical(again, resumed)
+    assert again["timing"]["resumed_at_block"] == config.num_evals
+    assert again["timing"]["wall_s"] == pytest.approx(timing["wall_s"])
+    assert again["communication"] == resumed["communication"] and again["run_batch"] == resumed["run_batch"]
+
     # An omega grid is one program with a leading grid axis; each point gets its own run directory.
     grid = experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
                           grid={"omega": [0.2, 0.5]})
@@ -80,6 +97,9 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
         # The same computation in a differently shaped program: equal up to float rounding.
         np.testing.assert_allclose(grid["curve"][name][0], from_api["curve"][name], rtol=1e-5, atol=1e-6)
     assert not np.allclose(grid["curve"]["td_loss"][0], grid["curve"]["td_loss"][1])
+    grid_again = _rerun_without_compiling(monkeypatch, config, out_dir=str(tmp_path / "grid"), grid={"omega": [0.2, 0.5]})
+    _assert_results_identical(grid_again, grid)  # the points' files stacked back into the grid axis
+    assert grid_again["grid"] == grid["grid"]
 
 
 @pytest.mark.parametrize(
@@ -166,6 +186,8 @@ def test_run_batch_is_recorded_and_cli_api_and_resume_agree(tmp_path, monkeypatc
         _crash_after_first_checkpoint(monkeypatch, config, out_dir=out, grid=grid, run_batch=2)
     assert json.loads((tmp_path / "api" / "config.other_config.json").read_text())["run_batch"] == 3
     assert json.loads((tmp_path / "api" / "config.json").read_text())["run_batch"] == 2
+    # The outputs still on disk are the run_batch=3 run's: no longer marked finished, never read back.
+    assert not (tmp_path / "api" / experiment.FINISHED).exists()
     kept = np.load(tmp_path / "api" / "checkpoint.other_config.npz")
     assert int(kept["extra:blocks_done"]) == 2  # the finished run_batch=3 run, all of its blocks
 
