@@ -340,9 +340,12 @@ def reproduce(
                 if bar is not None:
                     bar.set_description(f"{table.name} {row.key} ({program.label}), row {len(selected) - len(todo) + index + 1}/{len(selected)}")
                     points = len(next(iter(grid.values()))) if grid else 1
+                    # The final evaluation (local environments and the 19-point sweep) comes after the
+                    # last block: most of an Ant program's wall time on a CPU, so say it is running.
+                    stage = ", final evaluation" if done == total else ""
                     bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} omega(s), step "
-                                        f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent",
-                                        refresh=False)
+                                        f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent"
+                                        f"{stage}", refresh=False)
                     if resumed:
                         skip_without_rate(bar, step)
                     else:

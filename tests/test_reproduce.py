@@ -191,6 +191,30 @@ def test_resumed_blocks_do_not_count_as_speed(smoothing):
     assert 1 / elapsed <= rate <= 1 / 0.2
 
 
+def test_progress_bar_names_row_program_steps_and_final_evaluation(tmp_path, monkeypatch):
+    import tqdm.auto
+
+    postfixes = []
+
+    class RecordingBar(tqdm.auto.tqdm):
+        def set_postfix_str(self, s="", refresh=True):
+            postfixes.append(s)
+            super().set_postfix_str(s, refresh)
+
+    def blocks_without_training(config, *args, on_block, **kwargs):
+        for done in range(config.num_evals + 1):  # 0: what a checkpoint holds, then every block
+            on_block(done, config.num_evals)
+        raise Interrupted("stop where the final evaluation would run")
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", RecordingBar)
+    monkeypatch.setattr(experiment, "run", blocks_without_training)
+    with pytest.raises(Interrupted):
+        reproduce.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1], "progress": True})
+    runs = "3 seeds (1 tuning) x 3 omega(s)"  # omega 0 (DQNAvg) and the two requested
+    assert postfixes == [f"{runs}, step 0/300 per agent", f"{runs}, step 100/300 per agent",
+                         f"{runs}, step 200/300 per agent", f"{runs}, step 300/300 per agent, final evaluation"]
+
+
 def test_row_machine_names_the_accelerator_before_its_host():
     cpu = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["sse4_2", "avx", "avx2", "fma"], backend="cpu")
     assert machine.summary(cpu) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
