@@ -230,11 +230,14 @@ def cmd_reproduce(args) -> None:
         omegas = [float(w) for w in args.omegas.split(",") if w.strip()]
         run_batch = "auto" if args.run_batch == "auto" else experiment.parse_run_batch(args.run_batch)
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
-        result = reproduce.reproduce(args.table, args.out, rows=rows, num_seeds=args.seeds,
-                                     tuning_seeds=args.tuning_seeds, omegas=omegas, budget=args.budget,
-                                     seed=args.seed, progress=not args.no_progress,
-                                     agent_overrides=_reproduce_overrides(args.table, args.set) or None,
-                                     run_batch=run_batch)
+        request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
+                       budget=args.budget, seed=args.seed, run_batch=run_batch,
+                       agent_overrides=_reproduce_overrides(args.table, args.set) or None)
+        if args.status:
+            for line in reproduce.status_lines(args.table, args.out, reproduce.status(args.table, args.out, **request)):
+                print(line)
+            return
+        result = reproduce.reproduce(args.table, args.out, progress=not args.no_progress, **request)
     except ValueError as err:
         raise SystemExit(f"fedjax-rl: error: {err}") from None
     for path in result["paths"]:
@@ -285,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-batch", default="auto",
                    help=RUN_BATCH_HELP + f" (default: auto = {reproduce.CPU_RUN_BATCH} on a CPU, all on an accelerator)")
     p.add_argument("--out", default="results/reproduce", help="output directory (rows resume from it)")
+    p.add_argument("--status", action="store_true",
+                   help="only print where each requested row stands in --out (finished, blocks done, training "
+                        "time left); computes and writes nothing")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_reproduce)
     return parser

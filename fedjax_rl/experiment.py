@@ -106,6 +106,47 @@ def grid_label(point: TrainConfig, grid: dict) -> str:
     return ",".join(f"{name}={getattr(point.agent, name):g}" for name in grid)
 
 
+def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,
+                    run_batch: int | None = None) -> tuple[dict, int | None]:
+    """What a run directory's config.json records (a checkpoint resumes only into the same), and the
+    run_batch that shapes the program: None when every run fits in one vmap."""
+    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
+    num_runs = num_seeds
+    if grid:
+        config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
+        num_runs *= math.prod(len(values) for values in grid.values())
+    if run_batch is not None and run_batch < num_runs:
+        # Recorded only when it shapes the program: run directories written before this setting
+        # existed (every run in one vmap) still resume.
+        config_dict["run_batch"] = run_batch
+    else:
+        run_batch = None
+    return config_dict, run_batch
+
+
+def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
+    """How far `out_dir` holds the run recorded as `config_dict`, of `num_blocks` evaluation blocks,
+    read without computing:
+    {"state": "finished" | "partial" | "other settings" | "not started", "blocks_done", "wall_s"}
+    ("other settings": the directory holds another configuration's run, which `run` sets aside)."""
+    def read(name):
+        with open(os.path.join(out_dir, name)) as f:
+            return json.load(f)
+
+    wanted = json.loads(json.dumps(config_dict))
+    if os.path.exists(os.path.join(out_dir, FINISHED)) and read(FINISHED) == wanted:
+        return {"state": "finished", "blocks_done": num_blocks, "wall_s": None}
+    if not os.path.exists(os.path.join(out_dir, "config.json")):
+        return {"state": "not started", "blocks_done": 0, "wall_s": None}
+    if read("config.json") != wanted:
+        return {"state": "other settings", "blocks_done": 0, "wall_s": None}
+    if not os.path.exists(os.path.join(out_dir, CHECKPOINT)):
+        return {"state": "not started", "blocks_done": 0, "wall_s": None}
+    with np.load(os.path.join(out_dir, CHECKPOINT)) as data:  # reads only these members
+        wall = float(data["extra:wall_s"]) if "extra:wall_s" in data.files else None
+        return {"state": "partial", "blocks_done": int(data["extra:blocks_done"]), "wall_s": wall}
+
+
 def run(
     config,
     num_seeds: int = 1,
@@ -158,23 +199,15 @@ def run(
               f"{comm['participants_per_round']} of {config.num_agents} agents upload, all download: "
               f"{(comm['bytes_up_per_round'] + comm['bytes_down_per_round']) / 2**20:.3f} MiB, "
               f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
-    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
-
     init = jax.vmap(trainer.init)
     hparams = trainer.hparams
     points = None
     if grid:
         points = grid_configs(config, grid)
-        config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
         hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
         init = jax.vmap(init, in_axes=None, axis_size=len(points))
     run_shape = (len(points), num_seeds) if points else (num_seeds,)
-    if run_batch is not None and run_batch < math.prod(run_shape):
-        # Recorded only when it shapes the program: run directories written before this setting
-        # existed (every run in one vmap) still resume.
-        config_dict["run_batch"] = run_batch
-    else:
-        run_batch = None
+    config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch)
     if out_dir is not None:
         finished = _load_finished(out_dir, config_dict, points, grid)
         if finished is not None:

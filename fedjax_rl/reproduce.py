@@ -48,7 +48,8 @@ A row with row.json is never recomputed (its checkpoints are then deleted). If i
 command stops with an error and does not mix the two. An interrupted row resumes from its last
 finished block. Rows may run on different machines into copies of DIR, and their row directories
 are merged by copying. The tables and figures are rebuilt from every finished row in DIR at the end
-of each invocation.
+of each invocation. `status` (`--status`) reads where each requested row stands from these files,
+computing and writing nothing.
 
 Outputs in DIR: <table>.md and <table>.csv (Average and Minimum, mean +- std over the reported seeds
 (numpy std, ddof 0), beside the paper's numbers, the sign of FedR* - baseline on Minimum and whether
@@ -266,6 +267,102 @@ def summarize_row(directory: str, table: Table, tuning_seeds: int) -> dict:
                 headline=headline, omega_rule=OMEGA_RULE)
 
 
+def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
+          run_batch):
+    """Validate a request and resolve its rows' programs, before anything compiles (a missing
+    environment stops here). Returns (table, rows, request record, {row key: programs}, run_batch)."""
+    from fedjax_rl import experiment
+
+    run_batch = default_run_batch() if run_batch == "auto" else run_batch
+    experiment.check_run_batch(run_batch)
+    table = get_table(table_name)
+    budget = parse_budget(budget)
+    omegas = _check_omegas(omegas)
+    if num_seeds < 1:
+        raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
+    if tuning_seeds < 1:
+        raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
+    selected = select_rows(table, rows)
+    request = _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides)
+    plans = {row.key: row_programs(table, row, budget, omegas, agent_overrides, train_overrides) for row in selected}
+    return table, selected, request, plans, run_batch
+
+
+def _settings_diff(row_result: str, request: dict) -> tuple[list[str], dict]:
+    """The request settings a finished row.json was computed with differently, and its request."""
+    with open(row_result) as f:
+        previous = json.load(f)["request"]
+    return sorted(k for k in request if previous.get(k) != request[k]), previous
+
+
+def status(table_name: str, out_dir: str, **request) -> list[dict]:
+    """Where each requested row stands in `out_dir` for a request (`reproduce`'s keyword arguments,
+    with its defaults; `progress` aside), read from its files: nothing compiles, runs or is written.
+    One dict per row: "row", "state" ("finished", "finished with other settings", "in progress",
+    "not started"), and either the finished row's "wall_s" and "machine", or per program its
+    `experiment.progress_on_disk`."""
+    import inspect
+
+    from fedjax_rl import experiment
+
+    args = inspect.signature(reproduce).bind(table_name, out_dir, **request)  # unknown settings raise here
+    args.apply_defaults()
+    given = args.arguments
+    table, selected, request, plans, run_batch = _plan(**{name: given[name] for name in inspect.signature(_plan).parameters})
+    num_seeds, tuning_seeds, seed = given["num_seeds"], given["tuning_seeds"], given["seed"]
+    report = []
+    for row in selected:
+        directory = row_dir(out_dir, table, row)
+        path = os.path.join(directory, ROW_RESULT)
+        if os.path.exists(path):
+            diff, _ = _settings_diff(path, request)
+            with open(path) as f:
+                record = json.load(f)
+            report.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
+                               other_settings=diff, wall_s=record.get("wall_s"),
+                               machine=machine_summary(record["machine"])))
+            continue
+        programs = []
+        for program, config, grid in plans[row.key]:
+            recorded, _ = experiment.recorded_config(config, tuning_seeds + num_seeds, seed, grid, run_batch)
+            on_disk = experiment.progress_on_disk(os.path.join(directory, program.name), recorded, config.num_evals)
+            programs.append(dict(program=program.label, num_blocks=config.num_evals, **on_disk))
+        started = any(p["state"] in ("partial", "finished") for p in programs)
+        report.append(dict(row=row.key, state="in progress" if started else "not started", programs=programs))
+    return report
+
+
+def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]:
+    """`status` as text, with the training time left at each unfinished program's pace so far
+    (compilation included; its final evaluation is not counted)."""
+    counts = {state: sum(r["state"] == state for r in report)
+              for state in ("finished", "finished with other settings", "in progress", "not started")}
+    lines = [f"{table_name} in {out_dir}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+             + f" (of {len(report)} requested rows)"]
+    for r in report:
+        if r["state"].startswith("finished"):
+            wall = "" if r["wall_s"] is None else f"{r['wall_s']:,.0f} s on "
+            other = f" {r['other_settings']}" if r["other_settings"] else ""
+            lines.append(f"  {r['row']}: {r['state']}{other} ({wall}{r['machine']})")
+            continue
+        parts = []
+        for p in r["programs"]:
+            if p["state"] == "finished":
+                parts.append(f"{p['program']} trained and evaluated")
+            elif p["state"] == "partial":
+                text = f"{p['program']} {p['blocks_done']}/{p['num_blocks']} blocks"
+                if p["wall_s"] is not None and p["blocks_done"]:
+                    left = p["wall_s"] / p["blocks_done"] * (p["num_blocks"] - p["blocks_done"])
+                    text += f" ({p['wall_s']:,.0f} s so far, about {left / 3600:.1f} h of training left)"
+                parts.append(text)
+            elif p["state"] == "other settings":
+                parts.append(f"{p['program']} holds a run with other settings (set aside when this request runs)")
+            else:
+                parts.append(f"{p['program']} not started")
+        lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(parts))
+    return lines
+
+
 def reproduce(
     table_name: str,
     out_dir: str,
@@ -287,26 +384,13 @@ def reproduce(
     Returns {"rows": {key: row record}, "paths": [written files]}."""
     from fedjax_rl import experiment
 
-    run_batch = default_run_batch() if run_batch == "auto" else run_batch
-    experiment.check_run_batch(run_batch)
-    table = get_table(table_name)
-    budget = parse_budget(budget)
-    omegas = _check_omegas(omegas)
-    if num_seeds < 1:
-        raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
-    if tuning_seeds < 1:
-        raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
-    selected = select_rows(table, rows)
-    request = _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides)
-    # Resolve every requested row before anything compiles: a missing environment stops here.
-    plans = {row.key: row_programs(table, row, budget, omegas, agent_overrides, train_overrides) for row in selected}
+    table, selected, request, plans, run_batch = _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget,
+                                                       seed, agent_overrides, train_overrides, run_batch)
     todo = []
     for row in selected:
         path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
         if os.path.exists(path):
-            with open(path) as f:
-                previous = json.load(f)["request"]
-            diff = sorted(k for k in request if previous.get(k) != request[k])
+            diff, previous = _settings_diff(path, request)
             if diff:
                 raise ValueError(f"{path} was computed with different settings {diff} "
                                  f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "

@@ -18,6 +18,9 @@ TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0
             agent_overrides=dict(hidden_sizes=(8,), learning_starts=50, train_freq=4, gradient_steps=1),
             train_overrides=dict(sweep_points=3, eval_episodes=2), run_batch=3)  # 9 runs: 3 batches of 3
 
+# The same request, plus a row never started.
+STATUS_REQUEST = {**{k: v for k, v in TINY.items() if k != "progress"}, "rows": [*ROWS, "Acrobot-v1/gravity"]}
+
 
 class Interrupted(RuntimeError):
     pass
@@ -54,14 +57,17 @@ def reproduced(tmp_path_factory):
             reproduce.reproduce("table1", out, **TINY)
         first_row_done = os.path.exists(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
         second_row_done = os.path.exists(os.path.join(out, "table1", "CartPole-v1__masscart", "row.json"))
+        # Read from the files alone: a status that ran anything would show up in `calls`.
+        status_interrupted = reproduce.status("table1", out, **STATUS_REQUEST)
         mp.setattr(experiment, "run", counting_run("run2"))
         result = reproduce.reproduce("table1", out, **TINY)
         mp.setattr(experiment, "run", counting_run("run3"))
         again = reproduce.reproduce("table1", out, **TINY)
+        status_done = reproduce.status("table1", out, **STATUS_REQUEST)
     finally:
         mp.undo()
     return dict(out=out, calls=calls, result=result, again=again, first_row_done=first_row_done,
-                second_row_done=second_row_done)
+                second_row_done=second_row_done, status_interrupted=status_interrupted, status_done=status_done)
 
 
 def test_interrupted_reproduce_resumes_without_recomputing(reproduced):
@@ -80,6 +86,33 @@ def test_interrupted_reproduce_resumes_without_recomputing(reproduced):
     for key in ROWS:  # finished rows keep their metrics, not their (large) checkpoints
         env, param = key.split("/")
         assert not os.path.exists(os.path.join(reproduced["out"], "table1", f"{env}__{param}", "fedrdqn", "checkpoint.npz"))
+
+
+def test_status_reads_where_each_row_stands(reproduced, capsys):
+    interrupted = {r["row"]: r for r in reproduced["status_interrupted"]}
+    assert interrupted["CartPole-v1/length"]["state"] == "finished"
+    assert interrupted["CartPole-v1/length"]["wall_s"] == reproduced["result"]["rows"]["CartPole-v1/length"]["wall_s"]
+    masscart = interrupted["CartPole-v1/masscart"]
+    assert masscart["state"] == "in progress"
+    [program] = masscart["programs"]  # stopped after its first of 3 blocks, as the fixture interrupts it
+    assert (program["program"], program["state"], program["blocks_done"], program["num_blocks"]) == (
+        "FedRDQN", "partial", 1, 3)
+    assert program["wall_s"] > 0
+    assert interrupted["Acrobot-v1/gravity"]["state"] == "not started"
+    assert {r["row"]: r["state"] for r in reproduced["status_done"]} == {
+        "Acrobot-v1/gravity": "not started", "CartPole-v1/length": "finished", "CartPole-v1/masscart": "finished"}
+
+    lines = reproduce.status_lines("table1", "OUT", reproduced["status_interrupted"])
+    assert lines[0] == "table1 in OUT: 1 finished, 1 in progress, 1 not started (of 3 requested rows)"
+    [masscart_line] = [line for line in lines if "CartPole-v1/masscart" in line]
+    assert masscart_line.startswith("  CartPole-v1/masscart: in progress: FedRDQN 1/3 blocks (")
+    assert masscart_line.endswith("h of training left)")
+
+    # The command line's request is the paper's settings, not the tiny ones these rows were computed with.
+    assert cli.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--out", reproduced["out"], "--status"]) == 0
+    out = capsys.readouterr().out
+    assert "CartPole-v1/length: finished with other settings ['agent_overrides', 'budget', 'num_seeds', 'omegas', " in out
+    assert "wrote" not in out  # nothing rebuilt
 
 
 def test_tables_equal_the_metrics_files(reproduced):

@@ -72,12 +72,17 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     out = str(tmp_path / "resumed")
     _crash_after_first_checkpoint(monkeypatch, config, out_dir=out)
     assert json.loads(str(np.load(f"{out}/checkpoint.npz")["extra:blocks_done"])) == 1
+    recorded, _ = experiment.recorded_config(config, num_seeds=2, seed=0)
+    assert json.loads((tmp_path / "resumed" / "config.json").read_text()) == json.loads(json.dumps(recorded))
+    on_disk = experiment.progress_on_disk(out, recorded, config.num_evals)
+    assert (on_disk["state"], on_disk["blocks_done"]) == ("partial", 1) and on_disk["wall_s"] > 0
     resumed = experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
     _assert_results_identical(resumed, from_api)
     timing = resumed["timing"]  # the crashed process's time is carried by the checkpoint
     assert timing["resumed_at_block"] == 1 and timing["wall_s"] > timing["wall_s_this_process"] > 0
     assert json.loads((tmp_path / "resumed" / "metrics.json").read_text())["timing"] == pytest.approx(timing)
 
+    assert experiment.progress_on_disk(out, recorded, config.num_evals)["state"] == "finished"
     # A finished run is read back from its files: no compile, no final evaluation again.
     again = _rerun_without_compiling(monkeypatch, config, out_dir=out)
     _assert_results_identical(again, resumed)
@@ -188,6 +193,8 @@ def test_run_batch_is_recorded_and_cli_api_and_resume_agree(tmp_path, monkeypatc
     assert json.loads((tmp_path / "api" / "config.json").read_text())["run_batch"] == 2
     # The outputs still on disk are the run_batch=3 run's: no longer marked finished, never read back.
     assert not (tmp_path / "api" / experiment.FINISHED).exists()
+    batch3, _ = experiment.recorded_config(config, 2, 0, grid, run_batch=3)
+    assert experiment.progress_on_disk(out, batch3, config.num_evals)["state"] == "other settings"
     kept = np.load(tmp_path / "api" / "checkpoint.other_config.npz")
     assert int(kept["extra:blocks_done"]) == 2  # the finished run_batch=3 run, all of its blocks
 
