@@ -345,6 +345,8 @@ def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: d
         if json.load(f) != json.loads(json.dumps(config_dict)):
             return None
     dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(p, grid)) for p in points]
+    if not all(os.path.exists(os.path.join(d, "metrics.json")) for d in dirs):
+        return None  # outputs removed since: evaluate again from the checkpoint
     runs = []
     for directory in dirs:
         with open(os.path.join(directory, "metrics.json")) as f:

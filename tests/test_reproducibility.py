@@ -105,6 +105,13 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     grid_again = _rerun_without_compiling(monkeypatch, config, out_dir=str(tmp_path / "grid"), grid={"omega": [0.2, 0.5]})
     _assert_results_identical(grid_again, grid)  # the points' files stacked back into the grid axis
     assert grid_again["grid"] == grid["grid"]
+    # A point's outputs deleted: the run is evaluated again from its checkpoint and writes them back.
+    (tmp_path / "grid" / "omega=0.5" / "metrics.json").unlink()
+    rewritten = experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
+                               grid={"omega": [0.2, 0.5]})
+    assert rewritten["timing"]["resumed_at_block"] == config.num_evals
+    _assert_results_identical(rewritten, grid)
+    assert (tmp_path / "grid" / "omega=0.5" / "metrics.json").exists()
 
 
 @pytest.mark.parametrize(
