@@ -124,21 +124,24 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
     return config_dict, run_batch
 
 
+def _holds(path: str, config_dict: dict) -> bool:
+    """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`."""
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return json.load(f) == json.loads(json.dumps(config_dict))
+
+
 def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
     """How far `out_dir` holds the run recorded as `config_dict`, of `num_blocks` evaluation blocks,
     read without computing:
     {"state": "finished" | "partial" | "other settings" | "not started", "blocks_done", "wall_s"}
     ("other settings": the directory holds another configuration's run, which `run` sets aside)."""
-    def read(name):
-        with open(os.path.join(out_dir, name)) as f:
-            return json.load(f)
-
-    wanted = json.loads(json.dumps(config_dict))
-    if os.path.exists(os.path.join(out_dir, FINISHED)) and read(FINISHED) == wanted:
+    if _holds(os.path.join(out_dir, FINISHED), config_dict):
         return {"state": "finished", "blocks_done": num_blocks, "wall_s": None}
     if not os.path.exists(os.path.join(out_dir, "config.json")):
         return {"state": "not started", "blocks_done": 0, "wall_s": None}
-    if read("config.json") != wanted:
+    if not _holds(os.path.join(out_dir, "config.json"), config_dict):
         return {"state": "other settings", "blocks_done": 0, "wall_s": None}
     if not os.path.exists(os.path.join(out_dir, CHECKPOINT)):
         return {"state": "not started", "blocks_done": 0, "wall_s": None}
@@ -338,12 +341,8 @@ def _mark_finished(out_dir: str, config_dict: dict) -> None:
 def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: dict | None) -> dict | None:
     """The result a finished run of exactly this configuration wrote to `out_dir` (its metrics
     files, one per grid point, stacked into `run`'s layout), or None if there is none."""
-    path = os.path.join(out_dir, FINISHED)
-    if not os.path.exists(path):
+    if not _holds(os.path.join(out_dir, FINISHED), config_dict):
         return None
-    with open(path) as f:
-        if json.load(f) != json.loads(json.dumps(config_dict)):
-            return None
     dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(p, grid)) for p in points]
     if not all(os.path.exists(os.path.join(d, "metrics.json")) for d in dirs):
         return None  # outputs removed since: evaluate again from the checkpoint
@@ -406,11 +405,8 @@ def _check_resume_layout(out_dir: str, config_dict: dict) -> None:
     """Raise `LayoutMismatch` if `out_dir` holds a checkpoint of this configuration written on
     another process layout."""
     ckpt_path, config_path = os.path.join(out_dir, CHECKPOINT), os.path.join(out_dir, "config.json")
-    if not (os.path.exists(ckpt_path) and os.path.exists(config_path)):
-        return
-    with open(config_path) as f:
-        if json.load(f) != json.loads(json.dumps(config_dict)):
-            return  # another configuration: the run starts afresh anyway
+    if not (os.path.exists(ckpt_path) and _holds(config_path, config_dict)):
+        return  # nothing to resume, or another configuration: the run starts afresh anyway
     with np.load(ckpt_path) as data:
         extra = {"layout": data["extra:layout"]} if "extra:layout" in data.files else {}
     _check_layout(ckpt_path, extra)

@@ -288,11 +288,11 @@ def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent
     return table, selected, request, plans, run_batch
 
 
-def _settings_diff(row_result: str, request: dict) -> tuple[list[str], dict]:
-    """The request settings a finished row.json was computed with differently, and its request."""
+def _finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
+    """The request settings a finished row.json was computed with differently, and its record."""
     with open(row_result) as f:
-        previous = json.load(f)["request"]
-    return sorted(k for k in request if previous.get(k) != request[k]), previous
+        record = json.load(f)
+    return sorted(k for k in request if record["request"].get(k) != request[k]), record
 
 
 def status(table_name: str, out_dir: str, **request) -> list[dict]:
@@ -315,9 +315,7 @@ def status(table_name: str, out_dir: str, **request) -> list[dict]:
         directory = row_dir(out_dir, table, row)
         path = os.path.join(directory, ROW_RESULT)
         if os.path.exists(path):
-            diff, _ = _settings_diff(path, request)
-            with open(path) as f:
-                record = json.load(f)
+            diff, record = _finished_row(path, request)
             report.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
                                other_settings=diff, wall_s=record.get("wall_s"),
                                machine=machine_summary(record["machine"])))
@@ -390,7 +388,8 @@ def reproduce(
     for row in selected:
         path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
         if os.path.exists(path):
-            diff, previous = _settings_diff(path, request)
+            diff, record = _finished_row(path, request)
+            previous = record["request"]
             if diff:
                 raise ValueError(f"{path} was computed with different settings {diff} "
                                  f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
