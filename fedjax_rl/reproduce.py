@@ -332,7 +332,8 @@ def status(table_name: str, out_dir: str, **request) -> list[dict]:
 
 def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]:
     """`status` as text, with the training time left at each unfinished program's pace so far
-    (compilation included; its final evaluation is not counted)."""
+    (compilation included; its final evaluation is not counted, and a program that has trained every
+    block says its final evaluation is pending)."""
     counts = {state: sum(r["state"] == state for r in report)
               for state in ("finished", "finished with other settings", "in progress", "not started")}
     lines = [f"{table_name} in {out_dir}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
@@ -349,7 +350,10 @@ def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]
                 parts.append(f"{p['program']} trained and evaluated")
             elif p["state"] == "partial":
                 text = f"{p['program']} {p['blocks_done']}/{p['num_blocks']} blocks"
-                if p["wall_s"] is not None and p["blocks_done"]:
+                if p["blocks_done"] == p["num_blocks"]:
+                    wall = "" if p["wall_s"] is None else f" ({p['wall_s']:,.0f} s of training)"
+                    text += f"{wall}, final evaluation pending"
+                elif p["wall_s"] is not None and p["blocks_done"]:
                     left = p["wall_s"] / p["blocks_done"] * (p["num_blocks"] - p["blocks_done"])
                     text += f" ({p['wall_s']:,.0f} s so far, about {left / 3600:.1f} h of training left)"
                 parts.append(text)

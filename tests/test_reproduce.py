@@ -115,6 +115,16 @@ def test_status_reads_where_each_row_stands(reproduced, capsys):
     assert "wrote" not in out  # nothing rebuilt
 
 
+def test_status_line_names_a_pending_final_evaluation():
+    # Every block trained, the final evaluation not yet written: no "time left" estimate of 0.0 h.
+    program = {"program": "FedRDDPG", "state": "partial", "blocks_done": 25, "num_blocks": 25, "wall_s": 9000.0}
+    halfway = dict(program, program="DDPGAvg(2)", blocks_done=5, wall_s=1000.0)
+    report = [{"row": "Ant-v4/front_right_leg", "state": "in progress", "programs": [program, halfway]}]
+    [_, line] = reproduce.status_lines("table2", "OUT", report)
+    assert line == ("  Ant-v4/front_right_leg: in progress: FedRDDPG 25/25 blocks (9,000 s of training), "
+                    "final evaluation pending; DDPGAvg(2) 5/25 blocks (1,000 s so far, about 1.1 h of training left)")
+
+
 def test_tables_equal_the_metrics_files(reproduced):
     out = reproduced["out"]
     with open(os.path.join(out, "table1.csv")) as f:
