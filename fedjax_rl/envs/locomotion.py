@@ -56,8 +56,10 @@ is `back_leg` (the partner of `right_back_leg`) and "back_right_leg" is `right_b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.resources
+import io
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -67,7 +69,11 @@ import mujoco
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
-from mujoco import mjx
+
+# mjx prints "Failed to import warp" when its optional Warp (GPU) backend is absent. We step with
+# mjx's JAX backend only, so that line is noise to every user; silence just this import's prints.
+with contextlib.redirect_stdout(io.StringIO()):
+    from mujoco import mjx
 
 from fedjax_rl.envs.base import PerturbablePhysics
 from fedjax_rl.heterogeneity import check_scales
