@@ -18,6 +18,9 @@ What MJX can and cannot reproduce (measured here, mujoco 4.0 C against mujoco-mj
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import chex
 import gymnasium as gym
 import jax
@@ -364,3 +367,11 @@ def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
     assert np.abs(runs["sweep 0.5"] - runs["nominal"]).max() > 1e-3
 
 
+
+
+def test_importing_the_mujoco_envs_prints_nothing():
+    # mjx prints "Failed to import warp" when its optional GPU backend is absent; users saw it on
+    # every MuJoCo command (train, reproduce, even --status). A fresh interpreter, so mjx is not cached.
+    done = subprocess.run([sys.executable, "-c", "import fedjax_rl.envs.locomotion"], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout == ""
