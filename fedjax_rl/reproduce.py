@@ -471,12 +471,16 @@ def reproduce(
 
 
 def skip_without_rate(bar, blocks: int) -> None:
-    """Advance a tqdm bar by `blocks` that a checkpoint already holds, leaving them out of the rate
-    (and so out of the time-left estimate): a resumed row jumps ahead in seconds, and counting that
-    jump as speed made the estimate several times too short."""
+    """At a program's start, advance a tqdm bar by `blocks` that a checkpoint already holds, leaving
+    them out of the rate (and so out of the time-left estimate): a resumed row jumps ahead in seconds,
+    and counting that jump as speed made the estimate several times too short. The time since the
+    bar's last update is left out of the smoothed rate too: it is the previous program's final
+    evaluation (over an hour for Ant on a CPU), which made the next block look 40x slower.
+    Elapsed time stays wall time."""
     bar.n += blocks
     bar.last_print_n += blocks  # the smoothed rate only sees increments past last_print_n
     bar.initial += blocks  # the unsmoothed rate is (n - initial) / elapsed
+    bar.last_print_t = bar._time()  # ... and the time since last_print_t
     bar.refresh()
 
 

@@ -234,6 +234,22 @@ def test_resumed_blocks_do_not_count_as_speed(smoothing):
     assert 1 / elapsed <= rate <= 1 / 0.2
 
 
+def test_a_final_evaluation_does_not_count_as_the_next_programs_speed():
+    from tqdm import tqdm
+
+    bar = tqdm(total=4, file=io.StringIO(), mininterval=0.0)  # tqdm's default smoothed rate, as reproduce's bar
+    reproduce.skip_without_rate(bar, 0)  # program 1 starts
+    time.sleep(0.05)
+    bar.update(1)  # its only block
+    time.sleep(1.0)  # its final evaluation
+    reproduce.skip_without_rate(bar, 0)  # program 2 starts
+    time.sleep(0.1)
+    bar.update(1)
+    # Blocks of 0.05 and 0.1 s give about 12 blocks/s; counting the evaluation gives about 1.5.
+    assert bar.format_dict["rate"] > 1 / 0.3
+    assert bar.format_dict["elapsed"] >= 1.15  # the display's elapsed time is still wall time
+
+
 def test_progress_bar_names_row_program_steps_and_final_evaluation(tmp_path, monkeypatch):
     import tqdm.auto
 
