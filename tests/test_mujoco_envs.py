@@ -367,8 +367,6 @@ def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
     assert np.abs(runs["sweep 0.5"] - runs["nominal"]).max() > 1e-3
 
 
-
-
 def test_importing_the_mujoco_envs_prints_nothing():
     # mjx prints "Failed to import warp" when its optional GPU backend is absent; users saw it on
     # every MuJoCo command (train, reproduce, even --status). A fresh interpreter, so mjx is not cached.
