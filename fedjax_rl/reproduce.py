@@ -434,7 +434,7 @@ def reproduce(
                                         f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent"
                                         f"{stage}", refresh=False)
                     if resumed:
-                        skip_without_rate(bar, step)
+                        begin_program(bar, step)
                     else:
                         bar.update(step)
 
@@ -470,16 +470,15 @@ def reproduce(
     return write_outputs(table, out_dir)
 
 
-def skip_without_rate(bar, blocks: int) -> None:
-    """At a program's start, advance a tqdm bar by `blocks` that a checkpoint already holds, leaving
-    them out of the rate (and so out of the time-left estimate): a resumed row jumps ahead in seconds,
-    and counting that jump as speed made the estimate several times too short. The time since the
-    bar's last update is left out of the smoothed rate too: it is the previous program's final
-    evaluation (over an hour for Ant on a CPU), which made the next block look 40x slower.
-    Elapsed time stays wall time."""
-    bar.n += blocks
-    bar.last_print_n += blocks  # the smoothed rate only sees increments past last_print_n
-    bar.initial += blocks  # the unsmoothed rate is (n - initial) / elapsed
+def begin_program(bar, checkpointed_blocks: int) -> None:
+    """Tell a tqdm bar that a program starts, `checkpointed_blocks` into its run. Two things would
+    otherwise count as speed and wreck the time-left estimate: the blocks a checkpoint already holds
+    (a resumed row jumps ahead in seconds, which made the estimate several times too short), and the
+    time since the bar's last update, which is the previous program's final evaluation (over an hour
+    for Ant on a CPU, which made the next block look 40x slower). Elapsed time stays wall time."""
+    bar.n += checkpointed_blocks
+    bar.last_print_n += checkpointed_blocks  # the smoothed rate only sees increments past last_print_n
+    bar.initial += checkpointed_blocks  # the unsmoothed rate is (n - initial) / elapsed
     bar.last_print_t = bar._time()  # ... and the time since last_print_t
     bar.refresh()
 

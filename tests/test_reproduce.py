@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import os
-import time
 
 import numpy as np
 import pytest
@@ -218,36 +217,55 @@ def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
     assert not os.listdir(tmp_path)
 
 
+class FakeClock:
+    """tqdm's clock, advanced by hand: the rate tests then know their answer exactly."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    import tqdm.std
+
+    fake = FakeClock()
+    monkeypatch.setattr(tqdm.std, "time", fake)  # tqdm.std does `from time import time`
+    return fake
+
+
 @pytest.mark.parametrize("smoothing", [0.3, 0.0])  # tqdm's default EMA rate, and the plain average
-def test_resumed_blocks_do_not_count_as_speed(smoothing):
+def test_resumed_blocks_do_not_count_as_speed(smoothing, clock):
     from tqdm import tqdm
 
-    start = time.time()
     bar = tqdm(total=20, file=io.StringIO(), mininterval=0.0, smoothing=smoothing)
-    reproduce.skip_without_rate(bar, 10)  # a checkpoint held 10 blocks
-    time.sleep(0.2)
-    bar.update(1)  # one block really computed
+    reproduce.begin_program(bar, 10)  # a checkpoint held 10 blocks
+    clock.advance(2.0)
+    bar.update(1)  # one block really computed, in 2 s
     rate = bar.format_dict["rate"] or (bar.n - bar.format_dict["initial"]) / bar.format_dict["elapsed"]
-    elapsed = time.time() - start
     assert bar.n == 11
-    # One block in at least 0.2 s and at most `elapsed` (counting the 10 resumed blocks would give 11 / 0.2 s).
-    assert 1 / elapsed <= rate <= 1 / 0.2
+    assert rate == pytest.approx(0.5)  # counting the 10 resumed blocks would give 11 / 2 s
 
 
-def test_a_final_evaluation_does_not_count_as_the_next_programs_speed():
+def test_a_final_evaluation_does_not_count_as_the_next_programs_speed(clock):
     from tqdm import tqdm
 
     bar = tqdm(total=4, file=io.StringIO(), mininterval=0.0)  # tqdm's default smoothed rate, as reproduce's bar
-    reproduce.skip_without_rate(bar, 0)  # program 1 starts
-    time.sleep(0.05)
+    reproduce.begin_program(bar, 0)  # program 1 starts
+    clock.advance(1.0)
     bar.update(1)  # its only block
-    time.sleep(1.0)  # its final evaluation
-    reproduce.skip_without_rate(bar, 0)  # program 2 starts
-    time.sleep(0.1)
+    clock.advance(100.0)  # its final evaluation
+    reproduce.begin_program(bar, 0)  # program 2 starts
+    clock.advance(1.0)
     bar.update(1)
-    # Blocks of 0.05 and 0.1 s give about 12 blocks/s; counting the evaluation gives about 1.5.
-    assert bar.format_dict["rate"] > 1 / 0.3
-    assert bar.format_dict["elapsed"] >= 1.15  # the display's elapsed time is still wall time
+    # Two 1 s blocks: 1 block/s. Counting the evaluation would give about 0.02 (the EMA of 1/1 and 1/101).
+    assert bar.format_dict["rate"] == pytest.approx(1.0)
+    assert bar.format_dict["elapsed"] == pytest.approx(102.0)  # the display's elapsed time is still wall time
 
 
 def test_progress_bar_names_row_program_steps_and_final_evaluation(tmp_path, monkeypatch):
