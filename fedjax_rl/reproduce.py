@@ -547,11 +547,18 @@ def comparisons(table: Table, records: dict) -> list[dict]:
                 line[f"{metric}_improvement"] = stats.probability_of_improvement(robust, baseline)
             line["verdict"] = stats.verdict(line["minimum"], line["seeds"])
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
-            line["paper_minimum_difference"] = None if p_robust is None or p_base is None else p_robust - p_base
+            # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
+            line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
             line["sign_agrees"] = (None if line["paper_minimum_difference"] is None
                                    else _sign(line["minimum"].estimate) == _sign(line["paper_minimum_difference"]))
             out.append(line)
     return out
+
+
+def _anchors(table: Table, row: paper.PaperRow, metric: str) -> tuple[float, float | None]:
+    """(random-policy return, the paper's reference-baseline `metric`) of a row: NORMALISATION's 0 and 1."""
+    reference = dict(zip(("average", "minimum"), row.paper_numbers(table.paper_baseline)))[metric]
+    return envs.random_return(row.env_name, (row.param,)), reference
 
 
 def normalised_scores(table: Table, records: dict, algorithm: str, metric: str) -> dict:
@@ -561,14 +568,19 @@ def normalised_scores(table: Table, records: dict, algorithm: str, metric: str) 
     rows_by_key = {row.key: row for row in table.rows}
     out = {}
     for key, rec in records.items():
-        prow = rows_by_key[key]
-        reference = dict(zip(("average", "minimum"), prow.paper_numbers(table.paper_baseline)))[metric]
-        if reference is None:
-            continue
-        label = rec["headline"] if algorithm == "headline" else algorithm
-        random_return = envs.random_return(prow.env_name, (prow.param,))
-        out[key] = stats.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
+        random_return, reference = _anchors(table, rows_by_key[key], metric)
+        if reference is not None:
+            label = rec["headline"] if algorithm == "headline" else algorithm
+            out[key] = stats.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
     return out
+
+
+def paper_robust_iqm(table: Table, keys: Sequence[str], metric: str) -> float:
+    """IQM over the rows `keys` of the paper's own FedR* number, normalised as `normalised_scores`."""
+    rows_by_key = {row.key: row for row in table.rows}
+    index = ("average", "minimum").index(metric)  # paper_numbers' order
+    return stats.iqm([float(stats.normalise(rows_by_key[k].paper_numbers(table.robust_label)[index],
+                                            *_anchors(table, rows_by_key[k], metric))) for k in keys])
 
 
 def aggregates(table: Table, records: dict) -> list[dict]:
@@ -695,13 +707,19 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
            f"| metric | baseline | rows x seeds | baseline IQM [95% CI] | {robust} IQM [95% CI] | "
            f"{robust} − baseline [95% CI] | verdict | P({robust} > baseline) [95% CI] |",
            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    paper_iqm = []
     for agg in aggregates(table, records):
         a = agg["aggregate"]
+        if agg["baseline"] == reference:
+            paper_iqm.append(f"{paper_robust_iqm(table, agg['rows'], agg['metric']):.2f} on {agg['metric'].capitalize()}")
         seeds = sorted({len(records[k]["algorithms"][records[k]["headline"]]["reported"]["minimum"]) for k in agg["rows"]})
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
                   f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
                   f"{a.difference.format(2)} | {_verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
 
+    if paper_iqm:
+        md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
+               f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
     md += ["", "## Per row", ""]
     for key, rec in records.items():
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())

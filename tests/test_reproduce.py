@@ -245,6 +245,11 @@ def test_normalised_scores_run_from_random_to_the_papers_baseline():
     lander = records["LunarLander-v3/gravity"]["algorithms"]["DQNAvg"]["reported"]["average"]
     np.testing.assert_allclose(reproduce.normalised_scores(table, records, "DQNAvg", "average")["LunarLander-v3/gravity"],
                                (np.asarray(lander) + 186.210) / (152.9 + 186.210))
+    # The paper's own FedRDQN on the same scale, e.g. MountainCar force (-166.4 + 200) / (-161.7 + 200).
+    paper_minimum = [(r.reported["FedRDQN"][1] - envs.random_return(r.env_name, (r.param,)))
+                     / (r.reported["DQNAvg"][1] - envs.random_return(r.env_name, (r.param,))) for r in paper.TABLE1]
+    assert paper_minimum[-1] == pytest.approx(33.6 / 38.3)
+    assert reproduce.paper_robust_iqm(table, list(records), "minimum") == pytest.approx(np.mean(sorted(paper_minimum)[2:6]))
     [minimum_vs_dqnavg, _] = reproduce.aggregates(table, records)
     assert minimum_vs_dqnavg["metric"] == "minimum" and minimum_vs_dqnavg["rows"] == [r.key for r in paper.TABLE1]
     robust = reproduce.normalised_scores(table, records, "headline", "minimum")
