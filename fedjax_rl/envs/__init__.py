@@ -8,6 +8,7 @@ from fedjax_rl.envs.registry import (
     make,
     physics_names,
     random_policy_returns,
+    random_return,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "make",
     "physics_names",
     "random_policy_returns",
+    "random_return",
 ]

@@ -30,6 +30,8 @@ class EnvSpec:
     max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
     random_return: mean undiscounted episode return of a uniformly random policy at the nominal
       params of the default variant, `make(name)` (1000 episodes, key 0).
+    variant_random_returns: ((perturbed, return), ...) for the variants `make(name, perturbed)`
+      builds that are not the default one (LunarLander without wind); see `random_return`.
     """
 
     name: str
@@ -38,6 +40,7 @@ class EnvSpec:
     max_steps: int
     random_return: float
     notes: str = ""
+    variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
 
 
 def _cartpole(_names):
@@ -133,6 +136,7 @@ _SPECS: dict[str, EnvSpec] = {
             # (`make(name, ("gravity",))`): -186.210 +- 3.492. gymnasium's Box2D env, 400 episodes
             # (tests/test_lunar_lander.py): -262.7 with wind 15, -180.0 without.
             random_return=-277.833,
+            variant_random_returns=((("gravity",), -186.210),),
             notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
         ),
         EnvSpec(
@@ -182,6 +186,13 @@ def get_spec(name: str) -> EnvSpec:
         return _SPECS[name]
     except KeyError:
         raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(_SPECS)}") from None
+
+
+def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:
+    """The random-policy return of the variant `make(name, perturbed)` builds (the paper's rows:
+    LunarLander's gravity row runs without wind, its wind row with)."""
+    spec = get_spec(name)
+    return dict(spec.variant_random_returns).get(tuple(perturbed or spec.perturbed), spec.random_return)
 
 
 def make(name: str, perturbed: tuple[str, ...] | None = None):
