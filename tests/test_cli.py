@@ -74,9 +74,12 @@ def trained_run(tmp_path_factory):
 
 def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
-    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts)."""
+    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The one
+    field config.json may leave out is `engine`, recorded only where a task has a choice of engine."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        if "engine" in fields and "engine" not in values:
+            values = {**values, "engine": None}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
