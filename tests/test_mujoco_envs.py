@@ -305,7 +305,7 @@ def test_c_engine_float32_program_carries_float64_physics(name):
 def test_c_engine_batches_and_threads_change_no_number(monkeypatch):
     """One host call steps a whole vmapped batch: nested vmaps (seeds x agents, params shared along
     one axis, per-agent masses along the other) give, row by row, the single-environment steps bit
-    for bit, whatever the number of threads."""
+    for bit, whatever the number of threads, and the callback touches its inputs only as numpy."""
     env, nominal = make("Hopper-v4")
     parts = get_spec("Hopper-v4").perturbed
     rates = jax.random.uniform(jax.random.key(5), (4, len(parts)), minval=-0.5, maxval=0.5)
@@ -329,6 +329,19 @@ def test_c_engine_batches_and_threads_change_no_number(monkeypatch):
         chex.assert_trees_all_equal(row(batched), one)
     monkeypatch.setattr(mujoco_engines, "_threads", lambda: 1)
     env.engine._batches.clear()
+
+    # The callback's inputs are used only as numpy arrays: a JAX operation on them inside the
+    # callback waits for the device that runs the calling program (a deadlock, seen under load).
+    class ArrayOnly:
+        def __init__(self, array):
+            self.array = np.asarray(array)
+
+        def __array__(self, dtype=None, copy=None):
+            return self.array
+
+    host_step = mujoco_engines.CEngine._host_step
+    monkeypatch.setattr(mujoco_engines.CEngine, "_host_step",
+                        lambda self, names, words, *arrays: host_step(self, names, words, *map(ArrayOnly, arrays)))
     chex.assert_trees_all_equal(nested(), batched)
 
 

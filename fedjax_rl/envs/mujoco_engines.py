@@ -235,7 +235,10 @@ class CEngine:
         return np.asarray(getattr(self.mj_model.opt, name[4:]) if name.startswith("opt.")
                           else getattr(self.mj_model, name))
 
-    def _host_step(self, names, words, bits, valid, qpos, qvel, warm, ctrl, *values):
+    def _host_step(self, names, words, *arrays):
+        # numpy from here on: a JAX operation inside the callback would wait for the device that
+        # is running the program that called it.
+        bits, valid, qpos, qvel, warm, ctrl, *values = (np.asarray(a) for a in arrays)
         nq, nv = self.nq, self.nv
         lead = np.broadcast_shapes(*[x.shape[:-1] for x in (bits, qpos, qvel, warm, ctrl, *values)], valid.shape)
         nsim = math.prod(lead)
