@@ -439,7 +439,8 @@ def reproduce(
                         bar.update(step)
 
             result = experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
-                                    progress=False, grid=grid, on_block=on_block, run_batch=run_batch)
+                                    progress=False, grid=grid, on_block=on_block, run_batch=run_batch,
+                                    new_run=True)  # another request's unfinished program: set aside, as --status says
             timings.append(result["timing"])
             batches[program.name] = result["run_batch"]
         record = dict(
