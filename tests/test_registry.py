@@ -2,12 +2,13 @@
 (Python API or command line), messages that name the setting, DQNAvg without an omega leaf, and a
 non-finite loss that stops a run with the quantity, seed, agent and environment step."""
 
+import os
 import re
 
 import numpy as np
 import pytest
 
-from fedjax_rl import agents, checkpoint, cli, configs, experiment, settings, train
+from fedjax_rl import agents, checkpoint, cli, configs, experiment, plots, settings, train
 
 
 def cli_config(*argv):
@@ -113,6 +114,22 @@ def test_nonfinite_loss_stops_the_run_naming_quantity_seed_agent_and_step(tmp_pa
     assert int(extra["blocks_done"]) == 1  # the finished block is on disk, the bad one is not
     curve = __import__("json").loads(str(extra["curve"]))
     assert len(curve) == 1 and np.all(np.asarray(curve[0]["nonfinite_step/td_loss"]) == 0)
+
+    # The other non-finite records of the block are counted once each, and the count is their sum.
+    more = re.search(r"\((\d+) more non-finite record\(s\) in this block: (.*)\)", message)
+    assert more, message
+    assert int(more.group(1)) == sum(int(n) for n in re.findall(r" in (\d+) run\(s\)", more.group(2))) >= 1
+    # What the run made is written down, marked stopped; compare and plot show it as such.
+    assert f"The 1 evaluation(s) made before it are in {out}/metrics.json, marked stopped" in message
+    written = __import__("json").loads((out / "metrics.json").read_text())
+    assert written["stopped"] == {"reason": message.split(". The 1 evaluation")[0], "blocks_done": 1, "num_blocks": 3}
+    assert written["curve"]["env_steps"] == [[20], [20]] and written["final"] == {}
+    assert not (out / experiment.FINISHED).exists()
+    table = plots.comparison_table([str(out)])
+    assert re.search(rf"{out} +\| CartPole-v1 \(length\) \| FedRDQN \(ω=0\.1\) \| 2 +\| stopped at block 1 of 3 \| "
+                     rf"stopped at block 1 of 3 \|", table), table
+    assert f"{out}: non-finite" in table
+    assert [os.path.basename(p) for p in plots.plot_runs([str(out)], str(tmp_path / "fig"))] == ["fig_curve.png"]
 
 
 def _init_state(config):
