@@ -516,8 +516,13 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict]]:
           f"'{paper.NOT_TRANSCRIBED}' = not transcribed (see fedjax_rl/paper.py).", ""]
     budgets = sorted({r["request"]["budget"] for r in records.values()})
     if budgets != [1.0]:
-        md += [f"**REDUCED BUDGET**: fraction(s) {budgets} of the paper's (RL-Zoo3) training steps per agent. "
-               "These numbers are not the paper's setting.", ""]
+        # The steps each row ran, not only the fraction: a fraction is rounded to whole evaluation
+        # blocks of at least one round (--budget 1e-6 runs 100 steps, not 0.05).
+        ran = "; ".join(f"{key}: {_steps(r['budget']['steps_per_agent'])} steps per agent "
+                        f"(paper {_steps(r['budget']['paper_steps_per_agent'])})" for key, r in records.items())
+        md += [f"**REDUCED BUDGET**: {ran} (requested fraction(s) {', '.join(f'{b:g}' for b in budgets)} of the "
+               "paper's RL-Zoo3 steps, rounded to whole evaluation blocks). These numbers are not the paper's "
+               "setting.", ""]
     overrides = {k: r["request"][k] for r in records.values() for k in ("agent_overrides", "train_overrides") if r["request"][k]}
     if overrides:
         md += [f"**Settings overridden** (not the paper's): {json.dumps(overrides)}", ""]
@@ -575,6 +580,11 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict]]:
                   f"{_batching(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md, csv_rows
+
+
+def _steps(per_program: dict) -> str:
+    """'100' or '100/200': the distinct steps per agent of a row's programs."""
+    return "/".join(f"{n:,}" for n in sorted(set(per_program.values())))
 
 
 def _batching(rec: dict) -> str:
