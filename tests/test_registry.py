@@ -136,3 +136,21 @@ def _init_state(config):
     import jax
 
     return jax.jit(jax.vmap(train.make_trainer(config).init))(train.seed_keys(0, 2))
+
+
+def test_nonfinite_message_counts_the_other_records_by_hand():
+    """3 seeds: td_loss non-finite in seeds 0 (step 30) and 2 (step 12), parameters in seeds 1 and 2
+    (step 40). Reported: the earliest, seed 2's td_loss; the 3 others are counted once each (the old
+    message said '(3 more: [...])' and listed the reported quantity among them)."""
+    from types import SimpleNamespace
+
+    metrics = {"env_steps": np.array([40, 40, 40]),
+               "nonfinite_step/td_loss": np.array([30, 0, 12]), "nonfinite_agent/td_loss": np.array([1, -1, 0]),
+               "nonfinite_step/parameters": np.array([0, 40, 40]), "nonfinite_agent/parameters": np.array([-1, 0, 1])}
+    trainer = SimpleNamespace(agent=SimpleNamespace(loss_descriptions={"td_loss": "Q loss"}))
+    with pytest.raises(experiment.NonFiniteError) as info:
+        experiment.check_finite(metrics, trainer, seed=7, block=1)
+    assert str(info.value) == (
+        "non-finite Q loss in seed index 2 (of the seeds vmapped from seed=7), agent 0, at environment step 12 "
+        "(block 1); stopped before checkpointing this block (3 more non-finite record(s) in this block: "
+        "shared parameters in 2 run(s), Q loss in 1 run(s))")
