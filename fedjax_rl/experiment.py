@@ -500,7 +500,7 @@ def _warn_if_never_trains(config) -> None:
             f"no agent will take a gradient step: the first training phase would be at environment step "
             f"{first:,} (learning_starts {agent.learning_starts:,}, train_freq {freq}), after the run's "
             f"{config.steps_per_agent:,} steps per agent, so this run only evaluates its initial, random policy. "
-            f"Lower learning_starts (--set learning_starts=N) or raise steps_per_agent (--steps) to train.",
+            f"Lower learning_starts or train_freq (--set NAME=N) or raise steps_per_agent (--steps) to train.",
             UserWarning, stacklevel=3)
 
 
