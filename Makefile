@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test bench notebooks lock clean cli-flags
+.PHONY: demo test test-heavy bench notebooks lock clean cli-flags
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,11 @@ demo: $(STAMP)
 	$(BIN)/fedjax-rl demo --out runs/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not heavy" tests
+
+# Checks too long for CI (e.g. the MJX line-search cap against the uncapped solver over many states).
+test-heavy: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m heavy tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tabular.py

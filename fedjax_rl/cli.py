@@ -3,7 +3,7 @@
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
     fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
     fedjax-rl plot runs/x runs/y --out runs/figs
-    fedjax-rl compare runs/x runs/y
+    fedjax-rl compare runs/x runs/y                # with paired differences and bootstrap intervals
     fedjax-rl demo --out runs/demo
 
 Every setting is checked before anything compiles; a bad one stops with a message naming it. A
@@ -61,6 +61,13 @@ def flag_table() -> dict:
         "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
         "num_devices": "none: every agent on one device",
     }
+    if "engine" in {s.name for s in TRAIN_SETTINGS}:
+        by_engine = {}
+        for name in envs.list_envs():
+            by_engine.setdefault(envs.get_spec(name).engines[0], []).append(name)
+        common = max(by_engine, key=lambda e: len(by_engine[e]))
+        resolved["engine"] = "; ".join([f"{e} for {', '.join(names)}" for e, names in by_engine.items() if e != common]
+                                       + [f"{common} for the other tasks"])
     train = []
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":
@@ -320,6 +327,15 @@ def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
     from fedjax_rl import experiment, reproduce
 
+    if args.report_only:
+        if args.status:
+            raise SystemExit("fedjax-rl: error: --report-only and --status exclude each other (--status writes nothing)")
+        result = reproduce.write_outputs(reproduce.get_table(args.table), args.out)
+        if not result["rows"]:
+            raise SystemExit(f"fedjax-rl: error: no finished {args.table} rows (row.json) under {args.out}")
+        for path in result["paths"]:
+            print(f"wrote {path}")
+        return
     try:
         omegas = [float(w) for w in args.omegas.split(",") if w.strip()]
         run_batch = "auto" if args.run_batch == "auto" else experiment.parse_run_batch(args.run_batch)
@@ -398,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", action="store_true",
                    help="only print where each requested row stands in --out (finished, blocks done, training "
                         "time left); computes and writes nothing")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rebuild the tables and figures from the finished rows (row.json) in --out; trains "
+                        "nothing and ignores the run settings")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_reproduce)
     return parser

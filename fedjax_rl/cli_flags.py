@@ -31,6 +31,12 @@ TABLE = {'train': [{'dest': 'algo',
                     "paper's); also any body by its XML name or float model field (default: the task's first "
                     'perturbed parameter)',
             'metavar': 'NAME[,NAME]'},
+           {'dest': 'engine',
+            'flags': ['--engine'],
+            'help': "physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
+                    'default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); other tasks are '
+                    'written in JAX (jax) (default: c for Hopper-v4, Walker2d-v4, HalfCheetah-v4, Ant-v4; '
+                    'jax for the other tasks)'},
            {'dest': 'num_agents',
             'flags': ['--num-agents', '--agents'],
             'help': 'K, the number of agents (default: 5 (paper))'},

@@ -194,8 +194,11 @@ def _save(fig, path: str, dpi: int = 120) -> str:
 
 def comparison_table(run_dirs: list[str]) -> str:
     """Table-1 style: mean ± std over seeds of the Average and Minimum local-environment returns,
-    one row per run directory (named in the first column)."""
-    return results_table([load_run(d) for d in run_dirs])
+    one row per run directory (named in the first column), then every robust run against every
+    baseline run of the same task (`differences_table`)."""
+    runs = [load_run(d) for d in run_dirs]
+    differences = differences_table(runs)
+    return results_table(runs) + (f"\n\n{differences}" if differences else "")
 
 
 def results_table(runs: list[dict]) -> str:
@@ -226,13 +229,64 @@ def results_table(runs: list[dict]) -> str:
               "rounds x uploaders/K: traffic (MiB)")
     if not any(r[0] for r in rows):
         header, rows = header[1:], [r[1:] for r in rows]
+    table = _text_table(header, rows)
+    reasons = [f"{run.get('source') or run['label']}: {run['stopped']['reason']}" for run in runs if stopped_note(run)]
+    if reasons:
+        table += "\n\nstopped runs (their evaluations so far are in the curves):\n" + "\n".join(reasons)
+    return table
+
+
+def _task(run: dict) -> tuple:
+    return run["config"]["env_name"], tuple(run["config"]["physics"])
+
+
+def _seeds_paired(a: dict, b: dict) -> bool:
+    """Runs pair by seed index when they drew the same seed keys: `experiment.run`'s seed and
+    number of seeds (recorded in config.json) are equal. In-memory runs record neither: unpaired."""
+    keys = ("seed", "num_seeds")
+    return all(k in a["config"] and k in b["config"] for k in keys) and all(
+        a["config"][k] == b["config"][k] for k in keys)
+
+
+def differences_table(runs: list[dict]) -> str:
+    """Each robust run (omega > 0) minus each baseline run (omega = 0) of the same task: mean
+    difference on Minimum and Average with a 95% bootstrap interval, paired by seed where the runs
+    share their seed keys, P(robust > baseline), and the verdict on Minimum (`fedjax_rl.stats`).
+    Empty when there is no such pair; stopped runs are left out."""
+    from fedjax_rl import stats
+
+    finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
+    robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
+    baselines = [r for r in finished if r["config"]["agent"].get("omega", 0.0) == 0]
+    rows = []
+    for rob in robust:
+        for base in (b for b in baselines if _task(b) == _task(rob)):
+            paired = _seeds_paired(rob, base)
+            x = {name: np.asarray(rob["final"][f"local_{name}"], float) for name in ("minimum", "average")}
+            y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
+            minimum, average = (stats.difference(x[n], y[n], paired=paired) for n in ("minimum", "average"))
+            p_min, p_avg = (stats.probability_of_improvement(x[n], y[n]) for n in ("minimum", "average"))
+            m, n = len(x["minimum"]), len(y["minimum"])
+            env, physics = _task(rob)
+            rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
+                         f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", minimum.format(), average.format(),
+                         f"{p_min:.2f} / {p_avg:.2f}", stats.verdict(minimum, min(m, n))))
+    if not rows:
+        return ""
+    header = ("task", "difference", "seeds", "Minimum: mean [95% CI]", "Average: mean [95% CI]",
+              "P(robust > baseline) Min / Avg", "verdict")
+    note = (f"Robust minus baseline: the mean difference over seeds with a 95% percentile bootstrap interval "
+            f"({stats.REPS:,} resamples, seed {stats.SEED}), P(robust > baseline) over all seed pairs (ties 1/2), and "
+            f"the verdict on Minimum: ahead / behind when the interval excludes 0, else inconclusive (always with "
+            f"fewer than {stats.MIN_SEEDS} seeds). See fedjax_rl/stats.py.")
+    return _text_table(header, rows) + "\n" + note
+
+
+def _text_table(header: tuple, rows: list[tuple]) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     fmt = " | ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), "-+-".join("-" * w for w in widths)]
     lines += [fmt.format(*map(str, r)) for r in rows]
-    reasons = [f"{run.get('source') or run['label']}: {run['stopped']['reason']}" for run in runs if stopped_note(run)]
-    if reasons:
-        lines += ["", "stopped runs (their evaluations so far are in the curves):", *reasons]
     return "\n".join(lines)
 
 

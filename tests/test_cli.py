@@ -81,6 +81,9 @@ def _config_from_json(data: dict, like):
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     data = dict(data)
+    # config.json records the engine only where a task has a choice (experiment.recorded_config).
+    assert "engine" not in data
+    data["engine"] = "jax"
     agent = build(type(like.agent), data.pop("agent"))
     return build(type(like), {**data, "agent": agent})
 
@@ -157,6 +160,38 @@ def test_train_compare_plot_round_trip(trained_run, tmp_path, capsys):
         image = matplotlib.image.imread(tmp_path / name)[..., :3]
         line_pixels = np.sum(np.all(np.abs(image - c0) < 0.02, axis=-1))
         assert line_pixels > 300, (name, line_pixels)
+
+
+def _fake_run(directory, algo, omega, minimum, average, seed=0):
+    """A run directory as `fedjax-rl train` writes it, holding only what `compare` reads."""
+    directory.mkdir(parents=True)
+    config = dict(algo=algo, env_name="CartPole-v1", physics=["length"], num_agents=5, max_rate=0.5,
+                  agent=dict(robust=algo == "fedrdqn", omega=omega), num_seeds=len(minimum), seed=seed)
+    (directory / "config.json").write_text(json.dumps(config))
+    metrics = dict(curve=dict(nominal_return=[[0.0]] * len(minimum)),
+                   final=dict(local_minimum=list(minimum), local_average=list(average)))
+    (directory / "metrics.json").write_text(json.dumps(metrics))
+    return str(directory)
+
+
+def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
+    # Per-seed Minimum differences (-3, 0, 6): mean +1, and at 95% the 27 resamples give the
+    # whole range [-3, 6] (tests/test_stats.py works it out). Average differences (2, 2, 2): no spread.
+    robust = _fake_run(tmp_path / "robust", "fedrdqn", 0.1, [97.0, 100.0, 116.0], [152.0, 162.0, 172.0])
+    base = _fake_run(tmp_path / "base", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0])
+    other_seeds = _fake_run(tmp_path / "other", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0], seed=1)
+    capsys.readouterr()
+    assert cli.main(["compare", robust, base, other_seeds]) == 0
+    out = capsys.readouterr().out
+    [paired, unpaired] = [line for line in out.splitlines() if "FedRDQN (ω=0.1) − DQNAvg" in line]
+    cells = [c.strip() for c in paired.split("|")]
+    # P(robust > baseline) on Minimum over all 9 seed pairs: 97 beats none, 100 ties two (1/2 each),
+    # 116 beats all three: 4 / 9. On Average: 152 > 150, 162 > 150, 160, 172 > all: 6 / 9.
+    assert cells[2:] == ["3 (paired)", "+1.0 [-3.0, +6.0]", "+2.0 [+2.0, +2.0]", "0.44 / 0.67", "inconclusive"]
+    assert "3 vs 3 (unpaired)" in unpaired  # other seed keys: resampled independently, not paired
+    # Only a run with omega > 0 is compared against a baseline: one run alone prints no differences.
+    assert cli.main(["compare", base]) == 0
+    assert "−" not in capsys.readouterr().out
 
 
 # -- a finished run is never lost; damaged files; messages instead of tracebacks (issue 29) ---------

@@ -1,5 +1,5 @@
 """The reproduction notebook reads the committed rows: its code must keep up with row.json, and
-what it prints must be the committed table's numbers."""
+what it prints must be the committed table's numbers, intervals and verdicts."""
 
 import csv
 import json
@@ -35,3 +35,19 @@ def test_reproduction_notebook_runs_and_agrees_with_the_committed_table(monkeypa
         np.testing.assert_allclose(paired.mean(), float(table[key, record["headline"]]["minimum_mean"])
                                    - float(table[key, "DQNAvg"]["minimum_mean"]), atol=1e-3)
     assert runs["CPU"], "no CPU rows under results/table1_paper"
+
+    # Its intervals and verdicts are the table's (the same fedjax_rl.stats calls, the same seed).
+    for name, directory in (("H100", "table1_paper_h100"), ("CPU", "table1_paper")):
+        with open(os.path.join(ROOT, "results", directory, "table1_comparisons.csv")) as f:
+            comparisons = {r["row"]: r for r in csv.DictReader(f)}
+        for key, record in runs[name].items():
+            interval = namespace["interval"](record, "DQNAvg")
+            row = comparisons[key]
+            np.testing.assert_allclose([interval.estimate, interval.low, interval.high],
+                                       [float(row[k]) for k in ("minimum_difference", "minimum_low", "minimum_high")],
+                                       rtol=1e-12, atol=1e-12)
+            assert namespace["stats"].verdict(interval, len(record["seeds"]["reported"])) == row["verdict"]
+        with open(os.path.join(ROOT, "results", directory, "table1.md")) as f:
+            table_md = f.read()
+        aggregate = namespace["aggregate"][name, "minimum"]
+        assert f"| {aggregate.difference.format(2)} | **{aggregate.verdict}** |" in table_md

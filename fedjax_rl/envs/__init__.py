@@ -2,20 +2,24 @@
 
 from fedjax_rl.envs.registry import (
     EnvSpec,
+    check_engine,
     check_physics_param,
     get_spec,
     list_envs,
     make,
     physics_names,
     random_policy_returns,
+    random_return,
 )
 
 __all__ = [
     "EnvSpec",
+    "check_engine",
     "check_physics_param",
     "get_spec",
     "list_envs",
     "make",
     "physics_names",
     "random_policy_returns",
+    "random_return",
 ]
