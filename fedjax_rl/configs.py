@@ -6,7 +6,7 @@ table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives.
 Training-loop defaults resolved per task:
   physics            the task's first perturbed parameter (the paper's order, `envs.get_spec`).
   engine             the task's default physics engine: "c" (MuJoCo's C engine) for the MuJoCo
-                     tasks, "jax" for the others (`envs.get_spec(name).engines`).
+                     tasks; None for the others, which are written in JAX and have no choice.
   steps_per_agent    RL-Zoo3's training budget for the task (n_timesteps).
   eval_every_rounds  20 evaluation points over the run: max(1, num_rounds // 20).
 """
@@ -53,7 +53,7 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     resolved = dict(overrides)
     if resolved.get("physics") is None:
         resolved["physics"] = envs.get_spec(env_name).perturbed[:1]
-    resolved["engine"] = engine
+    resolved["engine"] = None if envs.get_spec(env_name).engines == ("jax",) else engine
     if resolved.get("steps_per_agent") is None:
         resolved["steps_per_agent"] = algorithm.steps(env_name)
     if resolved.get("sync_every") is None:

@@ -153,7 +153,7 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
     run_batch that shapes the program: None when every run fits in one vmap."""
     config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
-    if config_dict.get("engine") in (None, "jax"):
+    if config_dict.get("engine") is None:
         # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
         # tasks, written before engines existed, still resume and read back as finished.
         del config_dict["engine"]

@@ -74,16 +74,16 @@ def trained_run(tmp_path_factory):
 
 def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
-    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts)."""
+    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The one
+    field config.json may leave out is `engine`, recorded only where a task has a choice of engine."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        if "engine" in fields and "engine" not in values:
+            values = {**values, "engine": None}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     data = dict(data)
-    # config.json records the engine only where a task has a choice (experiment.recorded_config).
-    assert "engine" not in data
-    data["engine"] = "jax"
     agent = build(type(like.agent), data.pop("agent"))
     return build(type(like), {**data, "agent": agent})
 
