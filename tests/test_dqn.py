@@ -301,7 +301,7 @@ def test_checkpoint_from_another_version_is_kept_and_the_run_starts_afresh(fedrd
     trainer, _, _, metrics = fedrdqn
     out = tmp_path / "run"
     out.mkdir()
-    config_dict = {**experiment.config_to_dict(trainer.config), "num_seeds": 2, "seed": 0}
+    config_dict, _ = experiment.recorded_config(trainer.config, num_seeds=2, seed=0)  # what run() records
     (out / "config.json").write_text(json.dumps(config_dict))
     experiment.checkpoint.save(str(out / "checkpoint.npz"), {"old": np.zeros(3)}, blocks_done=1, curve="[]")
     with pytest.warns(UserWarning, match="another version of fedjax_rl"):
