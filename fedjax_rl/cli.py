@@ -65,9 +65,8 @@ def flag_table() -> dict:
         by_engine = {}
         for name in envs.list_envs():
             by_engine.setdefault(envs.get_spec(name).engines[0], []).append(name)
-        common = max(by_engine, key=lambda e: len(by_engine[e]))
-        resolved["engine"] = "; ".join([f"{e} for {', '.join(names)}" for e, names in by_engine.items() if e != common]
-                                       + [f"{common} for the other tasks"])
+        resolved["engine"] = "; ".join(f"{e} for {', '.join(names)}" for e, names in by_engine.items()
+                                       if e != "jax") + "; none for the tasks written in JAX"
     train = []
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":

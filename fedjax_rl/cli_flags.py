@@ -34,9 +34,9 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'engine',
             'flags': ['--engine'],
             'help': "physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
-                    'default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); other tasks are '
-                    'written in JAX (jax) (default: c for Hopper-v4, Walker2d-v4, HalfCheetah-v4, Ant-v4; '
-                    'jax for the other tasks)'},
+                    'default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); the other tasks '
+                    'are written in JAX and have no engine setting (default: c for Hopper-v4, Walker2d-v4, '
+                    'HalfCheetah-v4, Ant-v4; none for the tasks written in JAX)'},
            {'dest': 'num_agents',
             'flags': ['--num-agents', '--agents'],
             'help': 'K, the number of agents (default: 5 (paper))'},

@@ -735,7 +735,7 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
                   f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
-                  f"{_batching(rec)}; "
+                  f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md, csv_rows, comparison_rows
 
@@ -751,6 +751,18 @@ def _unsigned(interval: stats.Interval) -> str:
 def _steps(per_program: dict) -> str:
     """'100' or '100/200': the distinct steps per agent of a row's programs."""
     return "/".join(f"{n:,}" for n in sorted(set(per_program.values())))
+
+
+def _physics_engine(rec: dict) -> str:
+    """', physics: MuJoCo's C engine' for a MuJoCo row; rows written before engines existed ran MJX."""
+    config = next(iter(rec["configs"].values()))["config"]
+    if envs.get_spec(config["env_name"]).engines == ("jax",):
+        return ""
+    engine = config.get("engine", "mjx")
+    return f", physics: {ENGINE_NAMES.get(engine, engine)}" + ("" if "engine" in config else " (written before engines)")
+
+
+ENGINE_NAMES = {"c": "MuJoCo's C engine", "mjx": "MuJoCo-MJX", "warp": "MuJoCo Warp"}
 
 
 def _batching(rec: dict) -> str:

@@ -44,8 +44,8 @@ TRAIN_SETTINGS = (
     Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb, comma-separated"),
     Setting("engine", None, kind=str,
             help="physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
-                 "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); other tasks are "
-                 "written in JAX (jax)"),
+                 "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); the other tasks "
+                 "are written in JAX and have no engine setting"),
     Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
             help="K, the number of agents", source="(paper)"),
     Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
