@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test bench notebooks lock clean
+.PHONY: demo test mutation bench notebooks lock clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 tests
+
+# Mutation testing of the core (tests/mutation/campaign.py; results in tests/mutation/). Not run by CI:
+# one worker, about two hours on a free 2-core CPU. Property tests draw more examples here.
+mutation: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test,mutation]"
+	HYPOTHESIS_PROFILE=mutation $(BIN)/python tests/mutation/campaign.py run
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tabular.py

@@ -1,0 +1,327 @@
+"""Mutation testing of the core (issue 33), run by `make mutation`, never by CI.
+
+Cosmic Ray's operators and engine (`cosmic_ray.mutating.mutate_and_test`: write one mutant to disk,
+run a test command in a fresh process, restore) with a selection of our own:
+
+* `TARGETS`: which modules, and which functions of them, are the core, and for each module the
+  test files (or test ids) that cover it. Each mutant runs only its module's tests, fastest and
+  most discriminating first, with `-x`, so a killed mutant costs one failing test.
+* `OPERATORS`: the mutations, one per kind of near miss (+ for -, < for <=, a number off by one,
+  a dropped `~`, `&` for `|`, ...), not Cosmic Ray's full cross product of binary operators
+  (`x + y` -> `x << y` fails at trace time and teaches nothing).
+
+The mutants are written into a scratch copy of the package and its tests (`MUTATION_DIR`, default
+`.mutation/`), never into the working tree. Each module's results are a Cosmic Ray session
+(`.mutation/sessions/<module>.sqlite`; `cr-report` reads it); `report` writes the summary to
+`tests/mutation/results.json` and prints the survivors with their diffs. Survivors that cannot be
+killed (equivalent mutants) are listed in `EQUIVALENT` with the reason; REPORT.md says what
+happened to every other one.
+
+    python tests/mutation/campaign.py run [--only losses,federated] [--survivors]
+    python tests/mutation/campaign.py report
+
+`--survivors` re-runs only the mutants that survived the last run (after new tests were added).
+Hypothesis runs its `mutation` profile (more examples than CI's) in every test command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRATCH = Path(os.environ.get("MUTATION_DIR", ROOT / ".mutation")).resolve()
+RESULTS = ROOT / "tests" / "mutation" / "results.json"
+
+# One kind of near miss per operator (the names are Cosmic Ray's).
+OPERATORS = re.compile(
+    r"core/("
+    r"ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|Pow_Mul|FloorDiv_Div|Mod_FloorDiv|BitOr_BitAnd"
+    r"|BitAnd_BitOr|BitXor_BitOr)"
+    r"|ReplaceComparisonOperator_(Lt_LtE|LtE_Lt|Gt_GtE|GtE_Gt|Eq_NotEq|NotEq_Eq|Is_IsNot|IsNot_Is)"
+    r"|ReplaceUnaryOperator_(Delete_USub|Delete_Invert|Delete_Not)"
+    r"|ReplaceTrueWithFalse|ReplaceFalseWithTrue|ReplaceAndWithOr|ReplaceOrWithAnd|ReplaceBreakWithContinue"
+    r"|AddNot|NumberReplacer|ZeroIterationForLoop"
+    r")$"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    name: str
+    module: str
+    #: functions (innermost enclosing def, Cosmic Ray's `definition_name`) to mutate; None: all.
+    #: "name:regex" keeps only the lines of `name` that match the regex.
+    functions: tuple[str, ...] | None
+    #: pytest arguments: the tests that cover the module, fastest and most discriminating first
+    tests: tuple[str, ...]
+
+
+TARGETS = (
+    Target("losses", "fedjax_rl/losses.py", None, (
+        "tests/test_losses.py", "tests/test_properties.py",
+        "tests/test_dqn.py::test_agent_losses_match_hand_computation",
+        "tests/test_ddpg.py::test_critic_target_and_losses_match_hand_computation",
+        "tests/test_ddpg.py::test_truncation_bootstraps_and_termination_does_not",
+    )),
+    Target("federated", "fedjax_rl/federated.py", None, (
+        "tests/test_federated.py", "tests/test_properties.py", "tests/test_participation.py",
+    )),
+    Target("heterogeneity", "fedjax_rl/heterogeneity.py", None, (
+        "tests/test_heterogeneity.py", "tests/test_properties.py",
+        "tests/test_envs.py::test_cartpole_agent_params_recompute_derived_fields",
+        "tests/test_envs.py::test_zero_rates_reproduce_nominal_exactly",
+    )),
+    Target("evaluate", "fedjax_rl/evaluate.py", None, (
+        "tests/test_evaluate.py",
+        "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
+    )),
+    # The finalize code: the global policy, the local-environment metrics and the sweep.
+    Target("train", "fedjax_rl/train.py", ("global_policy", "finalize", "local_metrics"), (
+        "tests/test_evaluate.py::test_local_metrics_on_distinct_returns",
+        "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
+        "tests/test_dqn.py::test_metrics_shapes", "tests/test_golden.py",
+    )),
+    # The learning rule: targets, losses, gradient steps, target-network updates.
+    Target("dqn", "fedjax_rl/agents/dqn.py",
+           ("next_value", "degree", "_omega", "td_loss", "degree_loss", "gradient_step", "learn", "update_target"), (
+        "tests/test_dqn.py::test_agent_losses_match_hand_computation", "tests/test_golden.py",
+        "tests/test_dqn_invariants.py", "tests/test_dqn.py::test_omega_zero_reproduces_dqnavg_exactly",
+    )),
+    Target("ddpg", "fedjax_rl/agents/ddpg.py",
+           ("_omega", "next_values", "critic_target", "critic_loss", "actor_loss", "degree_loss", "update",
+            "gradient_step", "learn"), (
+        "tests/test_ddpg.py::test_critic_target_and_losses_match_hand_computation",
+        "tests/test_ddpg.py::test_truncation_bootstraps_and_termination_does_not",
+        "tests/test_ddpg.py::test_one_actor_step_increases_q_of_the_policy",
+        "tests/test_ddpg.py::test_omega_zero_with_one_critic_is_ddpgavg1_exactly",
+        "tests/test_ddpg.py::test_one_trace_per_configuration_and_sync_invariants",
+    )),
+    # Derived physics, reward, goal and the params' defaults. Not the dynamics (acrobot_dsdt,
+    # acrobot_rk4: 124 more mutants, which the parity tests of tests/test_envs.py check step by
+    # step against gymnasium). CartPole's and MountainCar's step, reward and termination are
+    # gymnax's own code (tested at the boundaries in tests/test_termination.py all the same).
+    Target("classic_control", "fedjax_rl/envs/classic_control.py",
+           ("derive", "step_env", "default_params", "AcrobotParams", "__eq__", "__hash__"), (
+        "tests/test_termination.py", "tests/test_envs.py",
+    )),
+    # Reward, termination and reset (not the contact solver).
+    Target("lunar_lander", "fedjax_rl/envs/lunar_lander.py",
+           ("observation", "shaping", "reward_fn", "step_with_noise", "is_terminated",
+            "initial_bodies", "_reset_world_step", r"_step:crashed|at_rest",
+            # not the shapes of the zero-filled solver state (they fail at trace time, uninformatively)
+            r"reset_env:^(?!.*(jnp\.zeros|jnp\.full|time=0))"), (
+        "tests/test_termination.py",
+        "tests/test_lunar_lander.py::test_reward_function_matches_gymnasium_on_its_own_states",
+        "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
+        "tests/test_lunar_lander.py::test_legs_hang_like_gymnasiums_after_reset",
+        "tests/test_lunar_lander.py::test_time_limit_truncates_at_1000_steps",
+        "tests/test_lunar_lander.py::test_reset_distribution_matches_gymnasium",
+    )),
+)
+
+# Survivors that no test can kill: the mutant computes the same function. Keyed by module,
+# function, operator and the original source line (stripped), so that moved lines keep their entry.
+EQUIVALENT: dict[tuple[str, str, str, str], str] = {}
+
+
+def _select(target: Target, mutation, lines: list[str]) -> bool:
+    if not OPERATORS.match(mutation.operator_name):
+        return False
+    if target.functions is None:
+        return True
+    line = lines[mutation.start_pos[0] - 1]
+    for selector in target.functions:
+        name, _, pattern = selector.partition(":")
+        if mutation.definition_name == name and (not pattern or re.search(pattern, line)):
+            return True
+    return False
+
+
+def _mutations(target: Target):
+    """Cosmic Ray's enumeration (as `cosmic-ray init`: every position of every operator, numbered
+    per operator in traversal order, which is how the engine finds the occurrence again), kept to
+    the selected operators and functions."""
+    import cosmic_ray.plugins
+    from cosmic_ray.ast import ast_nodes, get_ast_from_path
+    from cosmic_ray.ast.ast_query import ASTQuery
+    from cosmic_ray.work_item import MutationSpec
+
+    module_ast = get_ast_from_path(Path(target.module))
+    lines = Path(target.module).read_text().splitlines()
+    for operator_name in cosmic_ray.plugins.operator_names():
+        if not OPERATORS.match(operator_name):
+            continue
+        operator = cosmic_ray.plugins.get_operator(operator_name)()
+        positions = ((node, index, start, end) for node in ast_nodes(module_ast)
+                     for index, (start, end) in enumerate(operator.mutation_positions(node)))
+        for occurrence, (node, index, start, end) in enumerate(positions):
+            if operator_name == "core/NumberReplacer" and index > 0:
+                continue  # one near miss per number, n + 1 (Cosmic Ray also makes n - 1)
+            mutation = MutationSpec(module_path=target.module, operator_name=operator_name, occurrence=occurrence,
+                                    start_pos=start, end_pos=end,
+                                    definition_name=ASTQuery(node).get_definition_name())
+            if _select(target, mutation, lines):
+                yield mutation
+
+
+def _test_command(target: Target) -> str:
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
+                     "--no-header", "-W", "ignore", *target.tests])
+
+
+def _prepare_scratch() -> None:
+    """A fresh copy of the package and the tests (the mutants are written there)."""
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "mutation")
+    for name in ("fedjax_rl", "tests"):
+        shutil.rmtree(SCRATCH / name, ignore_errors=True)
+        shutil.copytree(ROOT / name, SCRATCH / name, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", SCRATCH / "pyproject.toml")
+
+
+def _environment() -> None:
+    os.environ["PYTHONPATH"] = str(SCRATCH)
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant must never be read back from a stale .pyc
+    os.environ.setdefault("HYPOTHESIS_PROFILE", "mutation")
+
+
+def _session(target: Target) -> Path:
+    return SCRATCH / "sessions" / f"{target.name}.sqlite"
+
+
+def _baseline(target: Target) -> float | None:
+    start = time.monotonic()
+    proc = subprocess.run(_test_command(target).split(), capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        print(f"{target.name}: skipped, its covering tests fail on the unmutated code:\n{proc.stdout[-3000:]}")
+        return None
+    return seconds
+
+
+def run(names: list[str] | None, survivors_only: bool) -> None:
+    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkItem
+
+    _prepare_scratch()
+    _environment()
+    os.chdir(SCRATCH)
+    (SCRATCH / "sessions").mkdir(exist_ok=True)
+    for target in TARGETS:
+        if names and target.name not in names:
+            continue
+        baseline = _baseline(target)
+        if baseline is None:
+            continue
+        # A mutant that runs far past the clean run (an endless while_loop) counts as killed.
+        timeout = max(3 * baseline, baseline + 120)
+        command = _test_command(target)
+        with use_db(str(_session(target)), WorkDB.Mode.create) as db:
+            if survivors_only:
+                todo = [item for item, result in db.completed_work_items if result.test_outcome == TestOutcome.SURVIVED]
+            else:
+                db.clear()
+                todo = [WorkItem.single(job_id=f"{target.name}-{i:04d}", mutation=m)
+                        for i, m in enumerate(_mutations(target))]
+                db.add_work_items(todo)
+            print(f"{target.name}: {len(todo)} mutants, clean tests {baseline:.0f} s, timeout {timeout:.0f} s",
+                  flush=True)
+            for i, item in enumerate(todo, 1):
+                start = time.monotonic()
+                result = mutate_and_test(item.mutations, command, timeout)
+                db.set_result(item.job_id, result)
+                spec = item.mutations[0]
+                print(f"  [{i}/{len(todo)}] {result.test_outcome or result.worker_outcome:9s} "
+                      f"{time.monotonic() - start:5.0f} s  {spec.definition_name}:{spec.start_pos[0]} "
+                      f"{spec.operator_name}", flush=True)
+    report()
+
+
+def _equivalent_reason(spec) -> str | None:
+    line = (ROOT / spec.module_path).read_text().splitlines()[spec.start_pos[0] - 1].strip()
+    return EQUIVALENT.get((str(spec.module_path), spec.definition_name, spec.operator_name, line))
+
+
+def report() -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    summary, lines = {}, []
+    for target in TARGETS:
+        path = _session(target)
+        if not path.exists():
+            continue
+        with use_db(str(path), WorkDB.Mode.open) as db:
+            done = db.completed_work_items
+            total = db.num_work_items
+        counts = dict(mutants=total, run=len(done), killed=0, timeouts=0, survived=0, equivalent=0, incompetent=0)
+        survivors = []
+        for item, result in done:
+            spec = item.mutations[0]
+            if result.test_outcome == TestOutcome.KILLED:
+                counts["killed"] += 1
+                counts["timeouts"] += result.output == "timeout"
+            elif result.test_outcome == TestOutcome.SURVIVED:
+                reason = _equivalent_reason(spec)
+                counts["equivalent" if reason else "survived"] += 1
+                survivors.append(dict(job=item.job_id, function=spec.definition_name, line=spec.start_pos[0],
+                                      operator=spec.operator_name, equivalent=reason, diff=result.diff))
+            else:
+                counts["incompetent"] += 1
+        non_equivalent = counts["run"] - counts["equivalent"] - counts["incompetent"]
+        counts["score"] = round(counts["killed"] / non_equivalent, 4) if non_equivalent else None
+        summary[target.name] = dict(module=target.module, **counts,
+                                    survivors=sorted(survivors, key=lambda s: s["line"]))
+        lines.append(f"{target.name:16s} {counts['mutants']:4d} mutants  {counts['killed']:4d} killed "
+                     f"({counts['timeouts']} by timeout)  {counts['survived']:3d} survived  "
+                     f"{counts['equivalent']:3d} equivalent  {counts['incompetent']:3d} incompetent  "
+                     f"score {counts['score']}")
+    killed = sum(s["killed"] for s in summary.values())
+    non_equivalent = sum(s["run"] - s["equivalent"] - s["incompetent"] for s in summary.values())
+    summary["total"] = dict(killed=killed, non_equivalent=non_equivalent,
+                            score=round(killed / non_equivalent, 4) if non_equivalent else None)
+    RESULTS.write_text(json.dumps(summary, indent=1) + "\n")
+    print("\n".join(lines))
+    print(f"total: {killed} of {non_equivalent} non-equivalent mutants killed ({summary['total']['score']})")
+    for target, s in summary.items():
+        for survivor in s.get("survivors", []):
+            if not survivor["equivalent"]:
+                print(f"\n-- survived: {target} {survivor['function']}:{survivor['line']} {survivor['operator']}\n"
+                      f"{survivor['diff']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_parser = sub.add_parser("run", help="mutate and test (all modules, or --only some)")
+    run_parser.add_argument("--only", help=f"comma-separated, of: {', '.join(t.name for t in TARGETS)}")
+    run_parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
+    sub.add_parser("report", help="summarise the sessions into tests/mutation/results.json")
+    sub.add_parser("list", help="count the mutants of each module without running anything")
+    args = parser.parse_args()
+    if args.command == "run":
+        names = args.only.split(",") if args.only else None
+        unknown = set(names or ()) - {t.name for t in TARGETS}
+        if unknown:
+            parser.error(f"unknown module(s) {sorted(unknown)}; allowed: {', '.join(t.name for t in TARGETS)}")
+        run(names, args.survivors)
+    elif args.command == "report":
+        report()
+    else:
+        os.chdir(ROOT)
+        for target in TARGETS:
+            print(f"{target.name:16s} {sum(1 for _ in _mutations(target)):4d}")
+
+
+if __name__ == "__main__":
+    main()
