@@ -60,6 +60,13 @@ def test_returns_over_params_is_one_vmap_with_common_episode_keys():
         one = jax.tree.map(lambda x: x[i], batched)
         chex.assert_trees_all_equal(ours[i], jax.jit(lambda p: evaluate.episode_returns(env, p, policy, key, 3, 200))(one))
     assert len(set(np.asarray(ours).ravel().tolist())) > 3, ours  # physics and keys both matter
+    # The means over episodes: per environment, and for one environment alone.
+    means = jax.jit(lambda p: evaluate.mean_returns_over_params(env, p, policy, key, 3, 200))(batched)
+    np.testing.assert_allclose(means, np.asarray(ours).mean(axis=1), rtol=1e-6)
+    one = jax.tree.map(lambda x: x[2], batched)
+    mean = jax.jit(lambda p: evaluate.mean_return(env, p, policy, key, 3, 200))(one)
+    chex.assert_shape(mean, ())
+    np.testing.assert_allclose(mean, np.asarray(ours)[2].mean(), rtol=1e-6)
     assert max_dot_batch_dims(jax.make_jaxpr(fn)(batched).jaxpr) == 1
 
 

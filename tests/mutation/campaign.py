@@ -17,10 +17,11 @@ The mutants are written into a scratch copy of the package and its tests (`MUTAT
 killed (equivalent mutants) are listed in `EQUIVALENT` with the reason; REPORT.md says what
 happened to every other one.
 
-    python tests/mutation/campaign.py run [--only losses,federated] [--survivors]
+    python tests/mutation/campaign.py run [--only losses,federated] [--resume | --survivors]
     python tests/mutation/campaign.py report
 
-`--survivors` re-runs only the mutants that survived the last run (after new tests were added).
+`--resume` goes on after a stop (mutants without a result). `--survivors` re-runs only the
+non-equivalent mutants that survived the last run (after new tests were added).
 Hypothesis runs its `mutation` profile (more examples than CI's) in every test command.
 """
 
@@ -113,24 +114,55 @@ TARGETS = (
            ("derive", "step_env", "default_params", "AcrobotParams", "__eq__", "__hash__"), (
         "tests/test_termination.py", "tests/test_envs.py",
     )),
-    # Reward, termination and reset (not the contact solver).
+    # Reward and termination (not the contact solver).
     Target("lunar_lander", "fedjax_rl/envs/lunar_lander.py",
-           ("observation", "shaping", "reward_fn", "step_with_noise", "is_terminated",
-            "initial_bodies", "_reset_world_step", r"_step:crashed|at_rest",
-            # not the shapes of the zero-filled solver state (they fail at trace time, uninformatively)
-            r"reset_env:^(?!.*(jnp\.zeros|jnp\.full|time=0))"), (
+           ("observation", "shaping", "reward_fn", "step_with_noise", "is_terminated", r"_step:crashed|at_rest"), (
         "tests/test_termination.py",
         "tests/test_lunar_lander.py::test_reward_function_matches_gymnasium_on_its_own_states",
         "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
-        "tests/test_lunar_lander.py::test_legs_hang_like_gymnasiums_after_reset",
         "tests/test_lunar_lander.py::test_time_limit_truncates_at_1000_steps",
+    )),
+    # Reset: terrain, initial push, wind indices, and gymnasium's reset step in closed form.
+    Target("lunar_lander_reset", "fedjax_rl/envs/lunar_lander.py",
+           ("initial_bodies", "_reset_world_step",
+            # not the shapes of the zero-filled solver state (they fail at trace time, uninformatively)
+            r"reset_env:^(?!.*(jnp\.zeros|jnp\.full|time=0))"), (
+        "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
+        "tests/test_lunar_lander.py::test_legs_hang_like_gymnasiums_after_reset",
         "tests/test_lunar_lander.py::test_reset_distribution_matches_gymnasium",
+        "tests/test_termination.py",
     )),
 )
 
-# Survivors that no test can kill: the mutant computes the same function. Keyed by module,
-# function, operator and the original source line (stripped), so that moved lines keep their entry.
-EQUIVALENT: dict[tuple[str, str, str, str], str] = {}
+# Survivors that no test can kill: the mutant computes the same function wherever the code is
+# called. Keyed by module, function, and the changed line before and after (stripped, spaces
+# removed), so that moved lines keep their entry.
+_LAST_AXIS_OF_2D = "axis 1 is axis -1 of the 2-D array it gets"
+_CLAMPED = ("the axis has size 1, and JAX clamps an out-of-range static index (documented indexing "
+            "semantics), so [..., 1] reads the element [..., 0] reads")
+EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+    ("fedjax_rl/evaluate.py", "mean_returns_over_params",
+     "returnjnp.mean(returns_over_params(env,batched_params,policy,key,num_episodes,max_steps),axis=-1)",
+     "returnjnp.mean(returns_over_params(env,batched_params,policy,key,num_episodes,max_steps),axis=1)"):
+        _LAST_AXIS_OF_2D + " ([environments, episodes])",
+    ("fedjax_rl/evaluate.py", "returns_over_params", "num_envs=jax.tree.leaves(batched_params)[0].shape[0]",
+     "num_envs=jax.tree.leaves(batched_params)[1].shape[0]"):
+        "every leaf of batched env params has the environments' axis first (every env's params have "
+        "more than one leaf), so any leaf gives the number of environments",
+    ("fedjax_rl/agents/dqn.py", "next_value",
+     "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
+     "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
+        _LAST_AXIS_OF_2D + ": next_value only ever sees a sampled batch, Q values [batch, actions]",
+    ("fedjax_rl/agents/dqn.py", "td_loss",
+     "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=-1)[...,0]",
+     "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=1)[...,0]"):
+        _LAST_AXIS_OF_2D + ": td_loss only ever sees a sampled batch, Q values [batch, actions]",
+    ("fedjax_rl/agents/dqn.py", "td_loss",
+     "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=-1)[...,0]",
+     "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=-1)[...,1]"): _CLAMPED,
+    ("fedjax_rl/agents/dqn.py", "degree", "returnself.degree_net.apply(degree_params,obs)[...,0]",
+     "returnself.degree_net.apply(degree_params,obs)[...,1]"): _CLAMPED,
+}
 
 
 def _select(target: Target, mutation, lines: list[str]) -> bool:
@@ -208,7 +240,7 @@ def _baseline(target: Target) -> float | None:
     return seconds
 
 
-def run(names: list[str] | None, survivors_only: bool) -> None:
+def run(names: list[str] | None, survivors_only: bool, resume: bool = False) -> None:
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkItem
@@ -227,8 +259,11 @@ def run(names: list[str] | None, survivors_only: bool) -> None:
         timeout = max(3 * baseline, baseline + 120)
         command = _test_command(target)
         with use_db(str(_session(target)), WorkDB.Mode.create) as db:
-            if survivors_only:
-                todo = [item for item, result in db.completed_work_items if result.test_outcome == TestOutcome.SURVIVED]
+            if resume and db.num_work_items:
+                todo = list(db.pending_work_items)
+            elif survivors_only:
+                todo = [item for item, result in db.completed_work_items if result.test_outcome == TestOutcome.SURVIVED
+                        and not _equivalent_reason(item.mutations[0], result.diff)]
             else:
                 db.clear()
                 todo = [WorkItem.single(job_id=f"{target.name}-{i:04d}", mutation=m)
@@ -247,9 +282,15 @@ def run(names: list[str] | None, survivors_only: bool) -> None:
     report()
 
 
-def _equivalent_reason(spec) -> str | None:
-    line = (ROOT / spec.module_path).read_text().splitlines()[spec.start_pos[0] - 1].strip()
-    return EQUIVALENT.get((str(spec.module_path), spec.definition_name, spec.operator_name, line))
+def _changed_lines(diff: str) -> tuple[str, str]:
+    """The removed and the added line of a one-line mutation diff, without spaces."""
+    removed = [line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return "".join(removed).replace(" ", ""), "".join(added).replace(" ", "")
+
+
+def _equivalent_reason(spec, diff: str) -> str | None:
+    return EQUIVALENT.get((str(spec.module_path), spec.definition_name, *_changed_lines(diff or "")))
 
 
 def report() -> None:
@@ -272,7 +313,7 @@ def report() -> None:
                 counts["killed"] += 1
                 counts["timeouts"] += result.output == "timeout"
             elif result.test_outcome == TestOutcome.SURVIVED:
-                reason = _equivalent_reason(spec)
+                reason = _equivalent_reason(spec, result.diff)
                 counts["equivalent" if reason else "survived"] += 1
                 survivors.append(dict(job=item.job_id, function=spec.definition_name, line=spec.start_pos[0],
                                       operator=spec.operator_name, equivalent=reason, diff=result.diff))
@@ -282,15 +323,16 @@ def report() -> None:
         counts["score"] = round(counts["killed"] / non_equivalent, 4) if non_equivalent else None
         summary[target.name] = dict(module=target.module, **counts,
                                     survivors=sorted(survivors, key=lambda s: s["line"]))
-        lines.append(f"{target.name:16s} {counts['mutants']:4d} mutants  {counts['killed']:4d} killed "
-                     f"({counts['timeouts']} by timeout)  {counts['survived']:3d} survived  "
-                     f"{counts['equivalent']:3d} equivalent  {counts['incompetent']:3d} incompetent  "
-                     f"score {counts['score']}")
+        lines.append(f"| {target.name} | {counts['mutants']} | {counts['killed']} ({counts['timeouts']}) | "
+                     f"{counts['survived']} | {counts['equivalent']} | {counts['incompetent']} | "
+                     f"{100 * counts['score']:.1f}% |" if counts["score"] is not None else f"| {target.name} | not run |")
     killed = sum(s["killed"] for s in summary.values())
     non_equivalent = sum(s["run"] - s["equivalent"] - s["incompetent"] for s in summary.values())
     summary["total"] = dict(killed=killed, non_equivalent=non_equivalent,
                             score=round(killed / non_equivalent, 4) if non_equivalent else None)
     RESULTS.write_text(json.dumps(summary, indent=1) + "\n")
+    print("| module | mutants | killed (by timeout) | survived | equivalent | incompetent | killed of non-equivalent |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     print("\n".join(lines))
     print(f"total: {killed} of {non_equivalent} non-equivalent mutants killed ({summary['total']['score']})")
     for target, s in summary.items():
@@ -306,6 +348,7 @@ def main() -> None:
     run_parser = sub.add_parser("run", help="mutate and test (all modules, or --only some)")
     run_parser.add_argument("--only", help=f"comma-separated, of: {', '.join(t.name for t in TARGETS)}")
     run_parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
+    run_parser.add_argument("--resume", action="store_true", help="run only the mutants not yet run (after a stop)")
     sub.add_parser("report", help="summarise the sessions into tests/mutation/results.json")
     sub.add_parser("list", help="count the mutants of each module without running anything")
     args = parser.parse_args()
@@ -314,7 +357,7 @@ def main() -> None:
         unknown = set(names or ()) - {t.name for t in TARGETS}
         if unknown:
             parser.error(f"unknown module(s) {sorted(unknown)}; allowed: {', '.join(t.name for t in TARGETS)}")
-        run(names, args.survivors)
+        run(names, args.survivors, args.resume)
     elif args.command == "report":
         report()
     else:
