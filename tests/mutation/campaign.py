@@ -149,6 +149,10 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "num_envs=jax.tree.leaves(batched_params)[1].shape[0]"):
         "every leaf of batched env params has the environments' axis first (every env's params have "
         "more than one leaf), so any leaf gives the number of environments",
+    ("fedjax_rl/losses.py", "expectile_loss", "weight=jnp.where(diff>=0,tau,1.0-tau)",
+     "weight=jnp.where(diff>0,tau,1.0-tau)"):
+        "the weights differ only where diff == 0, where the loss weight * diff^2 and its derivative "
+        "2 weight diff are 0 whichever weight is taken",
     ("fedjax_rl/agents/dqn.py", "next_value",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
@@ -162,7 +166,35 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=-1)[...,1]"): _CLAMPED,
     ("fedjax_rl/agents/dqn.py", "degree", "returnself.degree_net.apply(degree_params,obs)[...,0]",
      "returnself.degree_net.apply(degree_params,obs)[...,1]"): _CLAMPED,
+    ("fedjax_rl/agents/ddpg.py", "actor_loss", "first_critic=jax.tree.map(lambdax:x[:1],critic_params)",
+     "first_critic=jax.tree.map(lambdax:x[:2],critic_params)"):
+        "the next line takes critic [0] of the sliced stack, so slicing more critics only evaluates "
+        "critics whose values are dropped (value and gradient unchanged)",
+    ("fedjax_rl/agents/ddpg.py", "actor_loss",
+     "returnlosses.actor_loss(self.critics(first_critic,obs,self.actor(actor_params,obs))[0])",
+     "returnlosses.actor_loss(self.critics(first_critic,obs,self.actor(actor_params,obs))[1])"): _CLAMPED,
 }
+
+
+def _annotation_spans(module: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) of every type annotation in `module`. Every core module has `from __future__
+    import annotations`: annotations are strings never evaluated, so mutating `float | jax.Array`
+    changes nothing; such mutants are not made."""
+    import parso
+
+    spans, stack = [], [parso.parse(Path(module).read_text())]
+    while stack:
+        node = stack.pop()
+        stack.extend(getattr(node, "children", ()))
+        if node.type in ("param", "funcdef") and node.annotation is not None:
+            spans.append((node.annotation.start_pos, node.annotation.end_pos))
+        elif node.type == "annassign":
+            spans.append((node.children[1].start_pos, node.children[1].end_pos))
+    return spans
+
+
+def _in_annotation(mutation, spans) -> bool:
+    return any(start <= tuple(mutation.start_pos) and tuple(mutation.end_pos) <= end for start, end in spans)
 
 
 def _select(target: Target, mutation, lines: list[str]) -> bool:
@@ -189,6 +221,7 @@ def _mutations(target: Target):
 
     module_ast = get_ast_from_path(Path(target.module))
     lines = Path(target.module).read_text().splitlines()
+    annotations = _annotation_spans(target.module)
     for operator_name in cosmic_ray.plugins.operator_names():
         if not OPERATORS.match(operator_name):
             continue
@@ -201,7 +234,7 @@ def _mutations(target: Target):
             mutation = MutationSpec(module_path=target.module, operator_name=operator_name, occurrence=occurrence,
                                     start_pos=start, end_pos=end,
                                     definition_name=ASTQuery(node).get_definition_name())
-            if _select(target, mutation, lines):
+            if _select(target, mutation, lines) and not _in_annotation(mutation, annotations):
                 yield mutation
 
 
@@ -305,6 +338,11 @@ def report() -> None:
         with use_db(str(path), WorkDB.Mode.open) as db:
             done = db.completed_work_items
             total = db.num_work_items
+        # Sessions made before annotations were left out may hold their mutants: not counted.
+        annotations = _annotation_spans(str(SCRATCH / target.module))
+        done = [(item, result) for item, result in done if not _in_annotation(item.mutations[0], annotations)]
+        with use_db(str(path), WorkDB.Mode.open) as db:
+            total = sum(not _in_annotation(item.mutations[0], annotations) for item in db.work_items)
         counts = dict(mutants=total, run=len(done), killed=0, timeouts=0, survived=0, equivalent=0, incompetent=0)
         survivors = []
         for item, result in done:
