@@ -153,6 +153,16 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "weight=jnp.where(diff>0,tau,1.0-tau)"):
         "the weights differ only where diff == 0, where the loss weight * diff^2 and its derivative "
         "2 weight diff are 0 whichever weight is taken",
+    ("fedjax_rl/train.py", "local_metrics", "local=jnp.mean(local_episodes,axis=-1)",
+     "local=jnp.mean(local_episodes,axis=1)"): _LAST_AXIS_OF_2D + " ([K, episodes], per seed)",
+    ("fedjax_rl/train.py", "finalize", "sweep=jnp.mean(sweep_episodes,axis=-1)",
+     "sweep=jnp.mean(sweep_episodes,axis=1)"): _LAST_AXIS_OF_2D + " ([sweep points, episodes], per seed)",
+    ("fedjax_rl/train.py", "finalize", "axis=-1,", "axis=1,"):
+        "stacking [K] vectors: axis 1 is the new last axis either way ([K, len(physics)])",
+    ("fedjax_rl/train.py", "global_policy", "shared=jax.tree.map(lambdaleaf:leaf[0],state.agents.learner.shared)",
+     "shared=jax.tree.map(lambdaleaf:leaf[1],state.agents.learner.shared)"):
+        "global_policy runs after a federated average, which gives every agent the same shared leaves "
+        "(with partial participation too); with K = 1 the index is clamped to 0",
     ("fedjax_rl/agents/dqn.py", "next_value",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
