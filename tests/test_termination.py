@@ -128,6 +128,29 @@ def test_acrobot_goal_height_matches_gymnasium():
     assert expected == [False, heights[1] > 1, heights[2] > 1]
 
 
+def test_acrobot_time_limit_truncates_and_does_not_terminate():
+    env, params = make("Acrobot-v1")
+    _, state = env.reset(jax.random.key(0), params)
+    step = jax.jit(lambda s: env.step(jax.random.key(1), s, 1, params))
+    for time, truncated in ((params.max_steps_in_episode - 2, False), (params.max_steps_in_episode - 1, True)):
+        _, after, _, terminated, is_truncated, info = step(state.replace(time=time))
+        assert bool(is_truncated) == truncated and not bool(terminated)
+        assert int(after.time) == (0 if truncated else time + 1)  # auto-reset after the 500th step
+
+
+def test_acrobot_torque_noise_is_symmetric():
+    """gymnasium adds U(-n, n) to the torque: from rest with gravity 0 and no torque, the first
+    step's angular acceleration takes both signs over keys, as large as n allows."""
+    env, params = make("Acrobot-v1")
+    params = env.set_physics(env.set_physics(params, "gravity", 0.0), "torque_noise_max", 0.5)
+    _, state = env.reset(jax.random.key(0), params)
+    rest = state.replace(joint_angle1=0.3, joint_angle2=-0.2, velocity_1=0.0, velocity_2=0.0)
+    step = jax.jit(jax.vmap(lambda k: env.step_env(k, rest, 1, params)[1].velocity_2))
+    velocity = np.asarray(step(jax.random.split(jax.random.key(2), 64)))
+    assert velocity.min() < 0 < velocity.max()
+    assert 0.5 < velocity.max() / -velocity.min() < 2
+
+
 # -- LunarLander --------------------------------------------------------------------------------
 
 
@@ -156,6 +179,8 @@ def _lander_cases():
 def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
     cases = _lander_cases()
     y, prev_shaping = np.float32(8.0), -50.0
+    # A tilted, moving, turning lander, so every entry of the observation is compared too.
+    angle, velocity, spin = np.float32(0.1), np.array([0.7, -1.3], np.float32), np.float32(0.4)
     env, params = ll.make_env()
     _, state = env.reset(jax.random.key(0), params)
     center = np.asarray(ll.LANDER_LOCAL_CENTER)
@@ -163,15 +188,17 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
     def placed(x, game_over, awake):
         origin = np.array([x, y], np.float32)
         pos = np.asarray(state.pos).copy()
-        pos[0] = origin + center
+        pos[0] = origin + np.asarray(ll._rot(angle, jnp.asarray(center)))
         # The lander's centre of mass from its origin in float32 may round: nudge it until the
         # port's `lander_origin` gives back exactly `x`.
         for _ in range(4):
-            back = float(ll.lander_origin(jnp.asarray(pos), jnp.zeros(3))[0])
+            back = float(ll.lander_origin(jnp.asarray(pos), jnp.full(3, angle))[0])
             if back == x:
                 break
             pos[0, 0] = np.nextafter(pos[0, 0], np.float32(np.inf) if back < x else np.float32(-np.inf))
-        return state.replace(pos=jnp.asarray(pos), angle=jnp.zeros(3), vel=jnp.zeros((3, 2)), angvel=jnp.zeros(3),
+        moving = float(awake)  # Box2D: a body put to sleep has no velocity
+        return state.replace(pos=jnp.asarray(pos), angle=jnp.full(3, angle), vel=jnp.tile(moving * velocity, (3, 1)),
+                             angvel=jnp.full(3, moving * spin),
                              leg_contact=jnp.zeros(2, bool), game_over=jnp.asarray(game_over),
                              awake=jnp.asarray(awake))
 
@@ -183,26 +210,31 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
         obs = ll.observation(s)
         crashed = s.game_over | (jnp.abs(obs[0]) >= 1.0)
         reward, _ = ll.reward_fn(obs, prev_shaping, 0.0, 0.0, crashed, ~s.awake)
-        return env.is_terminated(s, params), reward, ll.lander_origin(s.pos, s.angle)[0]
+        return env.is_terminated(s, params), reward, ll.lander_origin(s.pos, s.angle)[0], obs
 
-    terminated, reward, origin_x = (np.asarray(a) for a in judge(states))
-    np.testing.assert_array_equal(origin_x, [x for x, _, _ in cases])
+    terminated, reward, origin_x, observations = (np.asarray(a) for a in judge(states))
+    # Where the centre of mass cannot put the origin exactly (next to 0, positions are coarser
+    # than the offset), gymnasium gets the origin the port has; the edges themselves are exact.
+    assert origin_x[1] == 0.0 and origin_x[4] == ll.W
+    assert origin_x[0] < 0.0 < origin_x[2] and origin_x[3] < ll.W < origin_x[5]
 
     gym_env = gym.make("LunarLander-v3")
     gym_env.reset(seed=0)
     u = gym_env.unwrapped
     u.world = _FrozenWorld(u.world)
-    for i, (x, game_over, awake) in enumerate(cases):
-        u.lander.position = (float(x) + 0.0, float(y))
-        u.lander.angle = 0.0
-        u.lander.linearVelocity = (0.0, 0.0)
-        u.lander.angularVelocity = 0.0
+    for i, (_, game_over, awake) in enumerate(cases):
+        x = float(origin_x[i])
+        u.lander.position = (x, float(y))
+        u.lander.angle = float(angle)
+        u.lander.linearVelocity = tuple(float(v) for v in velocity)
+        u.lander.angularVelocity = float(spin)
         u.lander.awake = awake
         u.legs[0].ground_contact = u.legs[1].ground_contact = False
         u.game_over = game_over
         u.prev_shaping = prev_shaping
         obs, gym_reward, gym_terminated, _, _ = gym_env.step(0)
         assert u.lander.position.x == x  # Box2D keeps the float32 it was given
+        np.testing.assert_allclose(observations[i], obs, rtol=0, atol=1e-6)
         assert terminated[i] == gym_terminated, (x, game_over, awake)
         assert reward[i] == pytest.approx(gym_reward, abs=1e-3), (x, game_over, awake)
     gym_env.close()

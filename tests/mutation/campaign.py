@@ -163,6 +163,11 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "shared=jax.tree.map(lambdaleaf:leaf[1],state.agents.learner.shared)"):
         "global_policy runs after a federated average, which gives every agent the same shared leaves "
         "(with partial participation too); with K = 1 the index is clamped to 0",
+    ("fedjax_rl/envs/classic_control.py", "step_env", "torque=torque+jax.random.uniform(",
+     "torque=torque-jax.random.uniform("):
+        "subtracting U(-n, n) noise is adding U(-n, n) noise: the same distribution (gymnasium draws "
+        "its own numbers, so no test can ask for these particular ones); with the default n = 0 "
+        "the same numbers",
     ("fedjax_rl/agents/dqn.py", "next_value",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
