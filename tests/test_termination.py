@@ -197,8 +197,9 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
                 break
             pos[0, 0] = np.nextafter(pos[0, 0], np.float32(np.inf) if back < x else np.float32(-np.inf))
         moving = float(awake)  # Box2D: a body put to sleep has no velocity
-        return state.replace(pos=jnp.asarray(pos), angle=jnp.full(3, angle), vel=jnp.tile(moving * velocity, (3, 1)),
-                             angvel=jnp.full(3, moving * spin),
+        legs = np.array([[1.0], [-2.0], [3.0]], np.float32)  # the legs move otherwise: only the lander counts
+        return state.replace(pos=jnp.asarray(pos), angle=jnp.full(3, angle), vel=jnp.asarray(moving * legs * velocity),
+                             angvel=jnp.asarray(moving * legs[:, 0] * spin),
                              leg_contact=jnp.zeros(2, bool), game_over=jnp.asarray(game_over),
                              awake=jnp.asarray(awake))
 
@@ -242,3 +243,40 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
     np.testing.assert_array_equal(terminated, [True, True, False, False, True, True, True, True, False])
     np.testing.assert_array_equal(reward[[0, 1, 4, 5, 6]], -100.0)
     assert reward[7] == 100.0
+
+
+def test_lunar_lander_step_judges_the_same_edges():
+    """The same rules through a whole step (world step, then the step's crash and rest flags):
+    with gravity and the leg motors off, a lander at rest high above the ground does not move, so
+    the step judges the edge exactly where the lander was put. A crash stays a crash, and a lander
+    whose sleep timer runs out comes to rest (+100)."""
+    env, params = ll.make_env()
+    params = params.replace(gravity=0.0, leg_spring_torque=0.0)
+    _, state = env.reset(jax.random.key(0), params)
+    state = state.replace(vel=jnp.zeros((3, 2)), angvel=jnp.zeros(3), angle=state.angle - state.angle[0])
+    center = np.asarray(ll.LANDER_LOCAL_CENTER)
+
+    def placed(x, game_over=False, sleep_time=0.0):
+        pos = np.asarray(state.pos).copy()
+        pos[0] = np.array([x, 8.0], np.float32) + center
+        for _ in range(4):  # until the origin is exactly x (see the test above)
+            back = float(ll.lander_origin(jnp.asarray(pos), state.angle)[0])
+            if back == x:
+                break
+            pos[0, 0] = np.nextafter(pos[0, 0], np.float32(np.inf) if back < x else np.float32(-np.inf))
+        return state.replace(pos=jnp.asarray(pos), game_over=jnp.asarray(game_over),
+                             sleep_time=jnp.full(3, sleep_time, jnp.float32))
+
+    xs = [np.float32(0.0), *beside(ll.W, np.float32)]
+    cases = [placed(x) for x in xs] + [placed(np.float32(10.0), game_over=True),
+                                       placed(np.float32(10.0), sleep_time=ll.TIME_TO_SLEEP)]
+    before = np.asarray([ll.lander_origin(s.pos, s.angle)[0] for s in cases])
+    step = jax.jit(jax.vmap(lambda s: env.step_with_noise(jnp.zeros(2), s, 0, params)))
+    _, after, reward, terminated, info = step(_stack(cases))
+    np.testing.assert_array_equal(jax.vmap(ll.lander_origin)(after.pos, after.angle)[:, 0], before)
+    assert before[0] == 0.0 and before[2] == ll.W
+    np.testing.assert_array_equal(terminated, [True, False, True, True, True, True])
+    np.testing.assert_array_equal(info["crashed"], [True, False, True, True, True, False])
+    np.testing.assert_array_equal(info["at_rest"], [False, False, False, False, False, True])
+    np.testing.assert_array_equal(np.asarray(reward)[[0, 2, 3, 4, 5]], [-100, -100, -100, -100, 100])
+    np.testing.assert_array_equal(terminated, jax.vmap(lambda s: env.is_terminated(s, params))(after))
