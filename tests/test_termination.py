@@ -200,7 +200,7 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
         legs = np.array([[1.0], [-2.0], [3.0]], np.float32)  # the legs move otherwise: only the lander counts
         return state.replace(pos=jnp.asarray(pos), angle=jnp.full(3, angle), vel=jnp.asarray(moving * legs * velocity),
                              angvel=jnp.asarray(moving * legs[:, 0] * spin),
-                             leg_contact=jnp.zeros(2, bool), game_over=jnp.asarray(game_over),
+                             leg_contact=jnp.array([True, False]), game_over=jnp.asarray(game_over),
                              awake=jnp.asarray(awake))
 
     states = _stack([placed(*case) for case in cases])
@@ -230,7 +230,7 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
         u.lander.linearVelocity = tuple(float(v) for v in velocity)
         u.lander.angularVelocity = float(spin)
         u.lander.awake = awake
-        u.legs[0].ground_contact = u.legs[1].ground_contact = False
+        u.legs[0].ground_contact, u.legs[1].ground_contact = True, False  # which leg is which counts
         u.game_over = game_over
         u.prev_shaping = prev_shaping
         obs, gym_reward, gym_terminated, _, _ = gym_env.step(0)
@@ -243,6 +243,9 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
     np.testing.assert_array_equal(terminated, [True, True, False, False, True, True, True, True, False])
     np.testing.assert_array_equal(reward[[0, 1, 4, 5, 6]], -100.0)
     assert reward[7] == 100.0
+    # gymnasium's reset step has no previous shaping: only the fuel is paid (0.3 for the main engine).
+    first, _ = ll.reward_fn(observations[2], prev_shaping, 1.0, 0.0, False, False, first_step=True)
+    assert float(first) == pytest.approx(-0.3)
 
 
 def test_lunar_lander_step_judges_the_same_edges():

@@ -168,6 +168,14 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "subtracting U(-n, n) noise is adding U(-n, n) noise: the same distribution (gymnasium draws "
         "its own numbers, so no test can ask for these particular ones); with the default n = 0 "
         "the same numbers",
+    ("fedjax_rl/envs/lunar_lander.py", "observation", "(origin[1]-(HELIPAD_Y+LEG_DOWN/SCALE))/(H/2),",
+     "(origin[2]-(HELIPAD_Y+LEG_DOWN/SCALE))/(H/2),"):
+        "origin is a 2-vector and JAX clamps the out-of-range static index 2 to 1, the same element",
+    ("fedjax_rl/envs/lunar_lander.py", "observation", "state.leg_contact[1].astype(jnp.float32),",
+     "state.leg_contact[2].astype(jnp.float32),"):
+        "there are two legs and JAX clamps the out-of-range static index 2 to 1, the same element",
+    ("fedjax_rl/envs/lunar_lander.py", "shaping", "+10*obs[7]", "+10*obs[8]"):
+        "the observation has 8 entries and JAX clamps the out-of-range static index 8 to 7, the same element",
     ("fedjax_rl/agents/dqn.py", "next_value",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
