@@ -501,6 +501,35 @@ def test_legs_hang_like_gymnasiums_after_reset():
     np.testing.assert_allclose(np.asarray(legs), np.asarray(state.pos[1:]), atol=1e-5)
 
 
+def test_reset_step_matches_gymnasiums_for_the_same_push():
+    """gymnasium's reset ends with a step under its random push. Replaying its random stream gives
+    the push (the terrain's 12 heights are drawn first); the port's reset step under that push must
+    reach gymnasium's post-reset observation (measured: 1e-6 in position and velocity, 1e-4 rad in
+    angle, 1.5e-5 in spin) and its leg angles (2.7e-3 rad)."""
+    env = LunarLander()
+    params = env.default_params
+    _, some = env.reset_env(jax.random.key(0), params)
+    pos, angle = ll.initial_bodies()
+    created = some.replace(pos=pos, angle=angle, vel=jnp.zeros((3, 2)), angvel=jnp.zeros(3),
+                           limit_impulse=jnp.zeros(2), motor_impulse=jnp.zeros(2), limit_state=jnp.zeros(2, jnp.int32))
+    gym_env = gym.make("LunarLander-v3")
+    forces, gym_obs, gym_legs = [], [], []
+    for seed in range(8):
+        obs, _ = gym_env.reset(seed=seed)
+        rng = np.random.default_rng(seed)  # gymnasium's np_random for this seed
+        rng.uniform(0, ll.H / 2, size=ll.CHUNKS + 1)
+        forces.append(rng.uniform(-ll.INITIAL_RANDOM, ll.INITIAL_RANDOM, size=2))
+        gym_obs.append(obs)
+        gym_legs.append([leg.angle for leg in gym_env.unwrapped.legs])
+    gym_env.close()
+    reset_step = jax.jit(jax.vmap(lambda f: env._step(jnp.zeros(2), created, 0, params, f, first=True)[:2]))
+    after, obs = reset_step(jnp.asarray(np.array(forces), jnp.float32))
+    np.testing.assert_allclose(obs[:, :4], np.array(gym_obs)[:, :4], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(obs[:, 4], np.array(gym_obs)[:, 4], rtol=0, atol=3e-4)
+    np.testing.assert_allclose(obs[:, 5], np.array(gym_obs)[:, 5], rtol=0, atol=5e-5)
+    np.testing.assert_allclose(after.angle[:, 1:], np.array(gym_legs), rtol=0, atol=6e-3)
+
+
 def test_landing_deceleration_matches_box2d():
     """Drop both landers flat onto the helipad at 0.5 m/s: same vertical velocity, step by step."""
     genv = gym.make("LunarLander-v3")
