@@ -3,8 +3,8 @@
 One *agent-step* is one environment step of one agent plus one gradient update (train_freq 1,
 gradient_steps 1: critic(s), expectile network, actor, soft target updates), with the federated
 average every E = 100 steps. Setting: FedRDDPG, DDPGAvg(1) and DDPGAvg(2), K = 5 agents, 5 vmapped
-seeds, 400-300 networks, batch 64 (the paper's), RL-Zoo3's other DDPG settings, on `--env` (MJX
-Hopper-v4 with perturbed torso mass by default).
+seeds, 400-300 networks, batch 64 (the paper's), RL-Zoo3's other DDPG settings, on `--env` (Hopper-v4
+with perturbed torso mass by default) stepped by `--engine` (MuJoCo's C engine by default).
 
   rate   `jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))` over seeds, one call =
          `--rounds-per-call` rounds of E steps of all K agents of every seed plus one greedy
