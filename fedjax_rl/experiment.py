@@ -124,12 +124,25 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
     return config_dict, run_batch
 
 
+# Settings added after run directories were first written, with the value that reproduces what a
+# run recorded without them computed: such a run still resumes and still reads as finished.
+_ADDED_SETTINGS = {federated.AGGREGATION.name: "mean", federated.TRIM.name: federated.TRIM.default}
+
+
+def _read_recorded(path: str) -> dict:
+    """A run directory's JSON record (config.json, finished.json), completed with `_ADDED_SETTINGS`."""
+    with open(path) as f:
+        recorded = json.load(f)
+    if isinstance(recorded, dict) and "algo" in recorded:
+        recorded = {**_ADDED_SETTINGS, **recorded}
+    return recorded
+
+
 def _holds(path: str, config_dict: dict) -> bool:
     """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`."""
     if not os.path.exists(path):
         return False
-    with open(path) as f:
-        return json.load(f) == json.loads(json.dumps(config_dict))
+    return _read_recorded(path) == json.loads(json.dumps(config_dict))
 
 
 def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
@@ -237,8 +250,7 @@ def run(
         ckpt_path = os.path.join(out_dir, CHECKPOINT)
         config_path = os.path.join(out_dir, "config.json")
         if os.path.exists(ckpt_path) and os.path.exists(config_path):
-            with open(config_path) as f:
-                previous = json.load(f)
+            previous = _read_recorded(config_path)
             if previous == json.loads(json.dumps(config_dict)):
                 try:
                     restored, extra = checkpoint.load(ckpt_path, state)

@@ -28,6 +28,8 @@ TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", 
         (["--set", "batch_size=64", "--set", "buffer_size=32"], r"batch_size \(64\) must be <= buffer_size \(32\)"),
         (["--set", "colour=3"], r"unknown DQN settings \['colour'\]"),
         (["--seeds", "0"], r"--seeds must be >= 1"),
+        (["--aggregation", "mode"], r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'mode'"),
+        (["--aggregation", "trimmed_mean", "--trim", "0.1"], r"trim must be in \[0.2, 0.5\) for aggregation"),
     ],
 )
 def test_bad_settings_exit_with_a_clear_message(argv, message, capsys, monkeypatch):
@@ -43,6 +45,16 @@ def test_bad_settings_exit_with_a_clear_message(argv, message, capsys, monkeypat
     import re
 
     assert re.search(message, str(exit_info.value)), str(exit_info.value)
+
+
+def test_aggregation_flags_come_from_their_declaration_and_reach_config_json():
+    from fedjax_rl import experiment
+
+    args = cli.build_parser().parse_args(["train", "--aggregation", "trimmed_mean", "--trim", "0.25"])
+    config = cli.config_from_args(args)
+    assert (config.aggregation, config.trim) == ("trimmed_mean", 0.25)
+    recorded = experiment.config_to_dict(config)  # what config.json holds
+    assert (recorded["aggregation"], recorded["trim"]) == ("trimmed_mean", 0.25)
 
 
 @pytest.fixture(scope="module")
