@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test bench notebooks lock clean
+.PHONY: demo test test-heavy bench notebooks lock clean cli-flags
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,13 +19,22 @@ demo: $(STAMP)
 	$(BIN)/fedjax-rl demo --out runs/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not heavy" tests
+
+# Checks too long for CI (e.g. the MJX line-search cap against the uncapped solver over many states).
+test-heavy: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m heavy tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tabular.py
 	$(BIN)/python benchmarks/lunarlander_env.py
 	$(BIN)/python benchmarks/lunarlander_dqn.py
 	@echo "dqn_throughput.py needs the SB3 reference env: see benchmarks/README.md"
+
+# The command line's flag table (help, defaults, choices) from the settings declarations; run it after
+# changing a setting, an algorithm or an environment (tests/test_cli.py says when it is out of date).
+cli-flags: $(STAMP)
+	$(BIN)/python -c "from fedjax_rl import cli; print('wrote', cli.write_flag_table())"
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[notebooks]"

@@ -5,8 +5,9 @@ freshly initialised state. Typed PRNG keys are stored as their raw key data.
 Leaves are matched by path, never by position: a file whose paths, shapes or dtypes differ from the
 state's (another configuration, another library version, two same-shaped leaves that changed
 places) raises `CheckpointMismatch` naming the first differing paths, instead of loading values
-into the wrong leaves. Writes go to a temporary file that is renamed into place, so a run killed
-mid-write keeps its previous checkpoint.
+into the wrong leaves. A file that cannot be read at all (empty, truncated, not an .npz) raises
+`DamagedFile` naming it. Every write (`save`, `atomic_write`) goes to a temporary file in the same
+directory that is renamed into place, so a run killed mid-write keeps its previous file whole.
 
 Why not orbax: a checkpoint here is one small host-side file written after every evaluation block
 and restored only into the same program; a path-keyed .npz gives the same safety (leaves by path,
@@ -15,7 +16,12 @@ loud mismatches) without orbax's directory layout, async machinery and per-save 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import tempfile
+import zipfile
+import zlib
 from typing import Any
 
 import jax
@@ -28,6 +34,50 @@ _EXTRA = "extra:"
 
 class CheckpointMismatch(ValueError):
     """The file's leaves do not fit the state (another configuration or library version)."""
+
+
+class DamagedFile(ValueError):
+    """A file that cannot be read (empty, truncated, garbage); `path` names it."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path} is damaged ({reason})")
+        self.path, self.reason = path, reason
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def read_json(path: str):
+    """The JSON file at `path`; `DamagedFile` naming it if it cannot be parsed (truncated, empty)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return json.loads(raw)
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        reason = "empty file" if not raw.strip() else f"{type(error).__name__}: {error}"
+        raise DamagedFile(path, reason) from None
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "w", **open_kwargs):
+    """`open(path, mode)` whose file appears at `path` only once it is complete: written to a
+    temporary file in the same directory (same filesystem, so the rename is atomic), then renamed
+    over `path`. On any exception, KeyboardInterrupt included, `path` is untouched and the
+    temporary file removed."""
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make every output private
+        with os.fdopen(fd, mode, **open_kwargs) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
 
 
 def _is_key(leaf) -> bool:
@@ -43,9 +93,37 @@ def save(path: str, tree: Any, **extra: Any) -> None:
     names, leaves, _ = _paths(tree)
     arrays = {_LEAF + name: np.asarray(jax.random.key_data(x) if _is_key(x) else x) for name, x in zip(names, leaves)}
     arrays.update({_EXTRA + k: np.asarray(v) for k, v in extra.items()})
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    with atomic_write(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+# What reading a damaged .npz raises: not a zip (np.load then tries pickle: ValueError), a truncated
+# archive (BadZipFile, EOFError), a corrupted member (zlib.error, a CRC BadZipFile, ValueError).
+_READ_ERRORS = (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zlib.error)
+
+
+@contextlib.contextmanager
+def _open(path: str):
+    """np.load(path) of an .npz written by `save`; `DamagedFile` if it is not one."""
+    if not zipfile.is_zipfile(path):  # np.load would report garbage as "pickled (object) data"
+        size = os.path.getsize(path)
+        raise DamagedFile(path, "empty file" if size == 0 else f"not an .npz archive ({size} bytes)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            yield data
+    except (CheckpointMismatch, DamagedFile):
+        raise
+    except _READ_ERRORS as error:
+        raise DamagedFile(path, f"{type(error).__name__}: {error}") from None
+
+
+def read_extras(path: str, names: tuple[str, ...]) -> dict:
+    """The extras `names` that the file holds (no leaves are read); `DamagedFile` if unreadable."""
+    with _open(path) as data:
+        try:
+            return {name: data[_EXTRA + name] for name in names if _EXTRA + name in data.files}
+        except _READ_ERRORS as error:
+            raise DamagedFile(path, f"{type(error).__name__}: {error}") from None
 
 
 def _mismatch(path: str, what: str) -> CheckpointMismatch:
@@ -53,9 +131,10 @@ def _mismatch(path: str, what: str) -> CheckpointMismatch:
 
 
 def load(path: str, like: Any) -> tuple[Any, dict]:
-    """Restore a tree saved by `save` into the structure (and key types) of `like`."""
+    """Restore a tree saved by `save` into the structure (and key types) of `like`. Raises
+    `CheckpointMismatch` if the leaves differ, `DamagedFile` if the file cannot be read."""
     names, leaves, treedef = _paths(like)
-    with np.load(path) as data:
+    with _open(path) as data:
         stored = {k[len(_LEAF):] for k in data.files if k.startswith(_LEAF)}
         missing = [n for n in names if n not in stored]
         unexpected = sorted(stored - set(names))

@@ -10,6 +10,11 @@ Every setting is checked before anything compiles; a bad one stops with a messag
 training flag is spelled as its config name (`--sync-every` for `sync_every`); agent settings are
 `--set NAME=VALUE` (`--omega` and `--tau` have flags too). Defaults are resolved exactly as
 `fedjax_rl.configs.train_config` resolves them.
+
+Building the parser imports neither JAX nor the settings' modules (which do), so `--help` and a
+mistyped flag answer at once: the flags' help, defaults and choices that come from the settings
+declarations are read from `fedjax_rl/cli_flags.py`, a table generated from them by
+`flag_table()` (`make cli-flags`; tests/test_cli.py fails when it is out of date).
 """
 
 from __future__ import annotations
@@ -17,21 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
-import matplotlib
+from fedjax_rl import cli_flags
 
-matplotlib.use("Agg")  # files only: the command line never opens a window
-
-from fedjax_rl import distributed  # noqa: E402
-
-if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "fedjax-rl":
-    # jax.distributed must start before the backend does, and importing gymnax (through envs)
-    # already starts it with import-time arrays: join the process group from the flags first.
-    distributed.initialize_from_argv(sys.argv[1:])
-
-from fedjax_rl import agents, configs, reproduce  # noqa: E402
-from fedjax_rl.train import TRAIN_SETTINGS
-
+RUN_BATCH_HELP = ("runs (seeds x grid points) vmapped at a time; batches run one after another in the same "
+                  "program ('all': one vmap). On a CPU, batches of 10-20 runs train a 40-run grid 1.6-2x faster "
+                  "(benchmarks/run_batch.py); the numbers change by float rounding")
 # Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
 # shorter spellings are kept as aliases.
 ALIASES = {
@@ -43,21 +40,98 @@ ALIASES = {
     "num_devices": ("--devices",),
 }
 AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
-_RESOLVED = {
-    "env_name": "'CartPole-v1'",
-    "physics": "the task's first perturbed parameter",
-    "steps_per_agent": "RL-Zoo3's budget for the task",
-    "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
-}
-
-
-RUN_BATCH_HELP = ("runs (seeds x grid points) vmapped at a time; batches run one after another in the same "
-                  "program ('all': one vmap). On a CPU, batches of 10-20 runs train a 40-run grid 1.6-2x faster "
-                  "(benchmarks/run_batch.py); the numbers change by float rounding")
+DEFAULT_ENV = "CartPole-v1"
 
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def flag_table() -> dict:
+    """The help, defaults and choices of the flags that come from the settings declarations
+    (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
+    what `fedjax_rl/cli_flags.py` holds. Imports JAX and every settings module."""
+    from fedjax_rl import agents, configs, envs, reproduce
+    from fedjax_rl.train import TRAIN_SETTINGS
+
+    resolved = {
+        "env_name": repr(DEFAULT_ENV),
+        "physics": "the task's first perturbed parameter",
+        "steps_per_agent": "RL-Zoo3's budget for the task",
+        "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
+        "num_devices": "none: every agent on one device",
+    }
+    if "engine" in {s.name for s in TRAIN_SETTINGS}:
+        by_engine = {}
+        for name in envs.list_envs():
+            by_engine.setdefault(envs.get_spec(name).engines[0], []).append(name)
+        resolved["engine"] = "; ".join(f"{e} for {', '.join(names)}" for e, names in by_engine.items()
+                                       if e != "jax") + "; none for the tasks written in JAX"
+    train = []
+    for setting in TRAIN_SETTINGS:
+        if setting.name == "agent":
+            continue
+        default = resolved.get(setting.name, f"{setting.default!r}{' ' + setting.source if setting.source else ''}")
+        entry = {"dest": setting.name, "flags": [_flag(setting.name), *ALIASES.get(setting.name, ())],
+                 "help": f"{setting.help} (default: {default})"}
+        if setting.name == "algo":
+            entry["choices"] = list(agents.names())
+        elif setting.name == "env_name":
+            entry["help"] = f"{setting.help}: {', '.join(envs.list_envs())} (default: {default})"
+            entry["metavar"] = "ENV"
+        elif setting.name == "physics":
+            per_env = []
+            for name in envs.list_envs():
+                paper, every = envs.get_spec(name).perturbed, envs.physics_names(name)
+                others = [n for n in every if n not in paper]
+                also = ("any body by its XML name or float model field" if len(every) > 20
+                        else ", ".join(others))
+                per_env.append(f"{name}: {', '.join(paper)} (the paper's){'; also ' + also if also else ''}")
+            entry["help"] = f"{setting.help}. Per task: {'. '.join(per_env)} (default: {default})"
+            entry["metavar"] = "NAME[,NAME]"
+        train.append(entry)
+    family_settings = {}
+    for algorithm in agents.ALGORITHMS.values():
+        names = sorted(s.name for s in algorithm.config.SETTINGS if s.name not in algorithm.fixed)
+        family_settings.setdefault(algorithm.family, names)
+    for name in AGENT_FLAGS:
+        defaults = {}
+        for algorithm in agents.ALGORITHMS.values():
+            value = getattr(algorithm.agent_config(DEFAULT_ENV), name)
+            defaults.setdefault(value, []).append(algorithm.name)
+        declared = next(s for s in agents.ALGORITHMS["fedrdqn"].config.SETTINGS if s.name == name)
+        shown = "; ".join(f"{v:g} for {', '.join(algos)}" for v, algos in defaults.items()) if len(defaults) > 1 \
+            else f"{next(iter(defaults)):g}"
+        fixed = " (fixed: the *Avg baselines have no robust term)" if name == "omega" else ""
+        train.append({"dest": name, "flags": [_flag(name)],
+                      "help": f"{declared.help}, as --set {name}=... (default: {shown}{fixed})"})
+    set_help = ("override a setting of the algorithm, repeatable: --set learning_rate=1e-3 --set hidden_sizes=64,64. "
+                + " ".join(f"{family}: {', '.join(names)}." for family, names in family_settings.items())
+                + " (default: none; each setting's default depends on the algorithm and the task, see "
+                  "fedjax_rl/configs.py)")
+    return {
+        "train": train,
+        "set_help": set_help,
+        "reproduce": {"tables": sorted(reproduce.TABLES), "seeds": reproduce.DEFAULT_SEEDS,
+                      "tuning_seeds": reproduce.DEFAULT_TUNING_SEEDS,
+                      "omegas": ",".join(f"{w:g}" for w in reproduce.DEFAULT_OMEGAS),
+                      "cpu_run_batch": reproduce.CPU_RUN_BATCH},
+    }
+
+
+def write_flag_table(path: str | None = None) -> str:
+    """Regenerate fedjax_rl/cli_flags.py from the settings declarations."""
+    import pprint
+
+    path = path or os.path.join(os.path.dirname(__file__), "cli_flags.py")
+    text = ('"""The flags whose help, defaults and choices come from the settings declarations, as a table,\n'
+            "so that building the command line's parser imports no JAX. GENERATED by\n"
+            "`fedjax_rl.cli.write_flag_table()` (`make cli-flags`) from `cli.flag_table()`: do not edit;\n"
+            'tests/test_cli.py checks that it is current."""\n\n'
+            f"TABLE = {pprint.pformat(flag_table(), width=110, sort_dicts=False)}\n")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
 
 
 def _set_pairs(pairs: list[str]) -> dict[str, str]:
@@ -71,26 +145,25 @@ def _set_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    for setting in TRAIN_SETTINGS:
-        if setting.name == "agent":
-            continue
-        if setting.name in _RESOLVED:
-            default = _RESOLVED[setting.name]
-        else:
-            default = f"{setting.default!r}{' ' + setting.source if setting.source else ''}"
-        help_text = f"{setting.help} (default: {default})"
-        kwargs = dict(choices=agents.names()) if setting.name == "algo" else {}
-        p.add_argument(_flag(setting.name), *ALIASES.get(setting.name, ()), dest=setting.name, default=None,
-                       type=str, help=help_text.replace("%", "%%"), **kwargs)
-    for name in AGENT_FLAGS:
-        p.add_argument(_flag(name), dest=name, default=None, type=str, help=f"the agent setting {name} (as --set {name}=...)")
-    p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program")
+    for entry in cli_flags.TABLE["train"]:
+        extra = {k: entry[k] for k in ("choices", "metavar") if k in entry}
+        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=str,
+                       help=entry["help"].replace("%", "%%"), **extra)
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program (default: 1)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the first seed: runs use seeds seed, seed+1, ... (default: 0)")
     p.add_argument("--run-batch", default="all", help=RUN_BATCH_HELP + " (default: all)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override an agent setting of the algorithm, e.g. --set learning_rate=1e-3 --set hidden_sizes=64,64")
-    p.add_argument("--out", default=None, help="run directory (config, checkpoints, metrics, parameters)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=cli_flags.TABLE["set_help"])
+    p.add_argument("--out", default=None,
+                   help="run directory: config, a checkpoint after every evaluation, metrics, final parameters. "
+                        "Rerunning the same command resumes or reads back the run; other settings on a directory "
+                        "that holds a run are refused (see --new-run). (default: none: nothing is saved)")
+    p.add_argument("--new-run", action="store_true",
+                   help="if --out holds a run of other settings, move it to OUT/set_aside/<n>/ and start this one "
+                        "(default: refuse, listing the differences). A set-aside run of these settings is always "
+                        "moved back and resumed")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar or status lines (default: show them)")
     add_distributed_arguments(p)
 
 
@@ -99,18 +172,25 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     `--devices` then counts the devices of all processes together."""
     g = p.add_argument_group("multi-process (jax.distributed; unset flags come from a detected cluster "
                              "such as SLURM, the coordinator also from JAX_COORDINATOR_ADDRESS)")
-    g.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="address of process 0's coordinator")
-    g.add_argument("--num-processes", type=int, default=None, help="number of processes in the run")
-    g.add_argument("--process-id", type=int, default=None, help="this process's index in [0, num-processes)")
+    g.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="address of process 0's coordinator (default: from the environment or the cluster)")
+    g.add_argument("--num-processes", type=int, default=None,
+                   help="number of processes in the run (default: from the cluster; 1 without one)")
+    g.add_argument("--process-id", type=int, default=None,
+                   help="this process's index in [0, num-processes) (default: from the cluster)")
     g.add_argument("--distributed", action="store_true",
                    help="join a process group configured entirely by the environment or the cluster (e.g. under srun)")
 
 
 def maybe_initialize_distributed(args) -> None:
-    """Join the process group when a multi-process flag is given (the command line has joined it
-    already at import; `main(argv)` called from Python joins it here, if the backend has not started)."""
+    """Join the process group when a multi-process flag is given. `main` does this before any command
+    imports gymnax, which starts JAX's backend at import (after that, jax.distributed cannot start)."""
     given = (args.coordinator, args.num_processes, args.process_id)
-    if (args.distributed or any(v is not None for v in given)) and not distributed.initialized():
+    if not (args.distributed or any(v is not None for v in given)):
+        return
+    from fedjax_rl import distributed
+
+    if not distributed.initialized():
         distributed.initialize(*given)
 
 
@@ -126,9 +206,12 @@ def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
 
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
+    from fedjax_rl import agents, configs
+    from fedjax_rl.train import TRAIN_SETTINGS
+
     algo = args.algo or TRAIN_SETTINGS[0].default
     algorithm = agents.get(algo)
-    env_name = args.env_name or "CartPole-v1"
+    env_name = args.env_name or DEFAULT_ENV
     fields = {}
     for setting in TRAIN_SETTINGS:
         text = getattr(args, setting.name, None)
@@ -141,23 +224,29 @@ def config_from_args(args):
     return configs.train_config(algo, env_name, agent_overrides=agent, **fields)
 
 
+def _error(err) -> SystemExit:
+    return SystemExit(f"fedjax-rl: error: {err}")
+
+
 def cmd_train(args) -> None:
-    from fedjax_rl import experiment
+    from fedjax_rl import distributed, experiment
 
     try:
-        maybe_initialize_distributed(args)
         config = config_from_args(args)
         config.validate()
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         run_batch = experiment.parse_run_batch(args.run_batch)
     except (ValueError, RuntimeError) as err:
-        raise SystemExit(f"fedjax-rl: error: {err}") from None
+        raise _error(err) from None
+    if args.out is None and distributed.is_writer():
+        print("no --out: results are printed only, nothing is saved (no checkpoint: an interrupted run cannot resume)")
     try:
         result = experiment.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
-                                progress=not args.no_progress, run_batch=run_batch)
-    except experiment.LayoutMismatch as err:
-        raise SystemExit(f"fedjax-rl: error: {err}") from None
+                                progress=not args.no_progress, run_batch=run_batch, new_run=args.new_run)
+    except (experiment.LayoutMismatch, experiment.RunExists, experiment.OutDirError, experiment.NotEnoughMemory,
+            experiment.NonFiniteError) as err:
+        raise _error(err) from None
     final = result["final"]
 
     if not distributed.is_writer():  # every process holds the same gathered result; process 0 reports it
@@ -172,22 +261,28 @@ def cmd_plot(args) -> None:
     from fedjax_rl import plots
 
     out = args.out or os.path.join(args.runs[0], "plot")
-    for path in plots.plot_runs(args.runs, out, smooth=args.smooth):
+    try:
+        paths = plots.plot_runs(args.runs, out, smooth=args.smooth)
+    except ValueError as err:  # a damaged file, a bad --smooth
+        raise _error(err) from None
+    for path in paths:
         print(f"wrote {path}")
 
 
 def cmd_compare(args) -> None:
     from fedjax_rl import plots
 
-    print(plots.comparison_table(args.runs))
+    try:
+        print(plots.comparison_table(args.runs))
+    except ValueError as err:  # a damaged file
+        raise _error(err) from None
 
 
 def cmd_demo(args) -> None:
     """FedRDQN vs DQNAvg on CartPole with perturbed pole length: a budget for 2 CPU cores."""
-    from fedjax_rl import experiment, plots
-
     if args.steps < 1000 or args.steps % 1000:
-        raise SystemExit(f"fedjax-rl: error: --steps must be a positive multiple of 1000, got {args.steps}")
+        raise _error(f"--steps must be a positive multiple of 1000, got {args.steps}")
+    from fedjax_rl import configs, experiment, plots
 
     run_dirs = []
     print(f"demo: small-budget CartPole DQN settings, not the paper's (configs.DEMO_DQN: {configs.DEMO_DQN}); "
@@ -203,7 +298,10 @@ def cmd_demo(args) -> None:
             agent_overrides=dict(omega=0.1 if algo == "fedrdqn" else 0.0, **configs.DEMO_DQN),
         )
         out = os.path.join(args.out, algo)
-        experiment.run(config, num_seeds=args.seeds, seed=0, out_dir=out, progress=not args.no_progress)
+        try:
+            experiment.run(config, num_seeds=args.seeds, seed=0, out_dir=out, progress=not args.no_progress)
+        except (experiment.RunExists, experiment.OutDirError, experiment.NotEnoughMemory) as err:
+            raise _error(err) from None
         run_dirs.append(out)
     print()
     print(plots.comparison_table(run_dirs))
@@ -218,13 +316,15 @@ def cmd_demo(args) -> None:
 
 def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
     """--set pairs parsed by the declarations of the table's algorithms (one family per table)."""
+    from fedjax_rl import agents, reproduce
+
     table = reproduce.get_table(table_name)
     return _parse_agent_settings(agents.get(table.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
 
 
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
-    from fedjax_rl import experiment
+    from fedjax_rl import experiment, reproduce
 
     if args.report_only:
         if args.status:
@@ -248,72 +348,106 @@ def cmd_reproduce(args) -> None:
             return
         result = reproduce.reproduce(args.table, args.out, progress=not args.no_progress, **request)
     except ValueError as err:
-        raise SystemExit(f"fedjax-rl: error: {err}") from None
+        raise _error(err) from None
     for path in result["paths"]:
         print(f"wrote {path}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedjax-rl", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    """The whole command line; imports nothing heavy (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="fedjax-rl", description=__doc__.split("\n")[0],
+                                     epilog="`fedjax-rl COMMAND --help` describes each command's flags.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="run a federated training (seeds vmapped, one compiled program)")
+    p = sub.add_parser("train", help="run a federated training (seeds vmapped, one compiled program)",
+                       description="Train one algorithm on one task; every setting is checked before anything "
+                                   "compiles. Rerunning the same command on the same --out resumes it.")
     add_train_arguments(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("plot", help="learning-curve and robustness-sweep figures from run directories")
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--out", default=None, help="output path prefix (default: RUN/plot)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="directories written by `fedjax-rl train --out`")
+    p.add_argument("--out", default=None, help="output path prefix: OUT_curve.png, OUT_sweep.png "
+                                               "(default: FIRST_RUN_DIR/plot)")
     p.add_argument("--smooth", type=int, default=5,
-                   help="moving-average window over evaluations for learning curves (the paper smooths; 1: raw)")
+                   help="moving-average window over evaluations for learning curves (the paper smooths; 1: raw) "
+                        "(default: 5)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("compare", help="Table-1 style table of local-environment returns")
-    p.add_argument("runs", nargs="+")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="directories written by `fedjax-rl train --out`")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("demo", help="FedRDQN vs DQNAvg on CartPole (pole length), then tabular FedRQ vs QAvg")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--steps", type=int, default=10_000, help="environment steps per agent (multiple of 1000)")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--skip-tabular", action="store_true")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
+    p.add_argument("--steps", type=int, default=10_000,
+                   help="environment steps per agent (multiple of 1000) (default: 10000)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per algorithm, vmapped (default: 3)")
+    p.add_argument("--skip-tabular", action="store_true", help="skip the tabular FedRQ vs QAvg part")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or status lines")
     p.set_defaults(func=cmd_demo)
 
+    table = cli_flags.TABLE["reproduce"]
     p = sub.add_parser("reproduce", help="the paper's Table 1 or 2 and its figures, resumable row by row")
-    p.add_argument("table", choices=("table1", "table2"))
-    p.add_argument("--rows", default=None, help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart (default: all)")
-    p.add_argument("--seeds", type=int, default=reproduce.DEFAULT_SEEDS,
-                   help=f"reported seeds per row (the paper's {reproduce.DEFAULT_SEEDS})")
-    p.add_argument("--tuning-seeds", type=int, default=reproduce.DEFAULT_TUNING_SEEDS,
-                   help="separate seeds on which the headline omega is chosen")
-    p.add_argument("--omegas", default=",".join(f"{w:g}" for w in reproduce.DEFAULT_OMEGAS),
-                   help="omega grid of the robust algorithm (omega 0 = the baseline, always run)")
-    p.add_argument("--budget", default="paper", help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("table", choices=table["tables"], help="which of the paper's tables")
+    p.add_argument("--rows", default=None,
+                   help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart (default: all)")
+    p.add_argument("--seeds", type=int, default=table["seeds"],
+                   help=f"reported seeds per row (default: {table['seeds']}, the paper's)")
+    p.add_argument("--tuning-seeds", type=int, default=table["tuning_seeds"],
+                   help=f"separate seeds on which the headline omega is chosen (default: {table['tuning_seeds']})")
+    p.add_argument("--omegas", default=table["omegas"],
+                   help=f"omega grid of the robust algorithm (omega 0 = the baseline, always run) "
+                        f"(default: {table['omegas']})")
+    p.add_argument("--budget", default="paper",
+                   help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it (default: paper)")
+    p.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="replace a paper setting of the table's algorithms (recorded in every row and printed "
-                        "with the table), e.g. --set learning_starts=1000 for a reduced budget")
+                        "with the table), e.g. --set learning_starts=1000 for a reduced budget (default: none, the "
+                        "paper's settings)")
     p.add_argument("--run-batch", default="auto",
-                   help=RUN_BATCH_HELP + f" (default: auto = {reproduce.CPU_RUN_BATCH} on a CPU, all on an accelerator)")
-    p.add_argument("--out", default="results/reproduce", help="output directory (rows resume from it)")
+                   help=RUN_BATCH_HELP + f" (default: auto = {table['cpu_run_batch']} on a CPU, all on an accelerator)")
+    p.add_argument("--out", default="results/reproduce",
+                   help="output directory (rows resume from it) (default: results/reproduce)")
     p.add_argument("--status", action="store_true",
                    help="only print where each requested row stands in --out (finished, blocks done, training "
                         "time left); computes and writes nothing")
     p.add_argument("--report-only", action="store_true",
                    help="only rebuild the tables and figures from the finished rows (row.json) in --out; trains "
                         "nothing and ignores the run settings")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_reproduce)
     return parser
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings as the command line's own lines, without the source location."""
+    return f"fedjax-rl: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "train":
+        try:
+            maybe_initialize_distributed(args)
+        except ValueError as err:
+            raise _error(err) from None
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: the command line never opens a window
+    previous = warnings.formatwarning
+    warnings.formatwarning = _format_warning
     try:
         args.func(args)
     except FileNotFoundError as err:
-        raise SystemExit(f"fedjax-rl: error: {err}") from None
+        raise _error(err) from None
+    except KeyboardInterrupt as err:
+        # experiment.Interrupted says how far the run got and how to resume; elsewhere, say it stopped.
+        print(f"\nfedjax-rl: {err or 'interrupted'}", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        warnings.formatwarning = previous
     return 0
 
 

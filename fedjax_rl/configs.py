@@ -5,6 +5,8 @@ table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives.
 
 Training-loop defaults resolved per task:
   physics            the task's first perturbed parameter (the paper's order, `envs.get_spec`).
+  engine             the task's default physics engine: "c" (MuJoCo's C engine) for the MuJoCo
+                     tasks; None for the others, which are written in JAX and have no choice.
   steps_per_agent    RL-Zoo3's training budget for the task (n_timesteps).
   eval_every_rounds  20 evaluation points over the run: max(1, num_rounds // 20).
 """
@@ -40,7 +42,8 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
 
     algorithm = agents.get(algo)
     envs.get_spec(env_name)  # an unknown name raises with the allowed names
-    env, params = envs.make(env_name, None)
+    engine = envs.check_engine(env_name, overrides.get("engine"))
+    env, params = envs.make(env_name, None, engine)
     algorithm.agent.check_env(env_name, env.action_space(params))
     fields = {s.name for s in TrainConfig.SETTINGS} - {"algo", "env_name", "agent"}
     unknown = sorted(set(overrides) - fields)
@@ -50,6 +53,7 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     resolved = dict(overrides)
     if resolved.get("physics") is None:
         resolved["physics"] = envs.get_spec(env_name).perturbed[:1]
+    resolved["engine"] = None if envs.get_spec(env_name).engines == ("jax",) else engine
     if resolved.get("steps_per_agent") is None:
         resolved["steps_per_agent"] = algorithm.steps(env_name)
     if resolved.get("sync_every") is None:

@@ -1,6 +1,14 @@
 """The host loop: run a compiled federated training block by block over vmapped seeds, with a
 progress bar, a checkpoint after every block, and outputs written to a run directory.
 
+A run directory is never silently overwritten. Another configuration on a directory that holds a
+run stops with `RunExists`, listing every differing setting, before anything compiles; with
+`new_run=True` the old run moves to `DIR/set_aside/<n>/` (numbered, never overwritten) and the new
+one starts, and a later call with the old configuration moves it back and resumes it. Every file is
+written atomically (`checkpoint.atomic_write`); a damaged one (truncated, empty, garbage) is named,
+set aside beside itself as `NAME.damaged.<n>.EXT`, and the run goes on from what is still good: a
+finished run's checkpoint evaluates again, otherwise training restarts at block 0.
+
 `run` is the one door to a training run: the command line calls it, the Python API is it, and a
 resumed run re-enters it, so all three execute the same compiled `init`, `run_block` and
 `finalize` programs and give bit-identical metrics for one seed on one machine
@@ -14,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import glob
 import itertools
 import json
 import math
@@ -27,13 +36,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import checkpoint, distributed, federated
+from fedjax_rl import checkpoint, distributed, federated, machine
+from fedjax_rl.checkpoint import DamagedFile, read_json
 from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"
+CONFIG = "config.json"
+METRICS = "metrics.json"
 # Written last, holding the run's config: its outputs are complete, and a rerun reads them instead
 # of evaluating again (an Ant program's final sweep is over an hour on a 2-core CPU).
 FINISHED = "finished.json"
+# DIR/set_aside/<n>/: runs of other configurations moved out of DIR (`new_run=True`), one per number.
+SET_ASIDE = "set_aside"
+# The training state's copies at the peak of a block, per the state's size (`check_memory`): the
+# block's input and output, and with checkpoints one more on the host while it is written.
+# Measured peak RSS on CartPole (K = 1000, 1.8 GiB of state): 1.8x the state, 2.7x with checkpoints.
+STATE_COPIES, CHECKPOINT_COPIES = 2, 1
 
 
 class LayoutMismatch(ValueError):
@@ -42,6 +60,22 @@ class LayoutMismatch(ValueError):
 
 class NonFiniteError(FloatingPointError):
     """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
+
+
+class RunExists(ValueError):
+    """out_dir holds a run of another configuration; nothing was changed."""
+
+
+class OutDirError(ValueError):
+    """out_dir cannot hold a run (an existing file, or not writable)."""
+
+
+class NotEnoughMemory(ValueError):
+    """The run's estimated memory exceeds what the machine has available."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped the run; the message says how far it got and how to resume."""
 
 
 def config_to_dict(config) -> dict:
@@ -69,14 +103,22 @@ def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | Non
         num_seeds = np.shape(metrics["env_steps"])[-1]
         s, point = s % num_seeds, s // num_seeds
         where = f" at grid point {point} ({grid[point].agent.hparams()})"
-    what = getattr(trainer.agent, "loss_descriptions", {}).get(name, name)
+    def describe(quantity):
+        if quantity == "parameters":
+            return "shared parameters"
+        return getattr(trainer.agent, "loss_descriptions", {}).get(quantity, quantity)
+
+    what = describe(name)
     if name == "parameters":
         what = "shared parameters (checked at the end of each round)"
-    others = "" if len(problems) == 1 else f" ({len(problems) - 1} more: {sorted(set(p[3] for p in problems))})"
+    rest = sorted(problems)[1:]  # (seed, quantity) records after the one reported
+    counts = {q: sum(p[3] == q for p in rest) for q in sorted({p[3] for p in rest})}
+    others = "" if not rest else (f" ({len(rest)} more non-finite record(s) in this block: "
+                                  + ", ".join(f"{describe(q)} in {n} run(s)" for q, n in counts.items()) + ")")
     raise NonFiniteError(
         f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}){where}, "
-        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block, "
-        f"the blocks before it are saved{others}"
+        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block"
+        f"{others}"
     )
 
 
@@ -111,6 +153,16 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
     run_batch that shapes the program: None when every run fits in one vmap."""
     config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
+    if config_dict.get("engine") is None:
+        # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
+        # tasks, written before engines existed, still resume and read back as finished.
+        del config_dict["engine"]
+    # The aggregation rule likewise only when it is not the mean (trim only for the trimmed mean):
+    # run directories written before the rule was a setting hold the mean's runs.
+    if config_dict["aggregation"] != "trimmed_mean":
+        del config_dict["trim"]
+    if config_dict["aggregation"] == "mean":
+        del config_dict["aggregation"]
     num_runs = num_seeds
     if grid:
         config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
@@ -124,43 +176,68 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
     return config_dict, run_batch
 
 
-# Settings added after run directories were first written, with the value that reproduces what a
-# run recorded without them computed: such a run still resumes and still reads as finished.
-_ADDED_SETTINGS = {federated.AGGREGATION.name: "mean", federated.TRIM.name: federated.TRIM.default}
-
-
-def _read_recorded(path: str) -> dict:
-    """A run directory's JSON record (config.json, finished.json), completed with `_ADDED_SETTINGS`."""
-    with open(path) as f:
-        recorded = json.load(f)
-    if isinstance(recorded, dict) and "algo" in recorded:
-        recorded = {**_ADDED_SETTINGS, **recorded}
-    return recorded
+def _as_json(value):
+    return json.loads(json.dumps(value))
 
 
 def _holds(path: str, config_dict: dict) -> bool:
-    """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`."""
+    """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`
+    (`DamagedFile` if it cannot be read)."""
     if not os.path.exists(path):
         return False
-    return _read_recorded(path) == json.loads(json.dumps(config_dict))
+    return read_json(path) == _as_json(config_dict)
+
+
+def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """Every setting that differs between two recorded configs, by its full name with both values:
+    ['agent.omega: 0.1 -> 0.05', 'num_seeds: 1 -> 2']."""
+    old, new = _as_json(old), _as_json(new)
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, _NOT_SET), new.get(key, _NOT_SET)
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {_shown(a)} -> {_shown(b)}")
+    return lines
+
+
+_NOT_SET = object()
+
+
+def _shown(value) -> str:
+    if value is _NOT_SET:
+        return "(not set)"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
     """How far `out_dir` holds the run recorded as `config_dict`, of `num_blocks` evaluation blocks,
-    read without computing:
+    read without computing or writing:
     {"state": "finished" | "partial" | "other settings" | "not started", "blocks_done", "wall_s"}
-    ("other settings": the directory holds another configuration's run, which `run` sets aside)."""
-    if _holds(os.path.join(out_dir, FINISHED), config_dict):
+    ("other settings": the directory holds another configuration's run; a damaged file counts as
+    absent, as `run` sets it aside)."""
+    def holds(name):
+        try:
+            return _holds(os.path.join(out_dir, name), config_dict)
+        except DamagedFile:
+            return False
+
+    if holds(FINISHED):
         return {"state": "finished", "blocks_done": num_blocks, "wall_s": None}
-    if not os.path.exists(os.path.join(out_dir, "config.json")):
+    if not os.path.exists(os.path.join(out_dir, CONFIG)):
         return {"state": "not started", "blocks_done": 0, "wall_s": None}
-    if not _holds(os.path.join(out_dir, "config.json"), config_dict):
+    if not holds(CONFIG):
         return {"state": "other settings", "blocks_done": 0, "wall_s": None}
     if not os.path.exists(os.path.join(out_dir, CHECKPOINT)):
         return {"state": "not started", "blocks_done": 0, "wall_s": None}
-    with np.load(os.path.join(out_dir, CHECKPOINT)) as data:  # reads only these members
-        wall = float(data["extra:wall_s"]) if "extra:wall_s" in data.files else None
-        return {"state": "partial", "blocks_done": int(data["extra:blocks_done"]), "wall_s": wall}
+    try:
+        extra = checkpoint.read_extras(os.path.join(out_dir, CHECKPOINT), ("blocks_done", "wall_s"))
+        blocks_done = int(extra["blocks_done"])
+    except (DamagedFile, KeyError):
+        return {"state": "not started", "blocks_done": 0, "wall_s": None}
+    wall = float(extra["wall_s"]) if "wall_s" in extra else None
+    return {"state": "partial", "blocks_done": blocks_done, "wall_s": wall}
 
 
 def run(
@@ -172,13 +249,17 @@ def run(
     grid: dict[str, Sequence[float]] | None = None,
     on_block: Callable[[int, int], None] | None = None,
     run_batch: int | None = None,
+    new_run: bool = False,
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
 
     With `out_dir`, writes config.json, a checkpoint after every block (resumed from if present and
     written by the same config), metrics.json, metrics.csv and the final global parameters, then
     finished.json. A finished run of the same config is read back from those files, not recomputed
-    (its `timing` then has `resumed_at_block` = every block).
+    (its `timing` then has `resumed_at_block` = every block). A directory holding a run of another
+    config raises `RunExists` (before anything compiles) unless `new_run`, which moves that run to
+    `out_dir/set_aside/<n>/`; a set-aside run of this config is moved back and resumed. A run that
+    stops on non-finite values writes the evaluations it made to metrics.json, marked "stopped".
 
     `grid` maps vmappable agent hyperparameters to values: every point of their Cartesian product
     trains in the same compiled program (a leading grid axis over the seed axis), from the same seeds
@@ -194,9 +275,14 @@ def run(
     shapes the program, so it is recorded in config.json and a run resumes only with the same one;
     its numbers differ from the all-at-once program by float rounding, like another CPU's.
 
+    `progress`: a progress bar and status lines (compiling, resuming, the final evaluation).
     `on_block(blocks_done, num_blocks)`, if given, is called once before training (with the blocks a
     resumed checkpoint already holds) and after every block: a caller's own progress display
     (`fedjax_rl.reproduce` drives one bar over many runs).
+
+    Before compiling, the run is refused (`NotEnoughMemory`) if its training state cannot fit in the
+    memory available (`check_memory`), and warned about if no agent would ever take a gradient step.
+    Ctrl-C raises `Interrupted`, saying how many blocks are saved.
 
     Multi-process (after `distributed.initialize`, every process making the same call): the agent
     axis spans every process's devices (`config.num_devices` = all of them); metrics and checkpoints
@@ -208,8 +294,32 @@ def run(
     check_run_batch(run_batch)
     started = time.perf_counter()
     trainer = make_trainer(config)  # validates before anything compiles
+    points = grid_configs(config, grid) if grid else None
+    config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch)
+    writer = distributed.is_writer()
+    progress = progress and writer
+    say = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
+    if out_dir is not None:
+        if writer:
+            check_out_dir(out_dir)
+            _prepare_out_dir(out_dir, config_dict, new_run)
+        if jax.process_count() > 1:  # the others read out_dir once process 0 has settled it
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
     comm = communication(trainer)
-    progress = progress and distributed.is_writer()
+    if out_dir is not None:
+        finished = _load_finished(out_dir, config_dict, points, grid)
+        if finished is not None:
+            say(f"{out_dir} holds this finished run: its results are read back, nothing is computed again")
+            if on_block is not None:
+                on_block(config.num_evals, config.num_evals)
+            finished["timing"].update(wall_s_this_process=time.perf_counter() - started,
+                                      resumed_at_block=config.num_evals)
+            return {**finished, "communication": comm}
+    num_runs = num_seeds * (len(points) if points else 1)
+    check_memory(trainer, num_runs, checkpoints=out_dir is not None)
+    _warn_if_never_trains(config)
     if progress:
         print(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per round "
               f"{comm['participants_per_round']} of {config.num_agents} agents upload, all download: "
@@ -217,105 +327,80 @@ def run(
               f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
     init = jax.vmap(trainer.init)
     hparams = trainer.hparams
-    points = None
-    if grid:
-        points = grid_configs(config, grid)
+    if points:
         hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
         init = jax.vmap(init, in_axes=None, axis_size=len(points))
     run_shape = (len(points), num_seeds) if points else (num_seeds,)
-    config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch)
-    if out_dir is not None:
-        finished = _load_finished(out_dir, config_dict, points, grid)
-        if finished is not None:
-            if on_block is not None:
-                on_block(config.num_evals, config.num_evals)
-            finished["timing"].update(wall_s_this_process=time.perf_counter() - started,
-                                      resumed_at_block=config.num_evals)
-            return {**finished, "communication": comm}
     run_block = over_runs(trainer.run_block, run_shape, run_batch)
     finalize = over_runs(trainer.finalize, run_shape, run_batch)
     # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
     # held twice while a block runs.
     init, run_block, finalize = jax.jit(init), jax.jit(run_block, donate_argnums=0), jax.jit(finalize)
-
     if out_dir is not None:
         _check_resume_layout(out_dir, config_dict)  # before anything compiles
-    state = init(seed_keys(seed, num_seeds))
+
+    num_blocks = config.num_evals
+    start_block = blocks_done = 0
     curve: list[dict] = []
-    start_block = 0
     wall_before = 0.0  # seconds earlier processes spent on this run (NaN: a checkpoint that did not record it)
-    ckpt_path = None
-    if out_dir is not None:
-        os.makedirs(out_dir, exist_ok=True)
-        ckpt_path = os.path.join(out_dir, CHECKPOINT)
-        config_path = os.path.join(out_dir, "config.json")
-        if os.path.exists(ckpt_path) and os.path.exists(config_path):
-            previous = _read_recorded(config_path)
-            if previous == json.loads(json.dumps(config_dict)):
-                try:
-                    restored, extra = checkpoint.load(ckpt_path, state)
-                    state = distributed.put_like(restored, state)
-                    start_block = int(extra["blocks_done"])
-                    curve = json.loads(str(extra["curve"]))
-                    wall_before = float(extra["wall_s"]) if "wall_s" in extra else math.nan
-                except checkpoint.CheckpointMismatch as error:
-                    # Same configuration, different state layout: written by another version of
-                    # this library. Keep the file, start afresh.
-                    kept = ckpt_path.replace(".npz", ".incompatible.npz")
-                    os.replace(ckpt_path, kept)
-                    warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
-                                  "starting this run from block 0.", stacklevel=2)
-            elif distributed.is_writer():
-                # Another configuration's run (other settings, seeds or run_batch): set it aside, with
-                # the config that explains it, rather than overwrite it at the end of the first block.
-                changed = sorted(k for k in {**previous, **config_dict}
-                                 if previous.get(k) != json.loads(json.dumps(config_dict.get(k))))
-                kept = ckpt_path.replace(".npz", ".other_config.npz")
-                os.replace(ckpt_path, kept)
-                os.replace(config_path, config_path.replace(".json", ".other_config.json"))
-                warnings.warn(f"{out_dir} holds a checkpoint of another configuration (differs in {changed}); "
-                              f"kept as {kept} with its config, starting this run from block 0.", stacklevel=2)
-        if jax.process_count() > 1:
-            # Every process must resume from the same block: they all read out_dir (a shared
-            # filesystem), only process 0 writes it.
-            from jax.experimental import multihost_utils
+    ckpt_path = None if out_dir is None else os.path.join(out_dir, CHECKPOINT)
+    try:
+        say("compiling the training program (can take minutes; the progress bar and its ETA start once it is done)")
+        compile_started = time.perf_counter()
+        state = init(seed_keys(seed, num_seeds))
+        if out_dir is not None:
+            state, start_block, curve, wall_before = _open_run(out_dir, state, config_dict)
+            blocks_done = start_block
+        if start_block:
+            say(f"resuming from block {start_block} of {num_blocks} ({ckpt_path})")
+        if start_block < num_blocks:
+            run_block = run_block.lower(state, hparams, start_block).compile()
+        say(f"compiled in {time.perf_counter() - compile_started:.0f} s")
 
-            multihost_utils.assert_equal(start_block, "processes found different checkpoints in out_dir "
-                                                      "(multi-process runs need out_dir on a shared filesystem)")
-        if distributed.is_writer():
-            if os.path.exists(os.path.join(out_dir, FINISHED)):
-                os.remove(os.path.join(out_dir, FINISHED))  # another configuration's outputs, about to be replaced
-            with open(config_path, "w") as f:
-                json.dump(config_dict, f, indent=2)
-
-    blocks = range(start_block, config.num_evals)
-    if on_block is not None:
-        on_block(start_block, config.num_evals)
-    if progress:
-        from tqdm.auto import tqdm
-
-        blocks = tqdm(blocks, initial=start_block, total=config.num_evals, desc=f"{config.algo} {config.env_name}",
-                      unit="block")
-    for block in blocks:
-        state, metrics = run_block(state, hparams, block)
-        metrics = distributed.to_host(metrics)
-        check_finite(metrics, trainer, seed, block, grid=points)
-        curve.append(_to_lists(metrics))
-        if progress:
-            blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
-        if ckpt_path is not None:
-            host_state = distributed.to_host(state)  # a collective: every process takes part
-            if distributed.is_writer():
-                checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(curve),
-                                layout=json.dumps(distributed.layout()),
-                                wall_s=wall_before + time.perf_counter() - started)
         if on_block is not None:
-            on_block(block + 1, config.num_evals)
+            on_block(start_block, num_blocks)
+        blocks = range(start_block, num_blocks)
+        if progress:
+            from tqdm.auto import tqdm
 
-    final = distributed.to_host(finalize(state, hparams))
-    # Per-block lists of [seeds] -> arrays [seeds, blocks], the layout `train(key)` returns.
-    batch_ndim = np.ndim(curve[0]["env_steps"])  # [seeds] or [grid, seeds]: the block axis goes after them
-    stacked = {k: np.stack([np.asarray(c[k]) for c in curve], axis=batch_ndim) for k in curve[0]}
+            blocks = tqdm(blocks, initial=start_block, total=num_blocks, unit="block",
+                          desc=f"training {config.algo} on {config.env_name}")
+        for block in blocks:
+            state, metrics = run_block(state, hparams, block)
+            metrics = distributed.to_host(metrics)
+            try:
+                check_finite(metrics, trainer, seed, block, grid=points)
+            except NonFiniteError as error:
+                raise _stopped(error, out_dir, curve, block, num_blocks, comm, run_batch, points,
+                               grid, num_seeds, seed) from None
+            curve.append(_to_lists(metrics))
+            if progress:
+                blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
+            if ckpt_path is not None:
+                host_state = distributed.to_host(state)  # a collective: every process takes part
+                if writer:
+                    checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(curve),
+                                    layout=json.dumps(distributed.layout()),
+                                    wall_s=wall_before + time.perf_counter() - started,
+                                    config=json.dumps(config_dict))
+            blocks_done = block + 1
+            if on_block is not None:
+                on_block(block + 1, num_blocks)
+        if progress:
+            blocks.close()
+
+        evaluation_started = time.perf_counter()
+        say(f"final evaluation: the global policy in each of the {config.num_agents} agents' environments and at "
+            f"{config.sweep_points} robustness-sweep points, {config.eval_episodes} episode(s) each, for {num_runs} "
+            "run(s) (compiling and running; this can take minutes)")
+        final = distributed.to_host(finalize(state, hparams))
+        say(f"final evaluation done in {time.perf_counter() - evaluation_started:.0f} s")
+    except KeyboardInterrupt as error:
+        if isinstance(error, Interrupted):
+            raise
+        raise _interrupted(out_dir, blocks_done, num_blocks) from None
+
+    stacked = _stack(curve)
     this_process = time.perf_counter() - started
     total = wall_before + this_process
     result = {"curve": stacked, "final": final, "communication": comm, "run_batch": run_batch,
@@ -324,44 +409,140 @@ def run(
               "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
                          "resumed_at_block": start_block}}
     shared = distributed.to_host(state.agents.learner.shared) if out_dir is not None else None
-    if points is None:
-        if out_dir is not None and distributed.is_writer():
-            _write_outputs(out_dir, result, shared)
-            _mark_finished(out_dir, config_dict)
-        return result
-    result["grid"] = points
-    if out_dir is not None and distributed.is_writer():
-        for i, point in enumerate(points):
-            point_dir = os.path.join(out_dir, grid_label(point, grid))
-            os.makedirs(point_dir, exist_ok=True)
-            with open(os.path.join(point_dir, "config.json"), "w") as f:
-                json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
-            one = jax.tree.map(lambda x, i=i: x[i], {"curve": result["curve"], "final": result["final"]})
-            one.update(communication=comm, timing=result["timing"], run_batch=run_batch)
-            _write_outputs(point_dir, one, jax.tree.map(lambda x, i=i: x[i], shared))
+    if points is not None:
+        result["grid"] = points
+    if out_dir is not None and writer:
+        _write_run(out_dir, result, points, grid, num_seeds, seed, shared)
         _mark_finished(out_dir, config_dict)
     return result
 
 
+def _open_run(out_dir: str, state, config_dict: dict) -> tuple:
+    """(state, blocks done, curve, wall time so far) to start from: this configuration's checkpoint
+    in `out_dir`, or the fresh `state` at block 0. Process 0 then records the configuration."""
+    start = (state, 0, [], 0.0)
+    resumed = _resume(os.path.join(out_dir, CHECKPOINT), state)
+    if resumed is not None:
+        start = resumed
+    if jax.process_count() > 1:
+        # Every process must resume from the same block: they all read out_dir (a shared
+        # filesystem), only process 0 writes it.
+        from jax.experimental import multihost_utils
+
+        multihost_utils.assert_equal(start[1], "processes found different checkpoints in out_dir "
+                                               "(multi-process runs need out_dir on a shared filesystem)")
+    if distributed.is_writer():
+        os.makedirs(out_dir, exist_ok=True)
+        for stale in glob.glob(os.path.join(glob.escape(out_dir), ".*.tmp")):
+            os.remove(stale)  # a process killed (SIGKILL) mid-write left its temporary file behind
+        if os.path.exists(os.path.join(out_dir, FINISHED)):
+            os.remove(os.path.join(out_dir, FINISHED))  # its outputs are about to be written again
+        with checkpoint.atomic_write(os.path.join(out_dir, CONFIG)) as f:
+            json.dump(config_dict, f, indent=2)
+    return start
+
+
+def _interrupted(out_dir: str | None, blocks_done: int, num_blocks: int) -> Interrupted:
+    """Ctrl-C's message: how far the run got, what is saved, how to resume."""
+    during = " (during the final evaluation)" if blocks_done == num_blocks else ""
+    if out_dir is None:
+        return Interrupted(f"stopped at block {blocks_done} of {num_blocks}{during}: nothing was saved "
+                           "(no out_dir / --out)")
+    try:  # what the checkpoint holds: Ctrl-C may come between its rename and the count
+        saved = int(checkpoint.read_extras(os.path.join(out_dir, CHECKPOINT), ("blocks_done",))["blocks_done"])
+    except (OSError, KeyError, DamagedFile):
+        saved = 0
+    return Interrupted(f"stopped at block {saved} of {num_blocks}{during}: {saved} block(s) saved in {out_dir}; "
+                       "rerun the same command to resume")
+
+
+def _stack(curve: list[dict]) -> dict:
+    """Per-block lists of [seeds] (or [grid, seeds]) -> arrays [seeds, blocks], the layout `train(key)`
+    returns: the block axis goes after the run axes. No blocks: {}."""
+    if not curve:
+        return {}
+    batch_ndim = np.ndim(curve[0]["env_steps"])
+    return {k: np.stack([np.asarray(c[k]) for c in curve], axis=batch_ndim) for k in curve[0]}
+
+
+def _write_run(out_dir, result, points, grid, num_seeds, seed, shared) -> None:
+    """metrics.json, the CSV files and (with `shared`) the global parameters, in `out_dir` or, for a
+    grid, in one directory per point."""
+    if points is None:
+        _write_outputs(out_dir, result, shared)
+        return
+    for i, point in enumerate(points):
+        point_dir = os.path.join(out_dir, grid_label(point, grid))
+        os.makedirs(point_dir, exist_ok=True)
+        with checkpoint.atomic_write(os.path.join(point_dir, CONFIG)) as f:
+            json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
+        one = {part: jax.tree.map(lambda x, i=i: x[i], result[part]) for part in ("curve", "final")}
+        one.update({k: v for k, v in result.items() if k not in ("curve", "final", "grid")})
+        _write_outputs(point_dir, one, None if shared is None else jax.tree.map(lambda x, i=i: x[i], shared))
+
+
+def _stopped(error: NonFiniteError, out_dir, curve, block, num_blocks, comm, run_batch, points, grid,
+             num_seeds, seed) -> NonFiniteError:
+    """A non-finite stop: metrics.json (and metrics.csv) with the evaluations made so far, marked
+    "stopped" with the reason, so that `compare` and `plot` show the run as stopped; the error,
+    saying where they are."""
+    if out_dir is None:
+        return NonFiniteError(f"{error}; nothing was saved (no out_dir / --out)")
+    stopped = {"reason": str(error), "blocks_done": block, "num_blocks": num_blocks}
+    result = {"curve": _stack(curve), "final": {}, "communication": comm, "run_batch": run_batch,
+              "stopped": stopped}
+    if distributed.is_writer():
+        _write_run(out_dir, result, points, grid, num_seeds, seed, None)
+    where = f"{out_dir}/<grid point>/{METRICS}" if points is not None else os.path.join(out_dir, METRICS)
+    kept = (f"{CHECKPOINT} holds the {block} block(s) before it" if block else "no block was checkpointed")
+    return NonFiniteError(f"{error}. The {block} evaluation(s) made before it are in {where}, marked stopped; "
+                          f"{kept}")
+
+
+def _warn_if_never_trains(config) -> None:
+    """A run whose agents never reach a training phase only evaluates its initial policy: legitimate
+    for a smoke test or a throughput measurement, a surprise otherwise, so warned about, not refused."""
+    agent = config.agent
+    starts, freq = max(1, getattr(agent, "learning_starts", 1)), getattr(agent, "train_freq", 1)
+    first = -(-starts // freq) * freq  # the first step >= learning_starts that is a multiple of train_freq
+    if first > config.steps_per_agent:
+        warnings.warn(
+            f"no agent will take a gradient step: the first training phase would be at environment step "
+            f"{first:,} (learning_starts {agent.learning_starts:,}, train_freq {freq}), after the run's "
+            f"{config.steps_per_agent:,} steps per agent, so this run only evaluates its initial, random policy. "
+            f"Lower learning_starts or train_freq (--set NAME=N) or raise steps_per_agent (--steps) to train.",
+            UserWarning, stacklevel=3)
+
+
 def _mark_finished(out_dir: str, config_dict: dict) -> None:
-    tmp = os.path.join(out_dir, FINISHED + ".tmp")
-    with open(tmp, "w") as f:
+    with checkpoint.atomic_write(os.path.join(out_dir, FINISHED)) as f:
         json.dump(config_dict, f, indent=2)
-    os.replace(tmp, os.path.join(out_dir, FINISHED))
 
 
 def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: dict | None) -> dict | None:
     """The result a finished run of exactly this configuration wrote to `out_dir` (its metrics
-    files, one per grid point, stacked into `run`'s layout), or None if there is none."""
-    if not _holds(os.path.join(out_dir, FINISHED), config_dict):
+    files, one per grid point, stacked into `run`'s layout), or None if there is none. A damaged
+    metrics file is set aside (process 0) and the run evaluated again from its checkpoint."""
+    try:
+        if not _holds(os.path.join(out_dir, FINISHED), config_dict):
+            return None
+    except DamagedFile as error:
+        if distributed.is_writer():
+            _damaged(error, "the run's outputs are written again")
         return None
     dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(p, grid)) for p in points]
-    if not all(os.path.exists(os.path.join(d, "metrics.json")) for d in dirs):
+    if not all(os.path.exists(os.path.join(d, METRICS)) for d in dirs):
         return None  # outputs removed since: evaluate again from the checkpoint
     runs = []
     for directory in dirs:
-        with open(os.path.join(directory, "metrics.json")) as f:
-            runs.append(json.load(f))
+        try:
+            runs.append(read_json(os.path.join(directory, METRICS)))
+        except DamagedFile as error:
+            if distributed.is_writer():
+                again = ("evaluating the run again from its checkpoint"
+                         if os.path.exists(os.path.join(out_dir, CHECKPOINT)) else "training the run again")
+                _damaged(error, again)
+            return None
     stack = (lambda *xs: np.asarray(xs[0])) if points is None else (lambda *xs: np.stack([np.asarray(x) for x in xs]))
     result = {part: {name: stack(*(run[part][name] for run in runs)) for name in runs[0][part]}
               for part in ("curve", "final")}
@@ -369,6 +550,202 @@ def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: d
     if points is not None:
         result["grid"] = points
     return result
+
+
+
+
+# -- the run directory ---------------------------------------------------------------------------
+
+
+def check_out_dir(out_dir: str) -> None:
+    """Raise `OutDirError` unless `out_dir` is a writable directory or can be created as one (its
+    nearest existing ancestor is a writable directory). Writes nothing."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise OutDirError(f"out_dir {out_dir} is an existing file, not a directory; choose a directory "
+                          "(it is created if missing)")
+    existing = os.path.abspath(out_dir)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutDirError(f"out_dir {out_dir} cannot be created: {existing} is a file; choose another directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutDirError(f"out_dir {out_dir} is not writable ({existing}: permission denied); choose another "
+                          "directory")
+
+
+def set_aside_file(path: str, why: str) -> str:
+    """Move `path` to NAME.<why>.<n>.EXT beside it (n = 1, 2, ...: never over an earlier one)."""
+    stem, ext = os.path.splitext(path)
+    n = 1
+    while os.path.exists(f"{stem}.{why}.{n}{ext}"):
+        n += 1
+    kept = f"{stem}.{why}.{n}{ext}"
+    os.replace(path, kept)
+    return kept
+
+
+def _damaged(error: DamagedFile, consequence: str) -> str:
+    """Set the damaged file aside and warn, naming it, where it went, and what happens next."""
+    kept = set_aside_file(error.path, "damaged")
+    warnings.warn(f"{error}: set aside as {kept}; {consequence}. Delete {kept} once you have looked at it.",
+                  UserWarning, stacklevel=3)
+    return kept
+
+
+# What a run writes into its directory (grid points add one directory each, named in config.json).
+_RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz")
+
+
+def _recorded_run(directory: str, repair: bool) -> dict | None:
+    """The config a run directory records (config.json, else finished.json, else the checkpoint's own
+    copy), or None if it holds none. With `repair`, a damaged record is set aside (and warned about);
+    without, it is skipped."""
+    for name in (CONFIG, FINISHED, CHECKPOINT):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            if name == CHECKPOINT:
+                extra = checkpoint.read_extras(path, ("config",))
+                if "config" in extra:
+                    return json.loads(str(extra["config"]))
+            else:
+                return read_json(path)
+        except DamagedFile as error:
+            if repair:
+                _damaged(error, "the run's settings are read from its other files" if name != CHECKPOINT
+                         else "training starts again from block 0")
+    return None
+
+
+def _slots(out_dir: str) -> list[str]:
+    """The set-aside runs of `out_dir`, oldest first."""
+    root = os.path.join(out_dir, SET_ASIDE)
+    if not os.path.isdir(root):
+        return []
+    return [os.path.join(root, n) for n in sorted((n for n in os.listdir(root) if n.isdigit()), key=int)]
+
+
+def _move_run(source: str, target: str) -> None:
+    """Every entry of `source` except the set-aside folder, into `target` (created)."""
+    os.makedirs(target, exist_ok=True)
+    for name in os.listdir(source):
+        if name != SET_ASIDE:
+            os.replace(os.path.join(source, name), os.path.join(target, name))
+
+
+def _set_aside_run(out_dir: str) -> str:
+    root = os.path.join(out_dir, SET_ASIDE)
+    numbers = [int(os.path.basename(p)) for p in _slots(out_dir)]
+    slot = os.path.join(root, str(max(numbers, default=0) + 1))
+    _move_run(out_dir, slot)
+    return slot
+
+
+def _prepare_out_dir(out_dir: str, config_dict: dict, new_run: bool) -> None:
+    """Make `out_dir` hold this configuration's run, or nothing, without losing another's: a
+    set-aside run of this configuration comes back (the current one, if any, goes aside); another
+    configuration's run raises `RunExists` listing the differences, or with `new_run` is set aside."""
+    on_disk = _recorded_run(out_dir, repair=True)
+    if on_disk == _as_json(config_dict):
+        if not os.path.exists(os.path.join(out_dir, CONFIG)):  # read from another record: write it again
+            with checkpoint.atomic_write(os.path.join(out_dir, CONFIG)) as f:
+                json.dump(config_dict, f, indent=2)
+        return
+    holds_run = on_disk is not None or any(os.path.exists(os.path.join(out_dir, n)) for n in _RUN_FILES)
+    match = next((slot for slot in _slots(out_dir) if _recorded_run(slot, repair=False) == _as_json(config_dict)),
+                 None)
+    if holds_run and match is None and not new_run:
+        if on_disk is None:
+            what = "files of a run whose settings cannot be read (no readable config.json)"
+        else:
+            what = "a run of other settings:\n  " + "\n  ".join(config_differences(on_disk, config_dict))
+        base = out_dir.rstrip(os.sep)
+        free = next(f"{base}-{n}" for n in itertools.count(2) if not os.path.exists(f"{base}-{n}"))
+        raise RunExists(f"{out_dir} holds {what}\nNothing was changed. To keep both, choose another directory "
+                        f"(e.g. --out {free}), or pass --new-run (new_run=True) to move that run to "
+                        f"{os.path.join(out_dir, SET_ASIDE, '<n>')} and start this one here.")
+    if holds_run:
+        slot = _set_aside_run(out_dir)
+        what = "" if on_disk is None else f" ({'; '.join(config_differences(on_disk, config_dict))})"
+        warnings.warn(f"{out_dir} held a run of other settings{what}: moved to {slot}", UserWarning, stacklevel=3)
+    if match is not None:
+        _move_run(match, out_dir)
+        os.rmdir(match)
+        warnings.warn(f"{match} held a run of these settings: moved back into {out_dir} to resume it",
+                      UserWarning, stacklevel=3)
+
+
+def _resume(ckpt_path: str, state) -> tuple | None:
+    """(state, blocks done, curve, wall time so far) from this configuration's checkpoint, or None:
+    no checkpoint, or one that is damaged or from another library version (set aside, warned)."""
+    if not os.path.exists(ckpt_path):
+        return None
+    try:
+        restored, extra = checkpoint.load(ckpt_path, state)
+        wall = float(extra["wall_s"]) if "wall_s" in extra else math.nan
+        return (distributed.put_like(restored, state), int(extra["blocks_done"]), json.loads(str(extra["curve"])),
+                wall)
+    except DamagedFile as error:
+        if distributed.is_writer():
+            _damaged(error, "training starts again from block 0")
+    except checkpoint.CheckpointMismatch as error:
+        # Same configuration, different state layout: written by another version of this library.
+        if distributed.is_writer():
+            kept = set_aside_file(ckpt_path, "incompatible")
+            warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
+                          "starting this run from block 0.", UserWarning, stacklevel=3)
+    return None
+
+
+# -- memory --------------------------------------------------------------------------------------
+
+
+def state_bytes(trainer) -> dict[str, int]:
+    """Bytes of one run's training state (all K agents), by part, from its shapes (nothing is
+    computed): replay buffers, networks (parameters and target networks), optimizer states, and the
+    rest (environment states and physics, keys)."""
+    shapes = jax.eval_shape(trainer.init, jax.random.key(0))
+    parts = {"replay buffers": 0, "networks": 0, "optimizer states": 0, "environments and keys": 0}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
+        name = jax.tree_util.keystr(path)
+        part = ("replay buffers" if ".buffer" in name else "networks" if ".learner.shared" in name
+                else "optimizer states" if ".learner.private" in name else "environments and keys")
+        parts[part] += math.prod(leaf.shape) * leaf.dtype.itemsize
+    return parts
+
+
+def check_memory(trainer, num_runs: int, checkpoints: bool) -> None:
+    """Raise `NotEnoughMemory`, with the numbers, if the training state of `num_runs` runs cannot fit.
+
+    What is counted: the state's arrays (replay buffers, networks, optimizer states, environments) of
+    every agent of every run, STATE_COPIES times (a block's input and output) plus CHECKPOINT_COPIES
+    with checkpoints (the host copy being written). Not counted: XLA's temporaries inside a block
+    (gradients, a batch of transitions: small next to the buffers) and the program itself. Against
+    the RAM available (CPU) or the device's free memory (accelerators), per process."""
+    per_run = state_bytes(trainer)
+    state = sum(per_run.values()) * num_runs / jax.process_count()
+    device = jax.local_devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and "bytes_limit" in stats:
+        where, available = f"free memory of {device.device_kind}", stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+        needed = STATE_COPIES * state  # the host's checkpoint copy lives in RAM, not on the device
+    else:
+        where, available = "available RAM", machine.available_memory()
+        needed = (STATE_COPIES + CHECKPOINT_COPIES * checkpoints) * state
+    if available is None or needed <= available:
+        return
+    gib = 2**30
+    parts = ", ".join(f"{name} {size * num_runs / gib:.2f}" for name, size in per_run.items())
+    copies = f"{STATE_COPIES} copies (a block's input and output)" + (
+        f" + {CHECKPOINT_COPIES} while a checkpoint is written" if checkpoints and not stats else "")
+    config = trainer.config
+    raise NotEnoughMemory(
+        f"this run needs about {needed / gib:.1f} GiB but only {available / gib:.1f} GiB are available ({where}). "
+        f"Counted: the training state of {num_runs} run(s) x {config.num_agents} agents = {state / gib:.2f} GiB "
+        f"({parts} GiB), {copies}; XLA's temporaries come on top. Use fewer agents (--agents), seeds (--seeds) "
+        f"or a smaller replay buffer (--set buffer_size=N); --run-batch does not lower it (every run's state "
+        f"stays in memory).")
 
 
 def check_run_batch(run_batch: int | None) -> None:
@@ -416,11 +793,13 @@ def over_runs(fn: Callable, run_shape: tuple[int, ...], run_batch: int | None) -
 def _check_resume_layout(out_dir: str, config_dict: dict) -> None:
     """Raise `LayoutMismatch` if `out_dir` holds a checkpoint of this configuration written on
     another process layout."""
-    ckpt_path, config_path = os.path.join(out_dir, CHECKPOINT), os.path.join(out_dir, "config.json")
-    if not (os.path.exists(ckpt_path) and _holds(config_path, config_dict)):
-        return  # nothing to resume, or another configuration: the run starts afresh anyway
-    with np.load(ckpt_path) as data:
-        extra = {"layout": data["extra:layout"]} if "extra:layout" in data.files else {}
+    ckpt_path = os.path.join(out_dir, CHECKPOINT)
+    if not os.path.exists(ckpt_path):
+        return  # nothing to resume
+    try:
+        extra = checkpoint.read_extras(ckpt_path, ("layout",))
+    except DamagedFile:
+        return  # set aside when the run tries to resume from it
     _check_layout(ckpt_path, extra)
 
 
@@ -450,23 +829,28 @@ def communication(trainer) -> dict:
 
 
 def _write_outputs(out_dir: str, result: dict, shared) -> None:
-    with open(os.path.join(out_dir, "metrics.json"), "w") as f:
+    """metrics.json and metrics.csv; final.csv when the run finished (a stopped run has no final
+    evaluation); global_params.npz when `shared` is given. Each file atomically."""
+    with checkpoint.atomic_write(os.path.join(out_dir, METRICS)) as f:
         json.dump(_to_lists(result), f)
     curve = result["curve"]
-    keys = [k for k in sorted(curve) if curve[k].ndim == 2]  # [seeds, blocks]; per-round records stay in the JSON
-    with open(os.path.join(out_dir, "metrics.csv"), "w", newline="") as f:
+    keys = [k for k in sorted(curve) if np.ndim(curve[k]) == 2]  # [seeds, blocks]; per-round records stay in the JSON
+    with checkpoint.atomic_write(os.path.join(out_dir, "metrics.csv"), newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["seed", *keys])
-        num_seeds, num_blocks = curve[keys[0]].shape
+        num_seeds, num_blocks = np.shape(curve[keys[0]]) if keys else (0, 0)
         for s in range(num_seeds):
             for b in range(num_blocks):
                 writer.writerow([s, *(curve[k][s, b] for k in keys)])
-    with open(os.path.join(out_dir, "final.csv"), "w", newline="") as f:
-        writer = csv.writer(f)
-        final = result["final"]
-        writer.writerow(["seed", "local_average", "local_minimum", *[f"sweep_{c:.1f}" for c in final["sweep_scales"][0]]])
-        for s in range(len(final["local_average"])):
-            writer.writerow([s, final["local_average"][s], final["local_minimum"][s], *final["sweep_returns"][s]])
-    # The global model: agent 0's shared leaves (identical on every agent after the last sync).
-    global_params = jax.tree.map(lambda leaf: leaf[:, 0], shared)
-    checkpoint.save(os.path.join(out_dir, "global_params.npz"), global_params)
+    final = result["final"]
+    if final:
+        with checkpoint.atomic_write(os.path.join(out_dir, "final.csv"), newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["seed", "local_average", "local_minimum",
+                             *[f"sweep_{c:.1f}" for c in final["sweep_scales"][0]]])
+            for s in range(len(final["local_average"])):
+                writer.writerow([s, final["local_average"][s], final["local_minimum"][s], *final["sweep_returns"][s]])
+    if shared is not None:
+        # The global model: agent 0's shared leaves (identical on every agent after the last sync).
+        global_params = jax.tree.map(lambda leaf: leaf[:, 0], shared)
+        checkpoint.save(os.path.join(out_dir, "global_params.npz"), global_params)

@@ -58,3 +58,27 @@ def _widest_isa(machine: dict) -> str:
     """', AVX-512' / ', AVX2' (records written before `cpu_isa` existed: nothing)."""
     isa = machine.get("cpu_isa") or []
     return ", AVX-512" if "avx512f" in isa else ", AVX2" if "avx2" in isa else ""
+
+
+def available_memory() -> int | None:
+    """Bytes of RAM this process can still take: Linux's MemAvailable, capped by the cgroup's
+    limit (a container's) when there is one; None where neither can be read."""
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:  # cgroup v2
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read())
+        if limit != "max":
+            room = int(limit) - used
+            available = room if available is None else min(available, room)
+    except (OSError, ValueError):
+        pass
+    return available

@@ -1,25 +1,55 @@
-"""Figures and tables from run directories written by `fedjax-rl train` (metrics.json)."""
+"""Figures and tables from run directories written by `fedjax-rl train` (metrics.json).
+
+A run stopped by non-finite values has the evaluations it made and a "stopped" record: tables say
+where and why it stopped, learning curves show it so far (labelled stopped), sweeps leave it out.
+Every figure's text is kept inside the figure (titles wrapped to its width; tests check the bounding
+boxes at the saved size)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from fedjax_rl.checkpoint import DamagedFile, read_json
+
 
 def load_run(run_dir: str) -> dict:
+    """A run directory's metrics.json and config.json, with its label and `source` (the directory).
+    A missing file raises FileNotFoundError, a damaged one `DamagedFile` (a ValueError), each naming
+    the file and what to do."""
     path = os.path.join(run_dir, "metrics.json")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{run_dir} has no metrics.json (is it a finished `fedjax-rl train` run?)")
-    with open(path) as f:
-        metrics = json.load(f)
-    with open(os.path.join(run_dir, "config.json")) as f:
-        metrics["config"] = json.load(f)
+        raise FileNotFoundError(f"{run_dir} has no metrics.json (is it a `fedjax-rl train --out` directory? "
+                                "A run still training has only its checkpoint until it ends)")
+    rerun = (f"rerun the `fedjax-rl train` command that wrote {run_dir} (same --out) to write it again from the "
+             "run's checkpoint")
+    try:
+        metrics = read_json(path)
+        metrics["config"] = read_json(os.path.join(run_dir, "config.json"))
+    except DamagedFile as error:
+        raise DamagedFile(error.path, f"{error.reason}; {rerun}") from None
     metrics["label"] = label(metrics["config"])
+    metrics["source"] = run_dir
     return metrics
+
+
+def stopped_note(run: dict) -> str | None:
+    """'stopped at block 1 of 3 (non-finite Q loss ...)' for a run that stopped early, else None."""
+    stopped = run.get("stopped")
+    if not stopped:
+        return None
+    return f"stopped at block {stopped['blocks_done']} of {stopped['num_blocks']}"
+
+
+def _wrapped(text: str, fig, fontsize: float, share: float = 1.0) -> str:
+    """`text` wrapped line by line to `share` of the figure's width: DejaVu Sans averages about
+    0.6 em per character, so a line holds width / (0.62 x fontsize) characters."""
+    chars = max(20, int(share * fig.get_figwidth() * 72 / (0.62 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
 
 
 def label(config: dict) -> str:
@@ -106,7 +136,8 @@ def plot_runs(run_dirs: list[str], out_prefix: str, smooth: int = PAPER_SMOOTHIN
 
 
 def plot_results(runs: list[dict], out_prefix: str, smooth: int = PAPER_SMOOTHING) -> list[str]:
-    """As `plot_runs`, for run records from `load_run` or `from_metrics`."""
+    """As `plot_runs`, for run records from `load_run` or `from_metrics`. A stopped run's curve shows
+    the evaluations it made; it has no sweep (no figure is written when no run has one)."""
     if smooth < 1:
         raise ValueError(f"smooth (moving-average window) must be >= 1, got {smooth}")
     env = runs[0]["config"]["env_name"]
@@ -116,62 +147,93 @@ def plot_results(runs: list[dict], out_prefix: str, smooth: int = PAPER_SMOOTHIN
     fig, ax = plt.subplots(figsize=(6, 4))
     spans = set()
     for run in runs:
+        if not np.size(run["curve"].get("env_steps", [])):
+            continue  # stopped before its first evaluation
         values, span = band_values(run, "curve", "nominal_return")
         spans.add(span)
-        _band(ax, run["curve"]["env_steps"][0], values, run["label"], smooth)
-    ax.set(xlabel="environment steps per agent", ylabel="return (nominal env, greedy)",
-           title=f"{env}: learning curve\n({band_description(spans)}, {smooth}-evaluation moving average)")
-    ax.legend()
-    fig.tight_layout()
-    curve_path = f"{out_prefix}_curve.png"
-    fig.savefig(curve_path, dpi=120)
-    plt.close(fig)
+        note = stopped_note(run)
+        _band(ax, run["curve"]["env_steps"][0], values, run["label"] + (f" ({note})" if note else ""), smooth)
+    ax.set(xlabel="environment steps per agent", ylabel="return (nominal env, greedy)")
+    _title(ax, f"{env}: learning curve",
+           f"({band_description(spans or {'episodes'})}, {smooth}-evaluation moving average)")
+    ax.legend(fontsize=8)
+    paths = [_save(fig, f"{out_prefix}_curve.png")]
 
+    finished = [run for run in runs if run["final"]]
+    if not finished:
+        return paths
     fig, ax = plt.subplots(figsize=(6, 4))
     spans = set()
-    for run in runs:
+    for run in finished:
         values, span = band_values(run, "final", "sweep_returns")
         spans.add(span)
         _band(ax, run["final"]["sweep_scales"][0], values, run["label"])
     ax.axvspan(1 - runs[0]["config"]["max_rate"], 1 + runs[0]["config"]["max_rate"], color="grey", alpha=0.1,
                label="training range")
-    ax.set(xlabel=f"scale c of nominal {physics}", ylabel="return (greedy)",
-           title=f"{env}: robustness sweep\n({band_description(spans)})")
-    ax.legend()
+    ax.set(xlabel=f"scale c of nominal {physics}", ylabel="return (greedy)")
+    stopped = [run["label"] for run in runs if not run["final"]]
+    _title(ax, f"{env}: robustness sweep",
+           f"({band_description(spans)}{'; stopped, not shown: ' + ', '.join(stopped) if stopped else ''})")
+    ax.legend(fontsize=8)
+    paths.append(_save(fig, f"{out_prefix}_sweep.png"))
+    return paths
+
+
+def _title(ax, head: str, detail: str) -> None:
+    """A title and a smaller subtitle, wrapped to the axes' figure width."""
+    fig = ax.get_figure()
+    ax.set_title(f"{head}\n{_wrapped(detail, fig, 9, share=0.9)}", fontsize=9.5)
+
+
+def _save(fig, path: str, dpi: int = 120) -> str:
     fig.tight_layout()
-    sweep_path = f"{out_prefix}_sweep.png"
-    fig.savefig(sweep_path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
-    return [curve_path, sweep_path]
+    return path
 
 
 def comparison_table(run_dirs: list[str]) -> str:
     """Table-1 style: mean ± std over seeds of the Average and Minimum local-environment returns,
-    then every robust run against every baseline run of the same task (`differences_table`)."""
+    one row per run directory (named in the first column), then every robust run against every
+    baseline run of the same task (`differences_table`)."""
     runs = [load_run(d) for d in run_dirs]
     differences = differences_table(runs)
     return results_table(runs) + (f"\n\n{differences}" if differences else "")
 
 
 def results_table(runs: list[dict]) -> str:
-    """As `comparison_table`, for run records from `load_run` or `from_metrics`."""
+    """As `comparison_table`, for run records from `load_run` or `from_metrics`. Records with a
+    `source` (the directory `load_run` read) are named by it in a first column."""
+    def spread(values):
+        values = np.asarray(values, float)
+        return f"{values.mean():.1f} ± {values.std():.1f}"
+
     rows = []
     for run in runs:
-        avg = np.asarray(run["final"]["local_average"], float)
-        mn = np.asarray(run["final"]["local_minimum"], float)
-        nominal = np.asarray(run["curve"]["nominal_return"], float)[:, -1]
         cfg = run["config"]
         comm = run.get("communication")
         traffic = "n/a" if comm is None else f"{comm['rounds']} x {comm['participants_per_round']}/{cfg['num_agents']}: " \
                                              f"{comm['bytes_total'] / 2**20:.1f}"
-        rows.append((
-            f"{cfg['env_name']} ({', '.join(cfg['physics'])})", run["label"], len(avg),
-            f"{avg.mean():.1f} ± {avg.std():.1f}", f"{mn.mean():.1f} ± {mn.std():.1f}",
-            f"{nominal.mean():.1f} ± {nominal.std():.1f}", traffic,
-        ))
-    header = ("task", "algorithm", "seeds", "Average", "Minimum", "nominal (final)",
+        nominal = np.asarray(run["curve"].get("nominal_return", []), float)
+        last = spread(nominal[:, -1]) if nominal.size else "none"
+        note = stopped_note(run)
+        if note:
+            average = minimum = note
+            seeds = cfg.get("num_seeds", "?")
+        else:
+            average, minimum = spread(run["final"]["local_average"]), spread(run["final"]["local_minimum"])
+            seeds = len(run["final"]["local_average"])
+        rows.append((run.get("source", ""), f"{cfg['env_name']} ({', '.join(cfg['physics'])})", run["label"], seeds,
+                     average, minimum, last, traffic))
+    header = ("run", "task", "algorithm", "seeds", "Average", "Minimum", "nominal (final)",
               "rounds x uploaders/K: traffic (MiB)")
-    return _text_table(header, rows)
+    if not any(r[0] for r in rows):
+        header, rows = header[1:], [r[1:] for r in rows]
+    table = _text_table(header, rows)
+    reasons = [f"{run.get('source') or run['label']}: {run['stopped']['reason']}" for run in runs if stopped_note(run)]
+    if reasons:
+        table += "\n\nstopped runs (their evaluations so far are in the curves):\n" + "\n".join(reasons)
+    return table
 
 
 def _task(run: dict) -> tuple:
@@ -190,11 +252,12 @@ def differences_table(runs: list[dict]) -> str:
     """Each robust run (omega > 0) minus each baseline run (omega = 0) of the same task: mean
     difference on Minimum and Average with a 95% bootstrap interval, paired by seed where the runs
     share their seed keys, P(robust > baseline), and the verdict on Minimum (`fedjax_rl.stats`).
-    Empty when there is no such pair."""
+    Empty when there is no such pair; stopped runs are left out."""
     from fedjax_rl import stats
 
-    robust = [r for r in runs if r["config"]["agent"].get("omega", 0.0) > 0]
-    baselines = [r for r in runs if r["config"]["agent"].get("omega", 0.0) == 0]
+    finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
+    robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
+    baselines = [r for r in finished if r["config"]["agent"].get("omega", 0.0) == 0]
     rows = []
     for rob in robust:
         for base in (b for b in baselines if _task(b) == _task(rob)):
@@ -248,7 +311,7 @@ def grid_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: st
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(_wrapped(title, fig, 11), fontsize=11)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     fig.savefig(out_path, dpi=110)

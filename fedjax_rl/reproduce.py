@@ -445,7 +445,8 @@ def reproduce(
                         bar.update(step)
 
             result = experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
-                                    progress=False, grid=grid, on_block=on_block, run_batch=run_batch)
+                                    progress=False, grid=grid, on_block=on_block, run_batch=run_batch,
+                                    new_run=True)  # another request's unfinished program: set aside, as --status says
             timings.append(result["timing"])
             batches[program.name] = result["run_batch"]
         record = dict(
@@ -610,8 +611,15 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
           + (f" The paper's table does not report {', '.join(unreported)} (its figures do)." if unreported else ""), ""]
     budgets = sorted({r["request"]["budget"] for r in records.values()})
     if budgets != [1.0]:
-        md += [f"**REDUCED BUDGET**: fraction(s) {budgets} of the paper's (RL-Zoo3) training steps per agent. "
-               "These numbers are not the paper's setting.", ""]
+        # The steps each row ran, not only the fraction: a fraction is rounded to whole evaluation
+        # blocks of at least one round (--budget 1e-6 runs 100 steps, not 0.05).
+        ran = {key: f"{_steps(r['budget']['steps_per_agent'])} steps per agent (paper "
+                    f"{_steps(r['budget']['paper_steps_per_agent'])})" for key, r in records.items()}
+        ran = (f"{next(iter(ran.values()))} in every row" if len(set(ran.values())) == 1
+               else "; ".join(f"{key}: {text}" for key, text in ran.items()))
+        md += [f"**REDUCED BUDGET**: {ran} (requested fraction(s) {', '.join(f'{b:g}' for b in budgets)} of the "
+               "paper's RL-Zoo3 steps, rounded to whole evaluation blocks). These numbers are not the paper's "
+               "setting.", ""]
     overrides = {k: r["request"][k] for r in records.values() for k in ("agent_overrides", "train_overrides") if r["request"][k]}
     if overrides:
         md += [f"**Settings overridden** (not the paper's): {json.dumps(overrides)}", ""]
@@ -727,7 +735,7 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
                   f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
-                  f"{_batching(rec)}; "
+                  f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md, csv_rows, comparison_rows
 
@@ -738,6 +746,23 @@ def _verdict_cell(word: str, seeds: int) -> str:
 
 def _unsigned(interval: stats.Interval) -> str:
     return f"{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def _steps(per_program: dict) -> str:
+    """'100' or '100/200': the distinct steps per agent of a row's programs."""
+    return "/".join(f"{n:,}" for n in sorted(set(per_program.values())))
+
+
+def _physics_engine(rec: dict) -> str:
+    """', physics: MuJoCo's C engine' for a MuJoCo row; rows written before engines existed ran MJX."""
+    config = next(iter(rec["configs"].values()))["config"]
+    if envs.get_spec(config["env_name"]).engines == ("jax",):
+        return ""
+    engine = config.get("engine", "mjx")
+    return f", physics: {ENGINE_NAMES.get(engine, engine)}" + ("" if "engine" in config else " (written before engines)")
+
+
+ENGINE_NAMES = {"c": "MuJoCo's C engine", "mjx": "MuJoCo-MJX", "warp": "MuJoCo Warp"}
 
 
 def _batching(rec: dict) -> str:

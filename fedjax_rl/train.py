@@ -45,6 +45,10 @@ TRAIN_SETTINGS = (
             kind=str, help="algorithm (fedjax_rl.agents.ALGORITHMS)"),
     Setting("env_name", "CartPole-v1", kind=str, help="registered environment (fedjax_rl.envs)"),
     Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb, comma-separated"),
+    Setting("engine", None, kind=str,
+            help="physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
+                 "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); the other tasks "
+                 "are written in JAX and have no engine setting"),
     Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
             help="K, the number of agents", source="(paper)"),
     Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
@@ -99,9 +103,10 @@ class _TrainConfigMethods(settings.SettingsConfig):
                 raise ValueError(f"algo={self.algo!r} needs agent.{name}={value}")
         if not self.physics or len(set(self.physics)) != len(self.physics):
             raise ValueError(f"physics must name one or more distinct parameters, got {self.physics}")
+        envs.check_engine(self.env_name, self.engine)
         for param in self.physics:
-            envs.check_physics_param(self.env_name, param)
-        env, params = envs.make(self.env_name, self.physics)
+            envs.check_physics_param(self.env_name, param, self.engine)
+        env, params = envs.make(self.env_name, self.physics, self.engine)
         algorithm.agent.check_env(self.env_name, env.action_space(params))
         block = self.sync_every * self.eval_every_rounds
         if self.steps_per_agent < block or self.steps_per_agent % block:
@@ -180,7 +185,7 @@ def _judge_aggregate(first_bad: dict, agents_state: AgentCarry, last_step) -> tu
 
 def make_trainer(config) -> Trainer:
     config.validate()
-    env, nominal_params = envs.make(config.env_name, config.physics)
+    env, nominal_params = envs.make(config.env_name, config.physics, config.engine)
     max_steps = int(nominal_params.max_steps_in_episode)
     obs_shape = env.observation_space(nominal_params).shape
     agent = config.algorithm.agent(config.agent, obs_shape, env.action_space(nominal_params),

@@ -85,3 +85,57 @@ def test_positional_files_from_older_versions_are_rejected(tmp_path):
     np.savez(path, leaf_0=np.zeros(3), extra_blocks_done=np.asarray(1))
     with pytest.raises(checkpoint.CheckpointMismatch, match="leaves missing from the file"):
         checkpoint.load(path, {"a": jnp.zeros(3)})
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+@pytest.mark.parametrize(
+    "damage,reason",
+    [
+        (lambda data: b"", r"empty file"),
+        (_truncated, r"BadZipFile|not an \.npz archive"),  # the zip directory sits at the end of the file
+        (lambda data: b"\x93NUMPY garbage" * 50, r"not an \.npz archive \(700 bytes\)"),  # was "pickled data"
+        (lambda data: data[:400] + bytes(b ^ 0xFF for b in data[400:416]) + data[416:], r"BadZipFile: Bad CRC-32"),
+    ],
+    ids=["empty", "truncated", "garbage", "corrupted member"],
+)
+def test_a_damaged_file_is_named_instead_of_a_zip_or_pickle_error(tmp_path, damage, reason):
+    path = tmp_path / "checkpoint.npz"
+    tree = _tree()
+    checkpoint.save(str(path), tree, blocks_done=3)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(checkpoint.DamagedFile, match=rf"{path} is damaged \(({reason})") as info:
+        checkpoint.load(str(path), tree)
+    assert info.value.path == str(path)
+    if reason != r"BadZipFile: Bad CRC-32":  # the extras alone are read from an intact member
+        with pytest.raises(checkpoint.DamagedFile, match=rf"{path} is damaged \(({reason})"):
+            checkpoint.read_extras(str(path), ("blocks_done",))
+    assert not isinstance(info.value, checkpoint.CheckpointMismatch)
+
+
+def test_writes_are_atomic_an_interrupted_write_keeps_the_old_file(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text('{"old": 1}')
+    with pytest.raises(KeyboardInterrupt):
+        with checkpoint.atomic_write(str(path)) as f:
+            f.write('{"new": ')
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the write
+    assert path.read_text() == '{"old": 1}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]  # no temporary file left
+    with checkpoint.atomic_write(str(path)) as f:
+        f.write('{"new": 2}')
+    assert checkpoint.read_json(str(path)) == {"new": 2}
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # not mkstemp's private 0600
+    path.write_text('{"new": ')
+    with pytest.raises(checkpoint.DamagedFile, match=r"metrics.json is damaged \(JSONDecodeError: "):
+        checkpoint.read_json(str(path))
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -53,7 +53,7 @@ def test_aggregation_flags_come_from_their_declaration_and_reach_config_json():
     args = cli.build_parser().parse_args(["train", "--aggregation", "trimmed_mean", "--trim", "0.25"])
     config = cli.config_from_args(args)
     assert (config.aggregation, config.trim) == ("trimmed_mean", 0.25)
-    recorded = experiment.config_to_dict(config)  # what config.json holds
+    recorded, _ = experiment.recorded_config(config, num_seeds=1, seed=0)  # what config.json holds
     assert (recorded["aggregation"], recorded["trim"]) == ("trimmed_mean", 0.25)
 
 
@@ -86,9 +86,15 @@ def trained_run(tmp_path_factory):
 
 def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
-    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts)."""
+    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The
+    fields config.json may leave out are `engine`, recorded only where a task has a choice of engine,
+    and `aggregation` and `trim`, recorded only for a rule other than the mean."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        if "engine" in fields and "engine" not in values:
+            values = {**values, "engine": None}
+        if "aggregation" in fields:
+            values = {"aggregation": "mean", "trim": fields["trim"].default, **values}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
@@ -201,3 +207,272 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     # Only a run with omega > 0 is compared against a baseline: one run alone prints no differences.
     assert cli.main(["compare", base]) == 0
     assert "−" not in capsys.readouterr().out
+
+
+# -- a finished run is never lost; damaged files; messages instead of tracebacks (issue 29) ---------
+
+
+def _hashes(directory) -> dict:
+    """sha256 of every file under `directory`, by relative path."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(directory)
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def run_copy(trained_run, tmp_path):
+    """A copy of the module's finished run (omega 0.2, 2 seeds), free to damage."""
+    import shutil
+
+    out, _, _ = trained_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    return copy
+
+
+def _forbid_compiling(monkeypatch) -> None:
+    import fedjax_rl.experiment as experiment
+
+    def no_program(*args, **kwargs):
+        raise AssertionError("a program was built for a run that should not compute anything")
+
+    monkeypatch.setattr(experiment, "over_runs", no_program)
+
+
+@pytest.fixture
+def nothing_compiles(monkeypatch):
+    _forbid_compiling(monkeypatch)
+
+
+SAME = ["--omega", "0.2", "--seeds", "2", *TINY]  # the fixture's command, without --out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        # Another setting on a finished run: refused, every difference by its full name with both values.
+        (lambda run: ["train", "--out", run, *SAME, "--omega", "0.1"],
+         r"fedjax-rl: error: \S+/run holds a run of other settings:\n  agent\.omega: 0\.2 -> 0\.1\n"
+         r"Nothing was changed\. To keep both, choose another directory \(e\.g\. --out \S+/run-2\), or pass "
+         r"--new-run"),
+        (lambda run: ["train", "--out", run, *SAME, "--seeds", "3", "--steps", "60", "--set", "hidden_sizes=8,8"],
+         r"  agent\.hidden_sizes: \[8\] -> \[8, 8\]\n  num_seeds: 2 -> 3\n  steps_per_agent: 40 -> 60\n"),
+        # --out that is a file, or that cannot be created.
+        (lambda run: ["train", "--out", f"{run}/final.csv", *SAME],
+         r"fedjax-rl: error: out_dir \S+/final\.csv is an existing file, not a directory"),
+        (lambda run: ["train", "--out", f"{run}/final.csv/sub", *SAME],
+         r"fedjax-rl: error: out_dir \S+/sub cannot be created: \S+/final\.csv is a file"),
+        # A run that cannot fit in memory, with the numbers, before anything compiles.
+        (lambda run: ["train", "--out", f"{run}-big", *SAME, "--agents", "10000000"],
+         r"fedjax-rl: error: this run needs about [\d.]+ GiB but only [\d.]+ GiB are available \(available RAM\)\. "
+         r"Counted: the training state of 2 run\(s\) x 10000000 agents = [\d.]+ GiB \(replay buffers [\d.]+, "
+         r"networks [\d.]+, optimizer states [\d.]+, environments and keys [\d.]+ GiB\), 2 copies"),
+        # Damaged outputs: compare and plot name the file and say what to do.
+        (lambda run: ["compare", run, "--damage", "metrics.json"],
+         r"fedjax-rl: error: \S+/run/metrics\.json is damaged \(JSONDecodeError: .*\); rerun the `fedjax-rl "
+         r"train` command that wrote \S+/run \(same --out\) to write it again"),
+        (lambda run: ["plot", run, "--out", f"{run}/fig", "--damage", "config.json"],
+         r"fedjax-rl: error: \S+/run/config\.json is damaged \(empty file; rerun the `fedjax-rl train`"),
+    ],
+    ids=["other omega", "three other settings", "out is a file", "out under a file", "memory", "compare damaged",
+         "plot damaged"],
+)
+def test_bad_inputs_stop_with_a_message_and_change_no_finished_file(run_copy, nothing_compiles, argv, message):
+    import re
+
+    argv = argv(str(run_copy))
+    if "--damage" in argv:  # truncate metrics.json to half; empty config.json
+        name = argv.pop(argv.index("--damage") + 1)
+        argv.remove("--damage")
+        path = run_copy / name
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2] if name == "metrics.json" else b"")
+    before = _hashes(run_copy)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert re.search(message, str(exit_info.value)), str(exit_info.value)
+    assert _hashes(run_copy) == before
+    assert not (run_copy.parent / "run-big").exists()
+
+
+def test_a_finished_run_is_set_aside_on_request_and_comes_back(run_copy, trained_run, capsys):
+    """`--new-run` moves the finished omega 0.2 run, whole and unchanged, to set_aside/1 and trains
+    omega 0.1 (a vmapped leaf: the same compiled program). The original command then moves it back
+    and reads it back without computing, and the 0.1 run goes to set_aside/2: nothing overwritten."""
+    original = _hashes(run_copy)
+    with pytest.warns(UserWarning, match=r"held a run of other settings \(agent\.omega: 0\.2 -> 0\.1\): moved to "
+                                         r"\S+/set_aside/1"):
+        assert cli.main(["train", "--out", str(run_copy), *SAME, "--omega", "0.1", "--new-run"]) == 0
+    assert _hashes(run_copy / "set_aside" / "1") == original
+    assert json.loads((run_copy / "config.json").read_text())["agent"]["omega"] == 0.1
+    omega_01 = _hashes(run_copy)
+
+    with pytest.warns(UserWarning) as warned:
+        assert cli.main(["train", "--out", str(run_copy), *SAME]) == 0
+    assert [str(w.message).replace(str(run_copy), "RUN") for w in warned] == [
+        "RUN held a run of other settings (agent.omega: 0.1 -> 0.2): moved to RUN/set_aside/2",
+        "RUN/set_aside/1 held a run of these settings: moved back into RUN to resume it"]
+    assert _hashes(run_copy / "set_aside" / "2") == {k: v for k, v in omega_01.items() if not k.startswith("set_aside")}
+    assert {k: v for k, v in _hashes(run_copy).items() if not k.startswith("set_aside")} == original
+    assert not (run_copy / "set_aside" / "1").exists()
+    _, _, printed = trained_run
+    assert printed.splitlines()[0] in capsys.readouterr().out  # the same summary, read back
+
+
+@pytest.mark.parametrize(
+    "name,damage,consequence,recomputes",
+    [
+        ("metrics.json", lambda b: b[: len(b) // 2], "evaluating the run again from its checkpoint", "final"),
+        ("finished.json", lambda b: b"", "the run's outputs are written again", "final"),
+        ("config.json", lambda b: b"{\x00\x00", "the run's settings are read from its other files", None),
+        ("checkpoint.npz", lambda b: b[: len(b) // 3], "training starts again from block 0", "everything"),
+    ],
+    ids=["metrics truncated", "finished empty", "config garbage", "checkpoint truncated"],
+)
+def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained_run, monkeypatch, name, damage,
+                                                                consequence, recomputes):
+    """Each damaged file is named, kept byte for byte as NAME.damaged.1.EXT, and the rerun ends with
+    the same results as the undamaged run: read back (config.json), evaluated again from the
+    checkpoint (metrics.json, finished.json), or trained again from block 0 (a damaged checkpoint of
+    a run that has not finished: its outputs removed first)."""
+    import fedjax_rl.experiment as experiment
+
+    if name == "checkpoint.npz":  # an unfinished run: its outputs are not written yet
+        for output in ("finished.json", "metrics.json", "metrics.csv", "final.csv", "global_params.npz"):
+            (run_copy / output).unlink()
+    path = run_copy / name
+    damaged = damage(path.read_bytes())
+    path.write_bytes(damaged)
+    others = {k: v for k, v in _hashes(run_copy).items() if k != name}
+    if recomputes is None:
+        _forbid_compiling(monkeypatch)
+    expected = json.loads((trained_run[0] / "metrics.json").read_text())
+    stem, ext = name.rsplit(".", 1)
+    with pytest.warns(UserWarning, match=rf"{path} is damaged \(.*\): set aside as {run_copy}/{stem}\.damaged\.1\."
+                                         rf"{ext}; {consequence}\. Delete .* once you have looked at it"):
+        assert cli.main(["train", "--out", str(run_copy), *SAME]) == 0
+    assert (run_copy / f"{stem}.damaged.1.{ext}").read_bytes() == damaged
+    written = json.loads((run_copy / "metrics.json").read_text())
+    for part in ("curve", "final"):
+        assert written[part] == expected[part]
+    if recomputes is None:  # read back: every other file as it was, config.json written again
+        assert {k: v for k, v in _hashes(run_copy).items() if k not in (name, f"{stem}.damaged.1.{ext}")} == others
+    else:
+        assert written["timing"]["resumed_at_block"] == {"final": 2, "everything": 0}[recomputes]
+    assert experiment.progress_on_disk(str(run_copy), json.loads((run_copy / "config.json").read_text()), 2)[
+        "state"] == "finished"
+
+
+def test_ctrl_c_says_how_to_resume_and_the_rerun_resumes(trained_run, tmp_path, monkeypatch, capsys):
+    """Ctrl-C right after block 1's checkpoint: "stopped at block 1 of 2", a readable checkpoint, and the
+    same command resumes ("resuming from block 1 of 2") to the fixture's numbers, bit for bit."""
+    import fedjax_rl.experiment as experiment
+
+    out = tmp_path / "interrupted"
+    real_save = experiment.checkpoint.save
+
+    def save_then_ctrl_c(path, tree, **extra):
+        real_save(path, tree, **extra)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiment.checkpoint, "save", save_then_ctrl_c)
+    assert cli.main(["train", "--out", str(out), *SAME]) == 130
+    stderr = capsys.readouterr().err
+    assert f"fedjax-rl: stopped at block 1 of 2: 1 block(s) saved in {out}; rerun the same command to resume" in stderr
+    assert "Traceback" not in stderr
+    monkeypatch.setattr(experiment.checkpoint, "save", real_save)
+    assert int(experiment.checkpoint.read_extras(str(out / "checkpoint.npz"), ("blocks_done",))["blocks_done"]) == 1
+
+    assert cli.main(["train", "--out", str(out), *[a for a in SAME if a != "--no-progress"]]) == 0
+    printed = capsys.readouterr().out
+    assert f"resuming from block 1 of 2 ({out}/checkpoint.npz)" in printed
+    assert "compiling the training program" in printed and "final evaluation: " in printed
+    expected = json.loads((trained_run[0] / "metrics.json").read_text())
+    written = json.loads((out / "metrics.json").read_text())
+    assert all(written[part] == expected[part] for part in ("curve", "final"))
+
+
+def test_train_without_out_says_nothing_is_saved(monkeypatch, capsys):
+    import fedjax_rl.experiment as experiment
+
+    monkeypatch.setattr(experiment, "run", lambda *a, **k: {"final": {"local_average": np.zeros(1),
+                                                                      "local_minimum": np.zeros(1)}})
+    assert cli.main(["train", *SAME]) == 0
+    assert "no --out: results are printed only, nothing is saved" in capsys.readouterr().out
+
+
+HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["demo"], ["reproduce"]]
+
+
+def test_help_imports_no_jax_and_answers_at_once():
+    """`--help` of every command in a fresh interpreter: no JAX, numpy, matplotlib or environment import
+    (those took the help to 3-6 s). The time is printed, not asserted: the machine is shared."""
+    import subprocess
+    import sys
+
+    heavy = ("jax", "numpy", "matplotlib", "gymnax", "flax", "mujoco")
+    script = ("import sys, time; t = time.perf_counter(); from fedjax_rl import cli\n"
+              "try:\n    cli.main(sys.argv[1:] + ['--help'])\nexcept SystemExit:\n    pass\n"
+              f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules), time.perf_counter() - t)")
+    for command in HELP_COMMANDS:
+        done = subprocess.run([sys.executable, "-c", script, *command], capture_output=True, text=True, check=True)
+        last = done.stdout.strip().splitlines()[-1]
+        print(command, last)
+        assert last.startswith("HEAVY [] "), (command, last, done.stderr[-2000:])
+        assert "usage: fedjax-rl" in done.stdout
+
+
+def test_every_flag_has_help_with_its_default_and_choices():
+    from fedjax_rl import agents, envs
+
+    parser = cli.build_parser()
+    commands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
+                for name, sub in action.choices.items()}
+    assert sorted(commands) == ["compare", "demo", "plot", "reproduce", "train"]
+    for name, sub in commands.items():
+        for action in sub._actions:
+            if action.dest == "help":
+                continue
+            assert action.help, (name, action.option_strings or action.dest)
+            is_switch = action.nargs == 0
+            if action.option_strings and not is_switch:
+                assert "(default" in action.help or action.choices, (name, action.option_strings, action.help)
+    train = {a.dest: a for a in commands["train"]._actions}
+    assert list(train["algo"].choices) == list(agents.names())
+    for env in envs.list_envs():
+        assert env in train["env_name"].help
+        assert f"{env}: {', '.join(envs.get_spec(env).perturbed)} (the paper's)" in train["physics"].help
+    assert "0.1 for fedrdqn, fedrddpg" in train["omega"].help
+    for flag in ("seeds", "seed", "out", "no_progress", "new_run", "set"):
+        assert train[flag].help
+
+
+def test_the_flag_table_is_current():
+    """cli_flags.py holds what the settings declarations say (regenerate: `make cli-flags`)."""
+    from fedjax_rl import cli_flags
+
+    assert cli_flags.TABLE == cli.flag_table(), "fedjax_rl/cli_flags.py is out of date: run `make cli-flags`"
+
+
+def test_a_run_that_never_trains_is_warned_about_before_compiling():
+    import fedjax_rl.experiment as experiment
+    from fedjax_rl import configs
+
+    def config(steps, learning_starts, train_freq=1):
+        return configs.train_config("fedrdqn", "CartPole-v1", steps_per_agent=steps, sync_every=10, eval_every_rounds=1,
+                                    agent_overrides=dict(learning_starts=learning_starts, train_freq=train_freq))
+
+    with pytest.warns(UserWarning, match=r"no agent will take a gradient step: the first training phase would be "
+                                         r"at environment step 10,000 \(learning_starts 10,000, train_freq 1\), "
+                                         r"after the run's 1,000 steps per agent"):
+        experiment._warn_if_never_trains(config(1000, 10_000))
+    with pytest.warns(UserWarning, match=r"at environment step 1,024 \(learning_starts 1,000, train_freq 256\)"):
+        experiment._warn_if_never_trains(config(1020, 1000, train_freq=256))  # RL-Zoo3's CartPole train_freq
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        experiment._warn_if_never_trains(config(1000, 1000))  # trains once, at step 1000
+        experiment._warn_if_never_trains(config(1030, 1000, train_freq=256))  # at step 1024

@@ -1,10 +1,18 @@
-"""gymnasium's v4 MuJoCo locomotion tasks on MJX (`fedjax_rl.envs.locomotion`) against gymnasium.
+"""gymnasium's v4 MuJoCo locomotion tasks (`fedjax_rl.envs.locomotion`) on their physics engines,
+against gymnasium.
 
 gymnasium 1.3.0's Hopper-v4, Walker2d-v4, HalfCheetah-v4 and Ant-v4 (MuJoCo's C `mj_step`) are the
-reference. Parity runs in float64, scoped with `jax.enable_x64` per test. The perturbed masses are
-set in gymnasium the way a user would: `env.unwrapped.model.body_mass[i] = c * nominal`.
+reference. The perturbed masses are set in gymnasium the way a user would:
+`env.unwrapped.model.body_mass[i] = c * nominal`.
 
-What MJX can and cannot reproduce (measured here, mujoco 4.0 C against mujoco-mjx 3.17, float64):
+The C engine (the default) is gymnasium's physics: its state equals gymnasium's exactly, step for
+step, over free-running episodes with terminations, truncations and auto-resets, on all four robots,
+in float64 and (through the float64 bits it carries) in a float32 program; observations and rewards
+agree to 1e-12 in float64 (the control cost's sum is ordered differently) and to float32 rounding
+in float32. Its batching and threads change no number.
+
+What MJX can and cannot reproduce (measured here, mujoco 4.0 C against mujoco-mjx 3.17, float64,
+with each task's line-search cap):
 - Hopper and Walker2d follow gymnasium to ~1e-12 for whole episodes (random actions end them within
   ~20-70 steps; both restart from gymnasium's reset state).
 - HalfCheetah never terminates, and its contact-rich gait is chaotic: a 1e-14 difference after two
@@ -29,7 +37,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import heterogeneity
-from fedjax_rl.envs import check_physics_param, get_spec, make
+from fedjax_rl.envs import check_engine, check_physics_param, get_spec, make, mujoco_engines
 from fedjax_rl.envs.locomotion import TASKS
 
 EXACT = ("Hopper-v4", "Walker2d-v4", "HalfCheetah-v4")
@@ -84,11 +92,12 @@ def _state_of(env, gym_env, elapsed):
     return state.replace(time=jnp.int32(elapsed))
 
 
-def _compare(name, part, scale, steps, resync, seed=0):
+def _compare(name, part, scale, steps, resync, seed=0, engine="mjx"):
     """Worst |difference| of obs and reward over `steps` steps of fixed random actions; asserts the
     terminated/truncated flags agree on every step. `resync`: each step starts from gymnasium's
-    state (the step map); otherwise the MJX state runs free, restarted from gymnasium's resets."""
-    env = TASKS[name]()
+    state (the step map); otherwise the state runs free, restarted from gymnasium's resets. With
+    the C engine the free state must also equal gymnasium's exactly, after every step."""
+    env = TASKS[name](engine)
     params = env.default_params.replace(max_steps_in_episode=TRUNCATE)
     bodies = ()
     if part is not None:
@@ -108,6 +117,10 @@ def _compare(name, part, scale, steps, resync, seed=0):
         elapsed += 1
         obs, state, reward, terminated, truncated, info = env.step(keys[t], state, _copy(actions[t]), params)
         assert bool(terminated) == term_ref and bool(truncated) == trunc_ref, (name, part, scale, t)
+        if engine == "c" and not (term_ref or trunc_ref):
+            data = reference.unwrapped.data
+            for field in ("qpos", "qvel", "qacc_warmstart"):
+                np.testing.assert_array_equal(np.asarray(getattr(state, field)), getattr(data, field), err_msg=field)
         worst = max(worst, np.abs(np.asarray(info["final_observation"]) - obs_ref).max())
         worst = max(worst, abs(float(reward) - reward_ref))
         if term_ref or trunc_ref:
@@ -131,7 +144,7 @@ ANT_EPISODES = 48
 @pytest.fixture(scope="module")
 def ant():
     assert jnp.zeros(()).dtype == jnp.float32, "float32 tests must run before the x64 ones"
-    env, nominal = make("Ant-v4")
+    env, nominal = make("Ant-v4", engine="mjx")
     return env, nominal, jax.jit(jax.vmap(env.step))
 
 
@@ -140,7 +153,7 @@ def _batch(tree, size=ANT_BATCH):
 
 
 def test_ant_first_step_matches_gymnasium(ant):
-    """From 8 of gymnasium's reset states, the first step (no contact yet) agrees to 1e-4 in
+    """MJX: from 8 of gymnasium's reset states, the first step (no contact yet) agrees to 1e-4 in
     float32 (float64: 4e-6, the RK4/free-joint difference; later steps differ more, see the module
     docstring). The reset observations agree to float32 rounding."""
     env, nominal, batched_step = ant
@@ -161,7 +174,7 @@ def test_ant_first_step_matches_gymnasium(ant):
 
 @pytest.mark.slow
 def test_ant_episode_statistics_match_gymnasium(ant):
-    """48 random-action episodes (time limit 300) on each side, in float32: mean returns within 4
+    """MJX: 48 random-action episodes (time limit 300) on each side, in float32: mean returns within 4
     standard errors of their difference, and the episode lengths' two-sample Kolmogorov-Smirnov
     distance below 0.40 (its 0.1% critical value at 48 + 48 episodes). Slow (MJX's Ant on CPU:
     about 14k env steps, a minute of CPU), so marked `slow`."""
@@ -208,7 +221,7 @@ def test_ant_episode_statistics_match_gymnasium(ant):
 
 
 def test_batched_model_is_the_agents_perturbations_in_order(ant):
-    """Per-agent params (heterogeneity.agent_env_params) give a model batched only in body_mass,
+    """MJX: per-agent params (heterogeneity.agent_env_params) give a model batched only in body_mass,
     row k = agent k; and row k of a vmapped step is, bit for bit, what every row gives when all
     rows carry agent k's params."""
     env, nominal, batched_step = ant
@@ -241,6 +254,154 @@ def test_batched_model_is_the_agents_perturbations_in_order(ant):
         np.testing.assert_array_equal(np.asarray(next_states.qvel[k]), np.asarray(states_k.qvel[k]))
     obs_as_agent_1, _ = stepped(jax.tree.map(lambda x: jnp.broadcast_to(x[1], x.shape), params))
     assert np.abs(np.asarray(obs[0]) - np.asarray(obs_as_agent_1[0])).max() > 0
+
+
+@pytest.mark.parametrize("name", tuple(TASKS))
+def test_c_engine_float32_program_carries_float64_physics(name):
+    """In a float32 program the C engine's state carries float64 bits: from a start float32 can hold
+    the trajectory is gymnasium's exactly, step after step, with the perturbed part's float32 masses
+    set in gymnasium and every other body at its nominal float64 mass; observations and rewards are
+    their float32 roundings."""
+    import mujoco
+
+    env = TASKS[name]("c")
+    part = get_spec(name).perturbed[0]
+    params = _strong(env.scale_physics(env.default_params.replace(max_steps_in_episode=TRUNCATE), part, 1.5))
+    reference = _gym_env(name)
+    bodies = list(env._part_bodies[part])
+    reference.unwrapped.model.body_mass[bodies] = np.asarray(params.model_fields["body_mass"], np.float64)[bodies]
+    step = jax.jit(env.step)
+
+    def start():
+        data = reference.unwrapped.data
+        data.qpos[:] = data.qpos.astype(np.float32)
+        data.qvel[:] = data.qvel.astype(np.float32)
+        mujoco.mj_forward(reference.unwrapped.model, data)
+        return env.state_from(_copy(data.qpos.astype(np.float32)), _copy(data.qvel.astype(np.float32)),
+                              com_xy=_copy(data.xpos[1, :2].astype(np.float32)))
+
+    reference.reset(seed=3)
+    state = start()
+    actions = np.random.default_rng(3).uniform(-1.0, 1.0, (STEPS, env.num_actions)).astype(np.float32)
+    nq, nv = env.mj_model.nq, env.mj_model.nv
+    worst, compared = 0.0, 0
+    for t in range(STEPS):
+        obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step(actions[t].astype(np.float64))
+        _, state, reward, terminated, truncated, info = step(jax.random.key(t), state, actions[t], params)
+        assert bool(terminated) == term_ref and bool(truncated) == trunc_ref, t
+        worst = max(worst, np.abs(np.asarray(info["final_observation"]) - obs_ref).max(), abs(float(reward) - reward_ref))
+        if term_ref or trunc_ref:
+            reference.reset()
+            state = start()
+            continue
+        exact = np.asarray(state.exact.bits).view(np.float64)
+        data = reference.unwrapped.data
+        np.testing.assert_array_equal(exact, np.concatenate([data.qpos, data.qvel, data.qacc_warmstart]), err_msg=str(t))
+        np.testing.assert_array_equal(np.asarray(state.qpos), data.qpos.astype(np.float32))
+        compared += 1
+    assert compared > STEPS // 2 and worst < 1e-4, (compared, worst)
+
+
+def test_c_engine_batches_and_threads_change_no_number(monkeypatch):
+    """One host call steps a whole vmapped batch: nested vmaps (seeds x agents, params shared along
+    one axis, per-agent masses along the other) give, row by row, the single-environment steps bit
+    for bit, whatever the number of threads, and the callback touches its inputs only as numpy."""
+    env, nominal = make("Hopper-v4")
+    parts = get_spec("Hopper-v4").perturbed
+    rates = jax.random.uniform(jax.random.key(5), (4, len(parts)), minval=-0.5, maxval=0.5)
+    params = _strong(heterogeneity.agent_env_params(env, nominal, parts, rates))  # [4 agents]
+    keys = jax.random.split(jax.random.key(6), (3, 4))  # [3 seeds, 4 agents]
+    _, states = jax.vmap(jax.vmap(env.reset), in_axes=(0, None))(keys, params)
+    actions = jax.random.uniform(jax.random.key(7), (3, 4, env.num_actions), minval=-1.0, maxval=1.0)
+
+    def nested():
+        step = jax.vmap(jax.vmap(env.step), in_axes=(0, 0, 0, None))
+        stepped = jax.jit(step)(keys, states, actions, params)
+        return jax.jit(step)(keys, stepped[1], actions, params)  # a second step: from the exact bits
+
+    batched = nested()
+    single = jax.jit(env.step)
+    for seed, agent in ((0, 0), (1, 3), (2, 1)):
+        row = lambda tree: jax.tree.map(lambda x: x[seed, agent], tree)  # noqa: E731
+        agent_params = jax.tree.map(lambda x: x[agent], params)
+        _, state, *_ = single(keys[seed, agent], row(states), actions[seed, agent], agent_params)
+        one = single(keys[seed, agent], state, actions[seed, agent], agent_params)
+        chex.assert_trees_all_equal(row(batched), one)
+    monkeypatch.setattr(mujoco_engines, "_threads", lambda: 1)
+    env.engine._batches.clear()
+
+    # The callback's inputs are used only as numpy arrays: a JAX operation on them inside the
+    # callback waits for the device that runs the calling program (a deadlock, seen under load).
+    class ArrayOnly:
+        def __init__(self, array):
+            self.array = np.asarray(array)
+
+        def __array__(self, dtype=None, copy=None):
+            return self.array
+
+    host_step = mujoco_engines.CEngine._host_step
+    monkeypatch.setattr(mujoco_engines.CEngine, "_host_step",
+                        lambda self, names, words, *arrays: host_step(self, names, words, *map(ArrayOnly, arrays)))
+    chex.assert_trees_all_equal(nested(), batched)
+
+
+HEALTH_CASES = {
+    # task: [(qpos entries set, qvel entries set)], each a boundary or just beside it
+    "Hopper-v4": [({1: 0.7}, {}), ({1: 0.7 + 1e-9}, {}), ({2: 0.2}, {}), ({2: -0.2}, {}), ({2: 0.2 - 1e-9}, {}),
+                  ({}, {0: 100.0}), ({}, {3: -100.0}), ({}, {3: 99.999}), ({4: 100.0}, {}), ({1: 0.7, 2: 0.5}, {})],
+    "Walker2d-v4": [({1: 0.8}, {}), ({1: 0.8 + 1e-9}, {}), ({1: 2.0}, {}), ({1: 2.0 - 1e-9}, {}), ({2: 1.0}, {}),
+                    ({2: -1.0}, {}), ({2: -1.0 + 1e-9}, {}), ({}, {0: 1e3})],
+    "Ant-v4": [({2: 0.2}, {}), ({2: 0.2 - 1e-9}, {}), ({2: 1.0}, {}), ({2: 1.0 + 1e-9}, {}), ({}, {4: np.nan}),
+               ({5: np.inf}, {}), ({}, {0: 1e6})],
+    "HalfCheetah-v4": [({1: 100.0}, {}), ({}, {2: np.nan})],
+}
+
+
+def test_engines_are_checked_before_compiling(monkeypatch):
+    with pytest.raises(ValueError, match="engine for Hopper-v4 must be one of c, mjx, warp, got 'bullet'"):
+        make("Hopper-v4", engine="bullet")
+    with pytest.raises(ValueError, match="engine for CartPole-v1 must be one of jax, got 'c'"):
+        check_engine("CartPole-v1", "c")
+    with pytest.raises(ValueError, match="engine 'warp' .*NVIDIA GPU.*use engine 'c'"):
+        check_engine("Ant-v4", "warp")  # this CPU-only suite has no GPU (and usually no warp-lang)
+    assert check_engine("Ant-v4", None) == "c" and check_engine("Pendulum-v1", None) == "jax"
+    assert make("Ant-v4", engine="mjx")[0] != make("Ant-v4")[0]  # distinct programs for jit's caches
+    monkeypatch.setattr(mujoco_engines.CEngine, "expandable", staticmethod(lambda field: field != "dof_damping"))
+    env, params = make("Walker2d-v4")
+    with pytest.raises(ValueError, match="dof_damping.*cannot differ between simulations.*C engine.*'mjx'"):
+        env.set_physics(params, "dof_damping", 2.0)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", [name for name, task in TASKS.items() if task.mjx_ls_iterations is not None])
+def test_mjx_line_search_cap_changes_no_state(name):
+    """A task's MJX line-search cap is kept only where it changes nothing: 1024 float32 states (256
+    environments with their own masses x U(0.5, 1.5), 15, 30, 45 and 60 steps into random-action
+    episodes on the C engine), each stepped capped and with MuJoCo's default 50, give identical
+    states. Four MJX compilations per task, so `heavy` (`make test-heavy`), not in `make test`;
+    the capped engine's parity tests above run in every suite."""
+    c_env, nominal = make(name)
+    scales = jax.random.uniform(jax.random.key(1), (256, c_env.mj_model.nbody), minval=0.5, maxval=1.5)
+    params = jax.vmap(lambda s: nominal.replace(model_fields={"body_mass": nominal.model_fields["body_mass"] * s}))(scales)
+    _, states = jax.vmap(c_env.reset)(jax.random.split(jax.random.key(0), 256), params)
+    c_step, starts = jax.jit(jax.vmap(c_env.step)), []
+    for t in range(60):
+        actions = jax.random.uniform(jax.random.fold_in(jax.random.key(2), t), (256, c_env.num_actions),
+                                     minval=-1.0, maxval=1.0)
+        states = c_step(jax.random.split(jax.random.key(t), 256), states, actions, params)[1]
+        if t % 15 == 14:
+            starts.append(states)
+    starts = jax.tree.map(lambda *x: jnp.concatenate(x), *starts)
+    params = jax.tree.map(lambda x: jnp.concatenate([x] * 4), params)
+    actions = jax.random.uniform(jax.random.key(9), (1024, c_env.num_actions), minval=-1.0, maxval=1.0)
+    keys = jax.random.split(jax.random.key(3), 1024)
+    capped = make(name, engine="mjx")[0]
+    uncapped = TASKS[name]("mjx", mjx_ls_iterations=c_env.mj_model.opt.ls_iterations)
+    assert capped.engine.mj_model.opt.ls_iterations == capped.mjx_ls_iterations < 50
+    one = jax.jit(jax.vmap(capped.step))(keys, starts, actions, params)[1]
+    full = jax.jit(jax.vmap(uncapped.step))(keys, starts, actions, params)[1]
+    for field in ("qpos", "qvel", "qacc_warmstart"):
+        np.testing.assert_array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(full, field)))
 
 
 def test_bad_names_and_scales_raise_before_compiling():
@@ -279,7 +440,8 @@ def test_names_spaces_and_fields():
         np.asarray(doubled.model_fields["body_mass"])[list(leg)], 2 * env.mj_model.body_mass[list(leg)], rtol=1e-6
     )
     assert float(env.get_physics(params, "body5")) == pytest.approx(env.mj_model.body_mass[5])
-    # Any float model field, applied to the model that step uses.
+    # Any float model field, applied to the model that (MJX's) step uses.
+    env, params = make("Ant-v4", engine="mjx")
     params = env.set_physics(params, "opt.gravity", 0.5 * env.get_physics(params, "opt.gravity"))
     params = env.set_physics(params, "dof_damping", 2.0)
     model = env.physics_model(params)
@@ -307,9 +469,19 @@ def test_reset_noise(name):
 # float64 parity with gymnasium (one compiled step per task, shared by the tests below)
 
 
+@pytest.mark.parametrize("name", tuple(TASKS))
+def test_c_engine_is_gymnasium_exactly(name, x64):
+    """The C engine's free run, 200 steps at nominal mass and two scales of each paper part: the
+    state equals gymnasium's after every step (`_compare`), and obs and reward agree to 1e-12."""
+    for part, scale in _settings(name):
+        worst, episodes = _compare(name, part, scale, STEPS, resync=False, engine="c")
+        assert worst < 1e-12, (name, part, scale, worst)
+        assert episodes > (1 if name in ("HalfCheetah-v4", "Ant-v4") else 2)  # resets compared too
+
+
 @pytest.mark.parametrize("name", EXACT)
 def test_step_map_matches_gymnasium(name, x64):
-    """200 steps along gymnasium's trajectory at nominal mass and two scales of each paper part."""
+    """MJX: 200 steps along gymnasium's trajectory at nominal mass and two scales of each paper part."""
     for part, scale in _settings(name):
         worst, episodes = _compare(name, part, scale, STEPS, resync=True)
         assert worst < ATOL, (name, part, scale, worst)
@@ -321,7 +493,7 @@ def test_step_map_matches_gymnasium(name, x64):
 
 @pytest.mark.parametrize("name", ("Hopper-v4", "Walker2d-v4"))
 def test_free_run_matches_gymnasium(name, x64):
-    """Nominal, and one scale of each paper part (the step map above covers all five)."""
+    """MJX: nominal, and one scale of each paper part (the step map above covers all five)."""
     for part, scale in _settings(name)[::2]:
         worst, episodes = _compare(name, part, scale, STEPS, resync=False)
         assert worst < ATOL, (name, part, scale, worst)
@@ -329,7 +501,7 @@ def test_free_run_matches_gymnasium(name, x64):
 
 
 def test_halfcheetah_free_run_before_chaos(x64):
-    """HalfCheetah's free run agrees until chaos takes over (module docstring): 40 steps."""
+    """MJX: HalfCheetah's free run agrees until chaos takes over (module docstring): 40 steps."""
     for part, scale in _settings("HalfCheetah-v4"):
         worst, _ = _compare("HalfCheetah-v4", part, scale, 40, resync=False)
         assert worst < ATOL, (part, scale, worst)
@@ -337,7 +509,7 @@ def test_halfcheetah_free_run_before_chaos(x64):
 
 @pytest.mark.parametrize("name", EXACT)
 def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
-    env, nominal = make(name)
+    env, nominal = make(name, engine="mjx")
     parts = get_spec(name).perturbed
     unit = heterogeneity.agent_env_params(env, nominal, parts, jnp.zeros((3, len(parts))))
     swept = heterogeneity.scaled_env_params(env, nominal, parts, np.array([0.5, 1.0, 1.5]))
@@ -365,6 +537,28 @@ def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
         np.testing.assert_array_equal(runs[label], runs["nominal"], err_msg=label)
     assert np.abs(runs["sweep 0.5"] - runs["sweep 1.5"]).max() > 1e-2
     assert np.abs(runs["sweep 0.5"] - runs["nominal"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("name", tuple(HEALTH_CASES))
+def test_termination_at_its_boundaries_matches_gymnasium(name, x64):
+    """Each task's health rule at states on and beside its boundaries (gymnasium's strict or
+    inclusive inequalities), against gymnasium's `is_healthy` at the same state (HalfCheetah never
+    terminates). Both outcomes occur among each task's cases."""
+    env, _ = make(name)
+    reference = gym.make(name).unwrapped
+    reference.reset(seed=0)
+    healthy = jax.jit(env.healthy)
+    outcomes = set()
+    for qpos_set, qvel_set in HEALTH_CASES[name]:
+        qpos, qvel = reference.init_qpos.copy(), reference.init_qvel.copy()
+        qpos[2 if name == "Ant-v4" else 1] = 0.75 if name == "Ant-v4" else 1.25  # a healthy height
+        qpos[list(qpos_set)] = list(qpos_set.values())
+        qvel[list(qvel_set)] = list(qvel_set.values())
+        reference.set_state(qpos, qvel)
+        expected = True if name == "HalfCheetah-v4" else bool(reference.is_healthy)
+        assert bool(healthy(jnp.asarray(qpos), jnp.asarray(qvel))) == expected, (qpos_set, qvel_set, expected)
+        outcomes.add(expected)
+    assert outcomes == ({True} if name == "HalfCheetah-v4" else {True, False})
 
 
 def test_importing_the_mujoco_envs_prints_nothing():

@@ -156,14 +156,17 @@ def test_a_faulty_majority_stops_the_median_naming_the_first_faulty_agent():
         experiment.check_finite(metrics, trainer, seed=0, block=0)
 
 
-def test_run_directories_recorded_before_the_aggregation_setting_read_as_the_mean(tmp_path):
-    """config.json / finished.json written before `aggregation` and `trim` existed hold the mean's
-    run: they still resume and read as finished for the default rule, and not for another rule."""
-    config = _config()
-    recorded, _ = experiment.recorded_config(config, num_seeds=2, seed=0)
-    old = {k: v for k, v in recorded.items() if k not in ("aggregation", "trim")}
+def test_config_json_records_the_rule_unless_it_is_the_mean(tmp_path):
+    """A run directory written before the rule was a setting holds the mean's run: config.json
+    names the rule only when it is not the mean (and trim only for the trimmed mean), so such a
+    directory still reads as finished for the mean, and not for another rule."""
+    recorded = {name: experiment.recorded_config(_config(**fields), num_seeds=2, seed=0)[0]
+                for name, fields in [("mean", {}), ("median", dict(aggregation="median")),
+                                     ("trimmed_mean", dict(aggregation="trimmed_mean", trim=0.3))]}
+    assert "aggregation" not in recorded["mean"] and "trim" not in recorded["mean"]
+    assert recorded["median"]["aggregation"] == "median" and "trim" not in recorded["median"]
+    assert (recorded["trimmed_mean"]["aggregation"], recorded["trimmed_mean"]["trim"]) == ("trimmed_mean", 0.3)
     for name in ("config.json", experiment.FINISHED):
-        (tmp_path / name).write_text(json.dumps(old))
-    assert experiment.progress_on_disk(str(tmp_path), recorded, 2)["state"] == "finished"
-    median, _ = experiment.recorded_config(_config(aggregation="median"), num_seeds=2, seed=0)
-    assert experiment.progress_on_disk(str(tmp_path), median, 2)["state"] == "other settings"
+        (tmp_path / name).write_text(json.dumps(recorded["mean"]))
+    assert experiment.progress_on_disk(str(tmp_path), recorded["mean"], 2)["state"] == "finished"
+    assert experiment.progress_on_disk(str(tmp_path), recorded["median"], 2)["state"] == "other settings"

@@ -4,6 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -60,3 +62,111 @@ def test_band_over_evaluation_episodes_by_hand():
 def test_bad_smoothing_window_is_rejected():
     with pytest.raises(ValueError, match=r"smooth \(moving-average window\) must be >= 1, got 0"):
         plots.plot_results([], "unused", smooth=0)
+
+
+def _text_outside(fig, dpi) -> list[str]:
+    """The texts drawn at least partly outside `fig` when it is rendered at `dpi` (the saved size).
+    Only texts the renderer draws count: a tick label beyond the axis limits exists but is not drawn."""
+    from matplotlib.text import Text
+
+    drawn, real_draw = [], Text.draw
+
+    def recording_draw(text, renderer):
+        drawn.append(text)
+        return real_draw(text, renderer)
+
+    fig.set_dpi(dpi)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Text, "draw", recording_draw)
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    outside = []
+    for text in drawn:
+        if not (text.get_visible() and text.get_text().strip()):
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > width + 0.5 or box.y1 > height + 0.5:
+            outside.append(f"{text.get_text()!r}: x {box.x0:.0f}..{box.x1:.0f} of {width:.0f}, "
+                           f"y {box.y0:.0f}..{box.y1:.0f} of {height:.0f}")
+    assert len(drawn) > 10  # titles, labels, ticks and legends were all seen
+    return outside
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """Every figure saved during the test, checked for text outside it at the dpi it is saved with."""
+    from matplotlib.figure import Figure
+
+    checked, real_savefig = [], Figure.savefig
+
+    def savefig(fig, fname, *args, dpi=None, **kwargs):
+        checked.append((os.path.basename(str(fname)), _text_outside(fig, dpi or fig.get_dpi())))
+        return real_savefig(fig, fname, *args, dpi=dpi, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return checked
+
+
+def _run(label, env="HalfCheetah-v4", episodes=True, stopped=False, seeds=3, points=40):
+    rng = np.random.default_rng(0)
+    curve = {"env_steps": np.tile(np.arange(1, points + 1) * 50_000, (seeds, 1)),
+             "nominal_return": rng.normal(size=(seeds, points)) * 1000}
+    final = {"sweep_scales": np.tile(np.linspace(0.1, 1.9, 19), (seeds, 1)),
+             "sweep_returns": rng.normal(size=(seeds, 19)) * 1000,
+             "local_average": rng.normal(size=seeds), "local_minimum": rng.normal(size=seeds)}
+    if episodes:
+        curve["nominal_episode_returns"] = rng.normal(size=(seeds, points, 5)) * 1000
+        final["sweep_episode_returns"] = rng.normal(size=(seeds, 19, 5)) * 1000
+    run = {"curve": curve, "final": {} if stopped else final, "label": label,
+           "config": {"env_name": env, "physics": ["front_foot", "front_shin"], "max_rate": 0.5, "num_agents": 5}}
+    if stopped:
+        run["stopped"] = {"reason": "non-finite Q loss", "blocks_done": points, "num_blocks": 3 * points}
+    return run
+
+
+def test_every_figures_text_lies_inside_it_at_the_saved_size(tmp_path, saved_figures):
+    """The learning curve's subtitle once ran off both edges ('an ± ½ std ... moving'): the longest
+    band description, long labels, a stopped run, two parameters, and the reproduce grids' titles."""
+    from fedjax_rl import reproduce
+
+    runs = [_run("FedRDDPG (ω=0.05)"), _run("DDPGAvg(2)", episodes=False), _run("DDPGAvg(1)", stopped=True)]
+    paths = plots.plot_results(runs, str(tmp_path / "fig"))
+    assert [os.path.basename(p) for p in paths] == ["fig_curve.png", "fig_sweep.png"]
+    band = plots.band_description({"episodes", "seeds"}, seeds="reported seeds")
+    for table in reproduce.TABLES.values():
+        panels = [(f"{env} ({param})", [(name, np.arange(20), np.ones((3, 20))) for name in ("A", "B (ω=0.1)")])
+                  for env, param in [("HalfCheetah-v4", "front_foot")] * 7] + [("Ant-v4 (back_left_leg)", [])]
+        plots.grid_figure(panels, str(tmp_path / f"{table.name}.png"), xlabel="environment steps per agent",
+                          ylabel="return (nominal env)", smooth=5,
+                          title=f"{table.title}: learning curves — REDUCED BUDGET\n({band}, 5-evaluation moving average)")
+    # The tabular demo's figure (`fedjax-rl demo`), from made-up numbers of the real shapes.
+    from types import SimpleNamespace
+
+    from fedjax_rl.tabular import demo
+    from fedjax_rl.tabular.mdp import DEFAULT_WIND
+
+    gaps = SimpleNamespace(gaps=np.geomspace(10, 1e-3, 4000))
+    rows = {name: {"omega": omega, "worst_case": 3.0, "per_agent": [4.0] * len(DEFAULT_WIND)}
+            for name, omega in (("FedRQ", 0.35), ("QAvg", 0.0))}
+    demo._plot(str(tmp_path / "tabular_demo.png"), {"FedRQ": gaps, "QAvg": gaps}, rows, 0.35, 0.9, 10, DEFAULT_WIND)
+    assert len(saved_figures) == 3 + len(reproduce.TABLES)
+    assert [(name, outside) for name, outside in saved_figures if outside] == []
+
+
+def test_a_stopped_run_is_drawn_so_far_and_left_out_of_the_sweep(tmp_path):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    real_close = plt.close
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt, "close", lambda fig: figures.append(fig))
+        paths = plots.plot_results([_run("FedRDQN", stopped=True, points=4)], str(tmp_path / "only_stopped"))
+        assert [os.path.basename(p) for p in paths] == ["only_stopped_curve.png"]  # no run has a sweep
+        plots.plot_results([_run("FedRDQN", points=4), _run("DQNAvg", stopped=True, points=4)], str(tmp_path / "f"))
+    curve, _, sweep = figures
+    assert [t.get_text() for t in curve.axes[0].get_legend().get_texts()] == ["FedRDQN (stopped at block 4 of 12)"]
+    assert [t.get_text() for t in sweep.axes[0].get_legend().get_texts()] == ["FedRDQN", "training range"]
+    assert "stopped, not shown: DQNAvg" in " ".join(sweep.axes[0].get_title().split())
+    for fig in figures:
+        real_close(fig)

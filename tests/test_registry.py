@@ -2,12 +2,13 @@
 (Python API or command line), messages that name the setting, DQNAvg without an omega leaf, and a
 non-finite loss that stops a run with the quantity, seed, agent and environment step."""
 
+import os
 import re
 
 import numpy as np
 import pytest
 
-from fedjax_rl import agents, checkpoint, cli, configs, experiment, settings, train
+from fedjax_rl import agents, checkpoint, cli, configs, experiment, plots, settings, train
 
 
 def cli_config(*argv):
@@ -114,8 +115,42 @@ def test_nonfinite_loss_stops_the_run_naming_quantity_seed_agent_and_step(tmp_pa
     curve = __import__("json").loads(str(extra["curve"]))
     assert len(curve) == 1 and np.all(np.asarray(curve[0]["nonfinite_step/td_loss"]) == 0)
 
+    # The other non-finite records of the block are counted once each, and the count is their sum.
+    more = re.search(r"\((\d+) more non-finite record\(s\) in this block: (.*)\)", message)
+    assert more, message
+    assert int(more.group(1)) == sum(int(n) for n in re.findall(r" in (\d+) run\(s\)", more.group(2))) >= 1
+    # What the run made is written down, marked stopped; compare and plot show it as such.
+    assert f"The 1 evaluation(s) made before it are in {out}/metrics.json, marked stopped" in message
+    written = __import__("json").loads((out / "metrics.json").read_text())
+    assert written["stopped"] == {"reason": message.split(". The 1 evaluation")[0], "blocks_done": 1, "num_blocks": 3}
+    assert written["curve"]["env_steps"] == [[20], [20]] and written["final"] == {}
+    assert not (out / experiment.FINISHED).exists()
+    table = plots.comparison_table([str(out)])
+    assert re.search(rf"{out} +\| CartPole-v1 \(length\) \| FedRDQN \(ω=0\.1\) \| 2 +\| stopped at block 1 of 3 \| "
+                     rf"stopped at block 1 of 3 \|", table), table
+    assert f"{out}: non-finite" in table
+    assert [os.path.basename(p) for p in plots.plot_runs([str(out)], str(tmp_path / "fig"))] == ["fig_curve.png"]
+
 
 def _init_state(config):
     import jax
 
     return jax.jit(jax.vmap(train.make_trainer(config).init))(train.seed_keys(0, 2))
+
+
+def test_nonfinite_message_counts_the_other_records_by_hand():
+    """3 seeds: td_loss non-finite in seeds 0 (step 30) and 2 (step 12), parameters in seeds 1 and 2
+    (step 40). Reported: the earliest, seed 2's td_loss; the 3 others are counted once each (the old
+    message said '(3 more: [...])' and listed the reported quantity among them)."""
+    from types import SimpleNamespace
+
+    metrics = {"env_steps": np.array([40, 40, 40]),
+               "nonfinite_step/td_loss": np.array([30, 0, 12]), "nonfinite_agent/td_loss": np.array([1, -1, 0]),
+               "nonfinite_step/parameters": np.array([0, 40, 40]), "nonfinite_agent/parameters": np.array([-1, 0, 1])}
+    trainer = SimpleNamespace(agent=SimpleNamespace(loss_descriptions={"td_loss": "Q loss"}))
+    with pytest.raises(experiment.NonFiniteError) as info:
+        experiment.check_finite(metrics, trainer, seed=7, block=1)
+    assert str(info.value) == (
+        "non-finite Q loss in seed index 2 (of the seeds vmapped from seed=7), agent 0, at environment step 12 "
+        "(block 1); stopped before checkpointing this block (3 more non-finite record(s) in this block: "
+        "shared parameters in 2 run(s), Q loss in 1 run(s))")

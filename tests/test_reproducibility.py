@@ -60,9 +60,9 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
 
     assert cli.main(["train", *ARGV, "--out", str(tmp_path / "cli")]) == 0
     written = json.loads((tmp_path / "cli" / "config.json").read_text())
-    assert {k: v for k, v in written.items() if k not in ("num_seeds", "seed")} == json.loads(
-        json.dumps(experiment.config_to_dict(config))
-    ), "the CLI resolved another configuration than the Python API"
+    # What the API records for the same config (recorded_config leaves out an engine without a choice).
+    assert written == json.loads(json.dumps(experiment.recorded_config(config, num_seeds=2, seed=0)[0])), \
+        "the CLI resolved another configuration than the Python API"
     from_cli = json.loads((tmp_path / "cli" / "metrics.json").read_text())
 
     from_api = experiment.run(config, num_seeds=2, seed=0, progress=False)
@@ -193,17 +193,25 @@ def test_run_batch_is_recorded_and_cli_api_and_resume_agree(tmp_path, monkeypatc
     for name in fresh["curve"]:  # another program shape: float rounding apart
         np.testing.assert_allclose(fresh["curve"][name], everything_at_once["curve"][name], rtol=1e-4, atol=1e-5)
 
-    # Another run_batch is another program: the checkpoint is not resumed from, but set aside.
-    with pytest.warns(UserWarning, match=r"checkpoint of another configuration \(differs in \['run_batch'\]\)"):
-        _crash_after_first_checkpoint(monkeypatch, config, out_dir=out, grid=grid, run_batch=2)
-    assert json.loads((tmp_path / "api" / "config.other_config.json").read_text())["run_batch"] == 3
+    # Another run_batch is another program: refused before compiling, naming the difference. With
+    # new_run the finished run_batch=3 run moves, whole, to set_aside/1; asked for again, it comes back.
+    with pytest.raises(experiment.RunExists, match=r"holds a run of other settings:\n  run_batch: 3 -> 2\n"):
+        experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False, grid=grid, run_batch=2)
+    with pytest.warns(UserWarning, match=r"held a run of other settings \(run_batch: 3 -> 2\): moved to .*set_aside/1"):
+        _crash_after_first_checkpoint(monkeypatch, config, out_dir=out, grid=grid, run_batch=2, new_run=True)
+    kept = tmp_path / "api" / experiment.SET_ASIDE / "1"
+    assert json.loads((kept / "config.json").read_text())["run_batch"] == 3
+    assert (kept / experiment.FINISHED).exists() and (kept / "omega=0.5" / "metrics.json").exists()
+    assert int(np.load(kept / "checkpoint.npz")["extra:blocks_done"]) == 2  # all of its blocks
     assert json.loads((tmp_path / "api" / "config.json").read_text())["run_batch"] == 2
-    # The outputs still on disk are the run_batch=3 run's: no longer marked finished, never read back.
     assert not (tmp_path / "api" / experiment.FINISHED).exists()
     batch3, _ = experiment.recorded_config(config, 2, 0, grid, run_batch=3)
     assert experiment.progress_on_disk(out, batch3, config.num_evals)["state"] == "other settings"
-    kept = np.load(tmp_path / "api" / "checkpoint.other_config.npz")
-    assert int(kept["extra:blocks_done"]) == 2  # the finished run_batch=3 run, all of its blocks
+    with pytest.warns(UserWarning, match=r"set_aside/1 held a run of these settings: moved back"):
+        back = _rerun_without_compiling(monkeypatch, config, out_dir=out, grid=grid, run_batch=3)
+    _assert_results_identical(back, resumed)
+    assert json.loads((tmp_path / "api" / experiment.SET_ASIDE / "2" / "config.json").read_text())["run_batch"] == 2
+    assert not kept.exists()
 
     # run_batch >= the number of runs is every run at once: the all-at-once program, not recorded.
     experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "all"), progress=False, run_batch=2)

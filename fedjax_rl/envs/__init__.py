@@ -2,6 +2,7 @@
 
 from fedjax_rl.envs.registry import (
     EnvSpec,
+    check_engine,
     check_physics_param,
     get_spec,
     list_envs,
@@ -13,6 +14,7 @@ from fedjax_rl.envs.registry import (
 
 __all__ = [
     "EnvSpec",
+    "check_engine",
     "check_physics_param",
     "get_spec",
     "list_envs",

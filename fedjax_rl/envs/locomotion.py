@@ -1,4 +1,4 @@
-"""gymnasium's v4 MuJoCo locomotion tasks stepped by `mujoco.mjx`, with perturbable model physics.
+"""gymnasium's v4 MuJoCo locomotion tasks with perturbable model physics, on three physics engines.
 
 Hopper-v4, Walker2d-v4, HalfCheetah-v4 and Ant-v4 as gymnasium 1.3.0 defines them
 (`gymnasium/envs/mujoco/{hopper,walker2d,half_cheetah,ant}_v4.py`), on gymnasium's own XML files
@@ -22,11 +22,17 @@ package at runtime:
 - reset: qpos0 + U(-s, s) and qvel U(-s, s) (Hopper, Walker2d, s = 5e-3) or s N(0, 1) (HalfCheetah,
   Ant, s = 0.1).
 
-Physics lives in the params pytree: `params.model_fields` maps mjx.Model field names ("body_mass",
-"dof_damping", "opt.gravity", ...) to the values that replace the model's; the mjx.Model itself is
-built once per float dtype and closed over, and `step` applies `model.replace(**model_fields)`. Under
-`vmap` over agents' params the model is therefore batched only in the fields that differ (brax's
-domain-randomisation pattern). Nominal params carry `body_mass`.
+One task definition serves every engine (`envs/mujoco_engines.py`): reset, observation, reward,
+termination and the perturbation API live here; the engine only advances the simulation by
+`frame_skip` sub-steps. `engine="c"` (the default) is MuJoCo's C engine called from inside the
+program, gymnasium's physics exactly; "mjx" is MuJoCo-MJX in JAX; "warp" is MuJoCo Warp on NVIDIA
+GPUs. The state carries what MuJoCo's data carries from step to step (qpos, qvel, the solver's warm
+start, the torso frame's position), plus the engine's own (`exact`: the C engine's float64 bits).
+
+Physics lives in the params pytree: `params.model_fields` maps model field names ("body_mass",
+"dof_damping", "opt.gravity", ...) to the values that replace the model's, per simulation. Under
+`vmap` over agents' params only the fields that differ are batched (brax's domain-randomisation
+pattern). Nominal params carry `body_mass`.
 
 Names accepted by `get_physics`/`set_physics` (`physics_names` lists them all):
 - a *part*: the paper's body parts (table below) and every body by its XML name (unnamed bodies are
@@ -56,10 +62,8 @@ is `back_leg` (the partner of `right_back_leg`) and "back_right_leg" is `right_b
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.resources
-import io
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -70,12 +74,9 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
-# mjx prints "Failed to import warp" when its optional Warp (GPU) backend is absent. We step with
-# mjx's JAX backend only, so that line is noise to every user; silence just this import's prints.
-with contextlib.redirect_stdout(io.StringIO()):
-    from mujoco import mjx
-
+from fedjax_rl.envs import mujoco_engines
 from fedjax_rl.envs.base import PerturbablePhysics
+from fedjax_rl.envs.mujoco_engines import DEFAULT_ENGINE, mjx
 from fedjax_rl.heterogeneity import check_scales
 
 GYMNASIUM_VERSION = "1.3.0"  # the version whose *_v4.py these classes reproduce
@@ -87,24 +88,26 @@ def gymnasium_xml_path(xml_file: str) -> str:
 
 
 @struct.dataclass
-class MJXEnvParams(environment.EnvParams):
-    #: mjx.Model field name ("opt.<name>" for an Option field) -> value replacing the model's.
+class MuJoCoParams(environment.EnvParams):
+    #: model field name ("opt.<name>" for an Option field) -> value replacing the model's.
     model_fields: dict[str, jax.Array] = struct.field(default_factory=dict)
     max_steps_in_episode: int = 1000
 
 
 @struct.dataclass
-class MJXEnvState(environment.EnvState):
+class MuJoCoState(environment.EnvState):
     qpos: jax.Array
     qvel: jax.Array
     #: MuJoCo's solver warm start (mj_step saves qacc for the next step); part of the exact state.
     qacc_warmstart: jax.Array
     #: xy of the torso body's frame as MuJoCo's data holds it (Ant's forward reward reads it).
     com_xy: jax.Array
+    #: the engine's own state: the C engine's float64 bits of the above (`CExact`); () for MJX.
+    exact: Any = ()
 
 
-class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJXEnvParams]):
-    """Base of the four tasks. Subclasses set the class attributes and `_reward_terminated`."""
+class MuJoCoLocomotion(PerturbablePhysics, environment.Environment[MuJoCoState, MuJoCoParams]):
+    """Base of the four tasks. Subclasses set the class attributes, `healthy` and `x_velocity`."""
 
     xml_file: ClassVar[str]
     frame_skip: ClassVar[int]
@@ -115,47 +118,52 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
     ctrl_cost_weight: ClassVar[float]
     #: paper part name -> XML body names (body names themselves are parts too)
     parts: ClassVar[dict[str, tuple[str, ...]]] = {}
+    healthy_reward: ClassVar[float] = 1.0
+    #: MJX line-search cap per task, where tests/test_mujoco_envs.py shows it changes no state
+    #: (None: MuJoCo's default, 50). Under vmap every one of those iterations runs in every solver
+    #: iteration of every sub-step, converged or not.
+    mjx_ls_iterations: ClassVar[int | None] = None
 
-    def __init__(self):
+    def __init__(self, engine: str = DEFAULT_ENGINE, mjx_ls_iterations: int | None = None):
+        """`mjx_ls_iterations` overrides the task's MJX line-search cap (MuJoCo's default: 50)."""
         self.mj_model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(self.xml_file))
-        self._models: dict[Any, mjx.Model] = {}
+        if mjx_ls_iterations is None:
+            mjx_ls_iterations = self.mjx_ls_iterations
+        self.engine = mujoco_engines.make_engine(engine, self.mj_model, self.frame_skip, mjx_ls_iterations)
+        self._nominal_models: dict[Any, mjx.Model] = {}
 
-    # Instances of one class hold the same model: equal, so jit caches (self is static) are shared.
+    # Instances of one class and engine hold the same model: equal, so jit caches (self is static)
+    # are shared.
     def __eq__(self, other):
-        return type(self) is type(other)
+        return type(self) is type(other) and self.engine.identity == other.engine.identity
 
     def __hash__(self):
-        return hash(type(self))
+        return hash((type(self), self.engine.identity))
 
     # ---------------------------------------------------------------------------------------------
     # The model
 
     def mjx_model(self) -> mjx.Model:
-        """The nominal mjx.Model in the current default float dtype (float64 under enable_x64)."""
+        """The nominal model as an mjx.Model in the current default float dtype (float64 under
+        enable_x64): every engine reads nominal field values from it."""
         dtype = jnp.zeros(()).dtype
-        if dtype not in self._models:
-            self._models[dtype] = mjx.put_model(self.mj_model)
-        return self._models[dtype]
+        if dtype not in self._nominal_models:
+            with jax.ensure_compile_time_eval():
+                self._nominal_models[dtype] = mjx.put_model(self.mj_model)
+        return self._nominal_models[dtype]
 
-    def physics_model(self, params: MJXEnvParams) -> mjx.Model:
-        """The nominal model with `params.model_fields` in place."""
-        model = self.mjx_model()
-        fields = {k: v for k, v in params.model_fields.items() if not k.startswith("opt.")}
-        options = {k[4:]: v for k, v in params.model_fields.items() if k.startswith("opt.")}
-        if options:
-            model = model.replace(opt=model.opt.replace(**options))
-        return model.replace(**fields)
+    def physics_model(self, params: MuJoCoParams) -> mjx.Model:
+        """The MJX engine's model with `params.model_fields` in place."""
+        return self._mjx_engine().physics_model(params.model_fields)
 
-    def batched_physics_model(self, params: MJXEnvParams) -> tuple[mjx.Model, mjx.Model]:
-        """`(model, in_axes)` for params with a leading agent axis: batched only where params set
-        a field (axis 0), shared elsewhere (None), as brax's DomainRandomizationVmapWrapper."""
-        model = self.physics_model(params)
-        in_axes = jax.tree.map(lambda _: None, self.mjx_model())
-        batched = {k: 0 for k in params.model_fields if not k.startswith("opt.")}
-        opt_batched = {k[4:]: 0 for k in params.model_fields if k.startswith("opt.")}
-        if opt_batched:
-            in_axes = in_axes.replace(opt=in_axes.opt.replace(**opt_batched))
-        return model, in_axes.replace(**batched)
+    def batched_physics_model(self, params: MuJoCoParams) -> tuple[mjx.Model, mjx.Model]:
+        """The MJX engine's `(model, in_axes)` for params with a leading agent axis."""
+        return self._mjx_engine().batched_physics_model(params.model_fields)
+
+    def _mjx_engine(self) -> mujoco_engines.MJXEngine:
+        if not isinstance(self.engine, mujoco_engines.MJXEngine):
+            raise ValueError(f"{self.name} runs on engine {self.engine.name!r}, which has no mjx.Model")
+        return self.engine
 
     # ---------------------------------------------------------------------------------------------
     # Physical parameters by name
@@ -180,9 +188,8 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
 
     @cached_property
     def model_field_names(self) -> tuple[str, ...]:
-        """Float mjx.Model fields (non-empty) and float Option fields as "opt.<name>"."""
-        with jax.ensure_compile_time_eval():
-            model = mjx.put_model(self.mj_model)
+        """Float model fields (non-empty) and float Option fields as "opt.<name>"."""
+        model = self.mjx_model()
 
         def floats(obj, prefix):
             return [
@@ -203,6 +210,9 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
         if name in self._part_bodies:
             return "mass", self._part_bodies[name]
         if name in self.model_field_names:
+            if isinstance(self.engine, mujoco_engines.CEngine) and not self.engine.expandable(name):
+                raise ValueError(f"model field {name!r} of {self.name} cannot differ between simulations "
+                                 f"in MuJoCo's C engine (mujoco.batch cannot expand it); use engine 'mjx'")
             return "field", name
         raise ValueError(
             f"unknown physical parameter {name!r} for {self.name}; allowed: parts (their mass) "
@@ -214,19 +224,19 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
         model = self.mjx_model()
         return getattr(model.opt, name[4:]) if name.startswith("opt.") else getattr(model, name)
 
-    def _field_value(self, params: MJXEnvParams, name: str) -> jax.Array:
+    def _field_value(self, params: MuJoCoParams, name: str) -> jax.Array:
         if name in params.model_fields:
             return params.model_fields[name]
         return self._nominal_field(name)
 
-    def get_physics(self, params: MJXEnvParams, name: str):
+    def get_physics(self, params: MuJoCoParams, name: str):
         kind, what = self._resolve(name)
         if kind == "field":
             return self._field_value(params, what)
         masses = self._field_value(params, "body_mass")
         return masses[what[0]] if len(what) == 1 else masses[jnp.array(what)].sum()
 
-    def set_physics(self, params: MJXEnvParams, name: str, value):
+    def set_physics(self, params: MuJoCoParams, name: str, value):
         kind, what = self._resolve(name)
         if kind == "field":
             nominal = self._nominal_field(what)
@@ -241,7 +251,7 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
             masses = masses.at[ids].multiply(value / masses[ids].sum())
         return params.replace(model_fields={**params.model_fields, "body_mass": masses})
 
-    def scale_physics(self, params: MJXEnvParams, name: str, scale: float):
+    def scale_physics(self, params: MuJoCoParams, name: str, scale: float):
         """`name` set to `scale` times its value in `params`; a concrete scale must be > 0."""
         check_scales(scale)
         return self.set_physics(params, name, scale * self.get_physics(params, name))
@@ -250,8 +260,8 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
     # gymnax interface
 
     @property
-    def default_params(self) -> MJXEnvParams:
-        return MJXEnvParams(model_fields={"body_mass": self.mjx_model().body_mass})
+    def default_params(self) -> MuJoCoParams:
+        return MuJoCoParams(model_fields={"body_mass": self.mjx_model().body_mass})
 
     @property
     def name(self) -> str:
@@ -261,12 +271,12 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
     def num_actions(self) -> int:
         return self.mj_model.nu
 
-    def action_space(self, params: MJXEnvParams | None = None) -> spaces.Box:
+    def action_space(self, params: MuJoCoParams | None = None) -> spaces.Box:
         low, high = self.mj_model.actuator_ctrlrange.T
         low, high = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
         return spaces.Box(low, high, (self.mj_model.nu,), jnp.float32)
 
-    def observation_space(self, params: MJXEnvParams | None = None) -> spaces.Box:
+    def observation_space(self, params: MuJoCoParams | None = None) -> spaces.Box:
         size = self.mj_model.nq - self.obs_skip_qpos + self.mj_model.nv
         return spaces.Box(-jnp.inf, jnp.inf, (size,), jnp.float32)
 
@@ -275,19 +285,21 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
             qvel = jnp.clip(qvel, -self.obs_clip_qvel, self.obs_clip_qvel)
         return jnp.concatenate([qpos[self.obs_skip_qpos :], qvel])
 
-    def state_from(self, qpos, qvel, qacc_warmstart=None, com_xy=None) -> MJXEnvState:
+    def state_from(self, qpos, qvel, qacc_warmstart=None, com_xy=None) -> MuJoCoState:
         """The state of MuJoCo data with these fields; by default what gymnasium's `reset` makes
         (`mj_resetData`, then `set_state(qpos, qvel)`: no warm start, and `mj_forward`'s frame
         position of the torso, which for Ant's free joint is qpos[:2])."""
-        return MJXEnvState(
+        qacc_warmstart = jnp.zeros_like(qvel) if qacc_warmstart is None else qacc_warmstart
+        return MuJoCoState(
             time=jnp.zeros((), jnp.int32),  # an array, as after a step: one trace for both
             qpos=qpos,
             qvel=qvel,
-            qacc_warmstart=jnp.zeros_like(qvel) if qacc_warmstart is None else qacc_warmstart,
+            qacc_warmstart=qacc_warmstart,
             com_xy=qpos[:2] if com_xy is None else com_xy,
+            exact=self.engine.initial_exact(),
         )
 
-    def reset_env(self, key: jax.Array, params: MJXEnvParams) -> tuple[jax.Array, MJXEnvState]:
+    def reset_env(self, key: jax.Array, params: MuJoCoParams) -> tuple[jax.Array, MuJoCoState]:
         qpos_key, qvel_key = jax.random.split(key)
         model = self.mjx_model()
         s = self.reset_noise_scale
@@ -299,36 +311,43 @@ class MJXLocomotion(PerturbablePhysics, environment.Environment[MJXEnvState, MJX
             qvel = jax.random.uniform(qvel_key, (self.mj_model.nv,), dtype, -s, s)
         return self.observation(qpos, qvel), self.state_from(qpos, qvel)
 
-    def step_env(self, key, state: MJXEnvState, action, params: MJXEnvParams):
-        model = self.physics_model(params)
-        action = jnp.asarray(action, model.body_mass.dtype)
-        data = mjx.make_data(model).replace(
-            qpos=state.qpos, qvel=state.qvel, qacc_warmstart=state.qacc_warmstart, ctrl=action
-        )
-        data = jax.lax.fori_loop(0, self.frame_skip, lambda _, d: mjx.step(model, d), data)
-        dt = model.opt.timestep * self.frame_skip
-        com_xy = data.xpos[1, :2]  # body 1 is the torso in all four XML files
-        reward, terminated = self._reward_terminated(state, data, com_xy, action, dt)
-        new_state = MJXEnvState(
+    def step_env(self, key, state: MuJoCoState, action, params: MuJoCoParams):
+        stepped = self.engine.step(params.model_fields, state.qpos, state.qvel, state.qacc_warmstart,
+                                   state.exact, action)
+        dt = self.mj_model.opt.timestep * self.frame_skip
+        if "opt.timestep" in params.model_fields:
+            dt = params.model_fields["opt.timestep"] * self.frame_skip
+        x_velocity = self.x_velocity(state, stepped, dt)
+        reward = x_velocity + self.healthy_reward - self.ctrl_cost(jnp.asarray(action, stepped.qpos.dtype))
+        terminated = ~self.healthy(stepped.qpos, stepped.qvel)
+        new_state = MuJoCoState(
             time=state.time + 1,
-            qpos=data.qpos,
-            qvel=data.qvel,
-            qacc_warmstart=data.qacc_warmstart,
-            com_xy=com_xy,
+            qpos=stepped.qpos,
+            qvel=stepped.qvel,
+            qacc_warmstart=stepped.qacc_warmstart,
+            com_xy=stepped.torso_xy,
+            exact=stepped.exact,
         )
-        obs = self.observation(data.qpos, data.qvel)
+        obs = self.observation(stepped.qpos, stepped.qvel)
         return jax.lax.stop_gradient(obs), jax.lax.stop_gradient(new_state), reward, terminated, {}
 
     def ctrl_cost(self, action):
+        """On the unclipped action, as gymnasium's v4 tasks (MuJoCo clamps the control itself)."""
         return self.ctrl_cost_weight * jnp.sum(jnp.square(action))
 
-    def _reward_terminated(self, state, data, com_xy, action, dt):
-        raise NotImplementedError
+    def x_velocity(self, state: MuJoCoState, stepped, dt):
+        """Forward velocity of the step: x of the root joint after minus before, over dt."""
+        return (stepped.qpos[0] - state.qpos[0]) / dt
+
+    def healthy(self, qpos, qvel) -> jax.Array:
+        """gymnasium's `is_healthy` at this state (its ranges and strictness); terminated = not healthy."""
+        return jnp.bool_(True)
 
 
-class Hopper(MJXLocomotion):
+class Hopper(MuJoCoLocomotion):
     env_id = "Hopper-v4"
     xml_file = "hopper.xml"
+    mjx_ls_iterations = 4  # the same states as 50 over 1024 float32 states (tests, benchmarks)
     frame_skip = 4
     reset_noise_scale = 5e-3
     reset_qvel_normal = False
@@ -336,18 +355,13 @@ class Hopper(MJXLocomotion):
     obs_clip_qvel = 10.0
     ctrl_cost_weight = 1e-3
 
-    def _reward_terminated(self, state, data, com_xy, action, dt):
-        x_velocity = (data.qpos[0] - state.qpos[0]) / dt
-        reward = x_velocity + 1.0 - self.ctrl_cost(action)
-        z, angle = data.qpos[1], data.qpos[2]
-        rest = jnp.concatenate([data.qpos[2:], data.qvel])
-        healthy = (
-            jnp.all((-100.0 < rest) & (rest < 100.0)) & (0.7 < z) & (-0.2 < angle) & (angle < 0.2)
-        )
-        return reward, ~healthy
+    def healthy(self, qpos, qvel):
+        z, angle = qpos[1], qpos[2]
+        rest = jnp.concatenate([qpos[2:], qvel])
+        return jnp.all((-100.0 < rest) & (rest < 100.0)) & (0.7 < z) & (-0.2 < angle) & (angle < 0.2)
 
 
-class Walker2d(MJXLocomotion):
+class Walker2d(MuJoCoLocomotion):
     env_id = "Walker2d-v4"
     xml_file = "walker2d.xml"
     frame_skip = 4
@@ -365,15 +379,12 @@ class Walker2d(MJXLocomotion):
         "left_foot": ("foot_left",),
     }
 
-    def _reward_terminated(self, state, data, com_xy, action, dt):
-        x_velocity = (data.qpos[0] - state.qpos[0]) / dt
-        reward = x_velocity + 1.0 - self.ctrl_cost(action)
-        z, angle = data.qpos[1], data.qpos[2]
-        healthy = (0.8 < z) & (z < 2.0) & (-1.0 < angle) & (angle < 1.0)
-        return reward, ~healthy
+    def healthy(self, qpos, qvel):
+        z, angle = qpos[1], qpos[2]
+        return (0.8 < z) & (z < 2.0) & (-1.0 < angle) & (angle < 1.0)
 
 
-class HalfCheetah(MJXLocomotion):
+class HalfCheetah(MuJoCoLocomotion):
     env_id = "HalfCheetah-v4"
     xml_file = "half_cheetah.xml"
     frame_skip = 5
@@ -391,14 +402,13 @@ class HalfCheetah(MJXLocomotion):
         "front_foot": ("ffoot",),
     }
 
-    def _reward_terminated(self, state, data, com_xy, action, dt):
-        x_velocity = (data.qpos[0] - state.qpos[0]) / dt
-        return x_velocity - self.ctrl_cost(action), jnp.array(False)
+    healthy_reward = 0.0  # HalfCheetah never terminates and pays no healthy reward
 
 
-class Ant(MJXLocomotion):
+class Ant(MuJoCoLocomotion):
     env_id = "Ant-v4"
     xml_file = "ant.xml"
+    mjx_ls_iterations = 4  # the same states as 50 over 1024 float32 states (tests, benchmarks)
     frame_skip = 5
     reset_noise_scale = 0.1
     reset_qvel_normal = True
@@ -412,13 +422,13 @@ class Ant(MJXLocomotion):
         "back_right_leg": ("right_back_leg", "aux_4", "body13"),
     }
 
-    def _reward_terminated(self, state, data, com_xy, action, dt):
-        x_velocity = (com_xy[0] - state.com_xy[0]) / dt
-        reward = x_velocity + 1.0 - self.ctrl_cost(action)
-        qstate = jnp.concatenate([data.qpos, data.qvel])
-        z = data.qpos[2]
-        healthy = jnp.all(jnp.isfinite(qstate)) & (0.2 <= z) & (z <= 1.0)
-        return reward, ~healthy
+    def x_velocity(self, state, stepped, dt):
+        # gymnasium's Ant reads the torso frame's position (`get_body_com`), not the root joint's.
+        return (stepped.torso_xy[0] - state.com_xy[0]) / dt
+
+    def healthy(self, qpos, qvel):
+        z = qpos[2]
+        return jnp.all(jnp.isfinite(qpos)) & jnp.all(jnp.isfinite(qvel)) & (0.2 <= z) & (z <= 1.0)
 
 
 TASKS = {cls.env_id: cls for cls in (Hopper, Walker2d, HalfCheetah, Ant)}

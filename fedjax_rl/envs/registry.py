@@ -25,7 +25,8 @@ class EnvSpec:
     """One registered environment.
 
     factory: builds the env from the names of the parameters that will be perturbed (LunarLander
-      needs its wind-enabled variant when "wind" is among them; the classic-control envs ignore it).
+      needs its wind-enabled variant when "wind" is among them; the classic-control envs ignore it)
+      and the physics engine, one of `engines`.
     perturbed: the physical parameters the paper perturbs, in the paper's order.
     max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
     random_return: mean undiscounted episode return of a uniformly random policy at the nominal
@@ -41,33 +42,35 @@ class EnvSpec:
     random_return: float
     notes: str = ""
     variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
+    #: the physics engines the task runs on, its default first ("jax": the env is written in JAX).
+    engines: tuple[str, ...] = ("jax",)
 
 
-def _cartpole(_names):
+def _cartpole(_names, _engine):
     from fedjax_rl.envs.classic_control import CartPole
 
     return CartPole()
 
 
-def _acrobot(_names):
+def _acrobot(_names, _engine):
     from fedjax_rl.envs.classic_control import Acrobot
 
     return Acrobot()
 
 
-def _mountain_car(_names):
+def _mountain_car(_names, _engine):
     from fedjax_rl.envs.classic_control import MountainCar
 
     return MountainCar()
 
 
-def _pendulum(_names):
+def _pendulum(_names, _engine):
     from fedjax_rl.envs.classic_control import Pendulum
 
     return Pendulum()
 
 
-def _lunar_lander(names):
+def _lunar_lander(names, _engine):
     # Imported lazily: the module is developed separately and may be absent.
     from fedjax_rl.envs.lunar_lander import LunarLander
 
@@ -75,11 +78,11 @@ def _lunar_lander(names):
 
 
 def _locomotion(env_id):
-    def factory(_names):
+    def factory(_names, engine):
         # Imported lazily: loading MuJoCo and gymnasium's XML is only needed for these tasks.
         from fedjax_rl.envs.locomotion import TASKS
 
-        return TASKS[env_id]()
+        return TASKS[env_id](engine)
 
     return factory
 
@@ -89,9 +92,11 @@ def _locomotion(env_id):
 # on this CPU is too slow for 1000 x 1000-step episodes; Hopper's and Walker2d's MJX dynamics follow
 # C to ~1e-12, and Ant's episode statistics are compared in tests/test_mujoco_envs.py.
 _MUJOCO_NOTES = (
-    "gymnasium 1.3.0's v4 task on MJX; parts are body masses (README table), any float mjx.Model "
-    "field is a parameter too."
+    "gymnasium 1.3.0's v4 task; parts are body masses (README table), any float model field is a "
+    "parameter too. Engines: c (MuJoCo's C engine, the default), mjx, warp."
 )
+_MUJOCO_ENGINES = ("c", "mjx", "warp")  # mujoco_engines.ENGINES, the default first; not imported here
+# so that listing the registry does not load MuJoCo
 
 _SPECS: dict[str, EnvSpec] = {
     spec.name: spec
@@ -146,6 +151,7 @@ _SPECS: dict[str, EnvSpec] = {
             max_steps=1000,
             random_return=18.628,  # +- 0.575 (s.e.), 1000 episodes (mean length 22.7), gymnasium
             notes=_MUJOCO_NOTES,
+            engines=_MUJOCO_ENGINES,
         ),
         EnvSpec(
             name="Walker2d-v4",
@@ -154,6 +160,7 @@ _SPECS: dict[str, EnvSpec] = {
             max_steps=1000,
             random_return=2.759,  # +- 0.196 (s.e.), 1000 episodes (mean length 21.6), gymnasium
             notes=_MUJOCO_NOTES,
+            engines=_MUJOCO_ENGINES,
         ),
         EnvSpec(
             name="HalfCheetah-v4",
@@ -162,6 +169,7 @@ _SPECS: dict[str, EnvSpec] = {
             max_steps=1000,
             random_return=-282.487,  # +- 7.263 (s.e.), 100 episodes (all 1000 steps), gymnasium
             notes=_MUJOCO_NOTES,
+            engines=_MUJOCO_ENGINES,
         ),
         EnvSpec(
             name="Ant-v4",
@@ -170,6 +178,7 @@ _SPECS: dict[str, EnvSpec] = {
             max_steps=1000,
             random_return=-51.351,  # +- 2.844 (s.e.), 1000 episodes (mean length 154.2), gymnasium
             notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
+            engines=_MUJOCO_ENGINES,
         ),
     )
 }
@@ -195,34 +204,50 @@ def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:
     return dict(spec.variant_random_returns).get(tuple(perturbed or spec.perturbed), spec.random_return)
 
 
-def make(name: str, perturbed: tuple[str, ...] | None = None):
+def make(name: str, perturbed: tuple[str, ...] | None = None, engine: str | None = None):
     """`(env, nominal_params)` for a registered environment.
 
     `perturbed` names the physical parameters that will be perturbed (default: the paper's,
     `get_spec(name).perturbed`); they are checked here, and choose the variant where that matters
-    (LunarLander with "wind" is the wind-enabled one).
+    (LunarLander with "wind" is the wind-enabled one). `engine` is one of the task's physics
+    engines (`get_spec(name).engines`, default the first): "c", "mjx" or "warp" for the MuJoCo tasks.
     """
     spec = get_spec(name)
     perturbed = spec.perturbed if perturbed is None else tuple(perturbed)
-    env = spec.factory(perturbed)
+    env = spec.factory(perturbed, check_engine(name, engine))
     params = env.default_params
     for param in perturbed:
         _check(env, params, name, param)
     return env, params
 
 
-def physics_names(env_name: str) -> tuple[str, ...]:
+def check_engine(env_name: str, engine: str | None) -> str:
+    """`engine`, or the task's default when None; a ValueError naming the task's engines, or why
+    this machine cannot run it (MuJoCo Warp without an NVIDIA GPU). Compiles nothing."""
+    spec = get_spec(env_name)
+    if engine is None:
+        return spec.engines[0]
+    if engine not in spec.engines:
+        raise ValueError(f"engine for {env_name} must be one of {', '.join(spec.engines)}, got {engine!r}")
+    if spec.engines != ("jax",):
+        from fedjax_rl.envs.mujoco_engines import check_engine as check_mujoco_engine
+
+        check_mujoco_engine(engine)
+    return engine
+
+
+def physics_names(env_name: str, engine: str | None = None) -> tuple[str, ...]:
     """Every physical parameter name `env_name` accepts (in its most general variant)."""
     spec = get_spec(env_name)
-    env = spec.factory(spec.perturbed)
+    env = spec.factory(spec.perturbed, check_engine(env_name, engine))
     return env.physics_names(env.default_params)
 
 
-def check_physics_param(env_name: str, param: str) -> None:
+def check_physics_param(env_name: str, param: str, engine: str | None = None) -> None:
     """Raise a ValueError naming the allowed values unless `param` is a physical parameter of
     `env_name` (and `env_name` is registered). Cheap: builds the env, compiles nothing."""
     spec = get_spec(env_name)
-    env = spec.factory(spec.perturbed)
+    env = spec.factory(spec.perturbed, check_engine(env_name, engine))
     _check(env, env.default_params, env_name, param)
 
 
