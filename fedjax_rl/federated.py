@@ -17,12 +17,13 @@ that aggregates their shared leaves (`aggregation`), both declared once as setti
   * `federated_trimmed_mean`: per coordinate, the participating agents' values with the
     floor(trim x participants) smallest and as many largest dropped, averaged.
 The two robust rules gather every agent's leaves (`lax.all_gather` over the agent axis, then over
-the device axis when sharded) and sort each coordinate; a NaN upload counts as larger than every
-number, so a minority of faulty agents (NaN, 1e6) cannot move the median outside the honest agents'
-values, nor the trimmed mean when at most floor(trim x participants) agents are faulty. Under
-partial participation they read `weight` as a 0/1 mask and use the participating agents only. Their
-cost: every agent sorts K copies of the shared leaves (O(K^2) memory under vmap), against one
-all-reduce for the mean.
+the device axis when sharded) and sort each coordinate (a sorting network of elementwise minima and
+maxima up to 32 agents, XLA's sort beyond); a NaN upload counts as +inf, so a minority of faulty
+agents (NaN, 1e6) cannot move the median outside the honest agents' values, nor the trimmed mean
+when at most floor(trim x participants) agents are faulty. Under partial participation they read
+`weight` as a 0/1 mask and use the participating agents only. Their cost: every agent sorts K copies
+of the shared leaves (O(K^2) memory under vmap), against one all-reduce for the mean
+(benchmarks/aggregation.py).
 
 What is shared is explicit: algorithms keep their state as `FederatedState(shared=..., private=...)`.
 `shared` holds what crosses the agent axis (Q tables, network parameters, target networks,
@@ -104,27 +105,60 @@ def _gather(x: jax.Array) -> jax.Array:
     return gathered
 
 
+_NETWORK_MAX_AGENTS = 32  # up to here a sorting network; beyond, its size outgrows XLA's sort
+
+
+@functools.lru_cache(maxsize=None)
+def sorting_network(n: int) -> tuple[tuple[int, int], ...]:
+    """Compare-exchange pairs (i, j), i < j, that sort any n values: Batcher's odd-even merge sort
+    for the next power of two, less the pairs that touch a place >= n (which would hold +inf and
+    never move)."""
+    size = 1 << max(0, (n - 1).bit_length())
+    pairs = []
+    p = 1
+    while p < size:
+        k = p
+        while k >= 1:
+            for j in range(k % p, size - k, 2 * k):
+                for i in range(min(k, size - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return tuple((i, j) for i, j in pairs if j < n)
+
+
+def _sort_over_agents(values: jax.Array) -> jax.Array:
+    """`values` sorted along its leading (agent) axis. XLA's CPU sort costs ~60 ns per element; a
+    sorting network is elementwise minima and maxima, 17x faster for K = 5 and 5x for K = 20."""
+    if values.shape[0] > _NETWORK_MAX_AGENTS:
+        return jnp.sort(values, axis=0)
+    rows = list(values)
+    for i, j in sorting_network(len(rows)):
+        rows[i], rows[j] = jnp.minimum(rows[i], rows[j]), jnp.maximum(rows[i], rows[j])
+    return jnp.stack(rows)
+
+
 def _sorted_over_agents(x: jax.Array, weight: jax.Array | None) -> tuple[jax.Array, jax.Array | int]:
     """The participating agents' values of every coordinate, sorted along a leading axis of size
-    K, with NaN (a faulty upload, and the places of agents not taking part) last; and how many
-    agents take part (an int when all do)."""
+    K, and how many agents take part (an int when all do). A NaN upload is +inf (the largest value),
+    and so are the places of the agents not taking part, which sort after every participant."""
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"robust aggregation needs floating-point shared leaves, got {x.dtype}")
     values = _gather(x)
     count = values.shape[0]
+    unused = jnp.isnan(values)
     if weight is not None:
         takes_part = _gather(weight) > 0
-        values = jnp.where(takes_part.reshape((-1,) + (1,) * x.ndim), values, jnp.nan)
+        unused = unused | ~takes_part.reshape((-1,) + (1,) * x.ndim)
         count = jnp.sum(takes_part)
-    # One NaN for all: a NaN with its sign bit set would sort first.
-    values = jnp.where(jnp.isnan(values), jnp.nan, values)
-    return jnp.sort(values, axis=0), count
+    return _sort_over_agents(jnp.where(unused, jnp.inf, values)), count
 
 
 def federated_median(tree: Any, weight: jax.Array | None = None) -> Any:
     """Coordinate-wise median over the participating agents (`weight` > 0; all agents when
     `weight` is None), broadcast back to every agent: the middle value, or the mean of the two
-    middle values for an even count (numpy's median). A NaN counts as the largest value."""
+    middle values for an even count (numpy's median). A NaN upload counts as +inf."""
 
     def median(x):
         ordered, count = _sorted_over_agents(x, weight)
@@ -143,7 +177,7 @@ def trimmed_count(trim: float, count: int) -> int:
 def federated_trimmed_mean(tree: Any, weight: jax.Array | None = None, *, trim: float) -> Any:
     """Coordinate-wise trimmed mean over the participating agents, broadcast back to every agent:
     per coordinate, drop the `trimmed_count(trim, m)` smallest and as many largest of the m
-    participating agents' values, and average the rest. A NaN counts as the largest value."""
+    participating agents' values, and average the rest. A NaN upload counts as +inf."""
     num_agents = _num_agents()
     # The count of participants is traced under partial participation: look its trim up in a
     # table made with Python's float arithmetic, so it matches `check_aggregation` exactly.

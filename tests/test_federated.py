@@ -88,8 +88,8 @@ def test_federated_mean_outside_agent_axis_is_an_error():
 # Six agents, three coordinates worked by hand. Coordinate 0: 4, 1, 3, 2, 6, 5 -> sorted 1..6, median
 # 3.5, trimmed mean (trim 0.2: floor(1.2) = 1 dropped at each end) mean(2, 3, 4, 5) = 3.5. Coordinate
 # 1: one agent uploads 1e6: sorted -1, 0, 0, 2, 3, 1e6 -> median 1, trimmed mean 5/4. Coordinate 2:
-# one agent uploads NaN, which counts as the largest: sorted 1, 1, 2, 8, 9, NaN -> median 5,
-# trimmed mean 20/4.
+# one agent uploads NaN, which counts as +inf: sorted 1, 1, 2, 8, 9, NaN -> median 5, trimmed mean
+# 20/4.
 HAND = np.array([[4.0, 0.0, 8.0], [1.0, 2.0, 1.0], [3.0, 1e6, 2.0], [2.0, -1.0, np.nan], [6.0, 3.0, 1.0],
                  [5.0, 0.0, 9.0]], np.float32)
 HAND_EXPECTED = {"median": [3.5, 1.0, 5.0], "trimmed_mean": [3.5, 1.25, 5.0]}
@@ -118,6 +118,23 @@ def test_robust_rules_by_hand_under_vmap_and_shard_map(name, num_devices):
         np.testing.assert_allclose(masked[k], HAND_MASKED_EXPECTED, rtol=1e-6)
 
 
+def test_the_sorting_network_sorts_every_input():
+    """Zero-one principle: a compare-exchange network sorts every input iff it sorts every 0/1
+    input; checked exhaustively up to 16 agents, and on random inputs with ties up to 32."""
+    rng = np.random.default_rng(2)
+    for n in range(1, 33):
+        if n <= 16:
+            rows = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+        else:
+            rows = rng.integers(0, 3, (20_000, n))
+        rows = rows.copy()
+        for i, j in federated.sorting_network(n):
+            low, high = np.minimum(rows[:, i], rows[:, j]), np.maximum(rows[:, i], rows[:, j])
+            rows[:, i], rows[:, j] = low, high
+        assert np.all(np.diff(rows, axis=1) >= 0), n
+    assert len(federated.sorting_network(5)) == 9  # the optimal 9 comparators for 5 inputs
+
+
 def _numpy_rule(name, values, mask, trim):
     """float64 reference: numpy's median, or scipy-style trimmed mean, over the participating rows
     (NaN replaced by +inf, the order the rules give it)."""
@@ -144,6 +161,13 @@ def test_robust_rules_match_numpy_on_pytrees_under_seed_vmap_and_shard_map(name,
                 expected = _numpy_rule(name, values[seed], masks[seed], trim)
                 for k in range(8):
                     np.testing.assert_allclose(out[leaf][seed, k], expected, rtol=1e-6, atol=1e-6)
+    # Beyond 32 agents the rules sort with XLA's sort instead of a network.
+    many = rng.normal(size=(40, 3)).astype(np.float32)
+    many[[3, 17], 1] = [np.nan, 1e6]
+    mask = (rng.random(40) < 0.7).astype(np.float32)
+    out = jax.jit(federated.for_each_agent(federated.Server(40, aggregation=name, trim=trim).rule, 40))(
+        jnp.asarray(many), jnp.asarray(mask))
+    np.testing.assert_allclose(out[0], _numpy_rule(name, many, mask, trim), rtol=1e-6)
 
 
 def test_a_faulty_agent_moves_the_mean_but_not_the_robust_rules():
