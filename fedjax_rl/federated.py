@@ -128,21 +128,22 @@ def sorting_network(n: int) -> tuple[tuple[int, int], ...]:
     return tuple((i, j) for i, j in pairs if j < n)
 
 
-def _sort_over_agents(values: jax.Array) -> jax.Array:
-    """`values` sorted along its leading (agent) axis. XLA's CPU sort costs ~60 ns per element; a
+def _sort_over_agents(values: jax.Array) -> list[jax.Array]:
+    """The rows of `values` (one per agent) sorted coordinate by coordinate, as a list: position p
+    holds every coordinate's p-th smallest value. XLA's CPU sort costs ~60 ns per element; a
     sorting network is elementwise minima and maxima, 17x faster for K = 5 and 5x for K = 20."""
     if values.shape[0] > _NETWORK_MAX_AGENTS:
-        return jnp.sort(values, axis=0)
+        return list(jnp.sort(values, axis=0))
     rows = list(values)
     for i, j in sorting_network(len(rows)):
         rows[i], rows[j] = jnp.minimum(rows[i], rows[j]), jnp.maximum(rows[i], rows[j])
-    return jnp.stack(rows)
+    return rows
 
 
-def _sorted_over_agents(x: jax.Array, weight: jax.Array | None) -> tuple[jax.Array, jax.Array | int]:
-    """The participating agents' values of every coordinate, sorted along a leading axis of size
-    K, and how many agents take part (an int when all do). A NaN upload is +inf (the largest value),
-    and so are the places of the agents not taking part, which sort after every participant."""
+def _sorted_over_agents(x: jax.Array, weight: jax.Array | None) -> tuple[list[jax.Array], jax.Array | int]:
+    """The participating agents' values of `x`, sorted per coordinate (`_sort_over_agents`), and
+    how many agents take part (an int when all do). A NaN upload is +inf (the largest value), and so
+    are the places of the agents not taking part, which sort after every participant."""
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"robust aggregation needs floating-point shared leaves, got {x.dtype}")
     values = _gather(x)
@@ -155,15 +156,25 @@ def _sorted_over_agents(x: jax.Array, weight: jax.Array | None) -> tuple[jax.Arr
     return _sort_over_agents(jnp.where(unused, jnp.inf, values)), count
 
 
+def _at(rows: list[jax.Array], position) -> jax.Array:
+    """rows[position] for a static or a traced position (selects, not a gather: elementwise)."""
+    if isinstance(position, int):
+        return rows[position]
+    out = rows[0]
+    for p in range(1, len(rows)):
+        out = jnp.where(position == p, rows[p], out)
+    return out
+
+
 def federated_median(tree: Any, weight: jax.Array | None = None) -> Any:
     """Coordinate-wise median over the participating agents (`weight` > 0; all agents when
     `weight` is None), broadcast back to every agent: the middle value, or the mean of the two
     middle values for an even count (numpy's median). A NaN upload counts as +inf."""
 
     def median(x):
-        ordered, count = _sorted_over_agents(x, weight)
+        rows, count = _sorted_over_agents(x, weight)
         low, high = (count - 1) // 2, count // 2
-        a, b = jnp.take(ordered, low, axis=0), jnp.take(ordered, high, axis=0)
+        a, b = _at(rows, low), _at(rows, high)
         return jnp.where(low == high, a, (a + b) / 2)
 
     return jax.tree.map(median, tree)
@@ -184,11 +195,13 @@ def federated_trimmed_mean(tree: Any, weight: jax.Array | None = None, *, trim: 
     dropped = jnp.asarray([trimmed_count(trim, m) for m in range(num_agents + 1)], jnp.int32)
 
     def trimmed_mean(x):
-        ordered, count = _sorted_over_agents(x, weight)
+        rows, count = _sorted_over_agents(x, weight)
         drop = dropped[count]
-        position = jnp.arange(num_agents).reshape((-1,) + (1,) * x.ndim)
-        kept = (position >= drop) & (position < count - drop)
-        return jnp.sum(jnp.where(kept, ordered, 0.0), axis=0) / (count - 2 * drop).astype(x.dtype)
+        # Summed row by row (elementwise adds): XLA's CPU reduction over a leading axis is slow.
+        total = jnp.zeros_like(x)
+        for p, row in enumerate(rows):
+            total = total + jnp.where((p >= drop) & (p < count - drop), row, 0.0)
+        return total / (count - 2 * drop).astype(x.dtype)
 
     return jax.tree.map(trimmed_mean, tree)
 
