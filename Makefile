@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test test-heavy bench notebooks lock clean cli-flags
+.PHONY: demo test test-heavy mutation bench notebooks lock clean cli-flags
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ test: $(STAMP)
 # Checks too long for CI (e.g. the MJX line-search cap against the uncapped solver over many states).
 test-heavy: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m heavy tests
+
+# Mutation testing of the core (tests/mutation/campaign.py; results in tests/mutation/). Not run by CI:
+# one worker, about two hours on a free 2-core CPU. Property tests draw more examples here.
+mutation: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test,mutation]"
+	HYPOTHESIS_PROFILE=mutation $(BIN)/python tests/mutation/campaign.py run
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/tabular.py

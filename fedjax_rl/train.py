@@ -183,6 +183,19 @@ def _judge_aggregate(first_bad: dict, agents_state: AgentCarry, last_step) -> tu
     return {**first_bad, PARAMETERS: jnp.where(blamed, last_step, _NO_STEP)}, bad_upload.astype(jnp.float32)
 
 
+def local_metrics(local_episodes: jax.Array) -> dict:
+    """The paper's metrics over the local environments from the global policy's returns
+    `local_episodes` [K, episodes] in each agent's own environment: every agent's mean return,
+    their Average and their Minimum."""
+    local = jnp.mean(local_episodes, axis=-1)
+    return {
+        "local_returns": local,
+        "local_average": jnp.mean(local),
+        "local_minimum": jnp.min(local),
+        "local_episode_returns": local_episodes,  # [K, eval_episodes]
+    }
+
+
 def make_trainer(config) -> Trainer:
     config.validate()
     env, nominal_params = envs.make(config.env_name, config.physics, config.engine)
@@ -346,7 +359,6 @@ def make_trainer(config) -> Trainer:
         local_episodes = evaluate.returns_over_params(
             env, state.agents.env_params, policy, local_key, config.eval_episodes, max_steps
         )
-        local = jnp.mean(local_episodes, axis=-1)
         sweep_params = heterogeneity.scaled_env_params(env, nominal_params, config.physics, sweep_scales)
         sweep_episodes = evaluate.returns_over_params(
             env, sweep_params, policy, sweep_key, config.eval_episodes, max_steps
@@ -359,12 +371,9 @@ def make_trainer(config) -> Trainer:
         return {
             "rates": state.rates,
             "physics_values": physics_values,  # [K, len(physics)]: each agent's perturbed parameters
-            "local_returns": local,
-            "local_average": jnp.mean(local),
-            "local_minimum": jnp.min(local),
+            **local_metrics(local_episodes),
             "sweep_scales": jnp.asarray(sweep_scales, jnp.float32),
             "sweep_returns": sweep,
-            "local_episode_returns": local_episodes,  # [K, eval_episodes]
             "sweep_episode_returns": sweep_episodes,  # [sweep_points, eval_episodes]
         }
 

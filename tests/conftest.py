@@ -8,6 +8,13 @@ if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 
 import jax  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# Property tests (test_properties.py): few derandomized examples in CI, so its runs are
+# reproducible and short; many under `make mutation`, which sets HYPOTHESIS_PROFILE=mutation.
+settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True, database=None)
+settings.register_profile("mutation", max_examples=100, deadline=None, derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Compiled programs are cached on disk so repeated local runs skip most compilation.
 jax.config.update("jax_compilation_cache_dir", os.path.join(os.path.dirname(__file__), "..", ".jax_cache"))

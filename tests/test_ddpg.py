@@ -55,7 +55,8 @@ BATCH = Transition(obs=jnp.asarray(OBS, jnp.float32), action=jnp.asarray(ACTION,
 @pytest.mark.parametrize("robust", [True, False])
 def test_critic_target_and_losses_match_hand_computation(num_critics, robust):
     agent = _agent(num_critics, robust)
-    shared = _distinct_targets(agent, jax.random.key(1)).shared
+    state = _distinct_targets(agent, jax.random.key(1))
+    shared = state.shared
     hp = agent.hparams()
     omega = OMEGA if robust else 0.0
 
@@ -74,10 +75,15 @@ def test_critic_target_and_losses_match_hand_computation(num_critics, robust):
     np.testing.assert_allclose(target, y, rtol=1e-5, atol=1e-6)
     assert float(agent.critic_loss(shared.critic, BATCH, target)) == pytest.approx(expected_critic, rel=1e-5)
     assert float(agent.actor_loss(shared.actor, shared.critic, BATCH.obs)) == pytest.approx(expected_actor, rel=1e-5)
+    expected_degree = 0.0  # the *Avg baselines have no expectile network: their degree loss reads 0
     if robust:
         diff = v_masked - degree
         expected_degree = np.mean(np.where(diff >= 0, TAU, 1 - TAU) * diff**2)
         assert float(agent.robust.loss(shared.degree, BATCH, next_value, hp)) == pytest.approx(expected_degree, rel=1e-5)
+    # The losses one gradient step reports (the critic's and D's before their update).
+    _, (critic_loss, _, degree_loss) = jax.jit(lambda s: agent.update(s, BATCH, hp))(state)
+    assert float(critic_loss) == pytest.approx(expected_critic, rel=1e-5)
+    assert float(degree_loss) == pytest.approx(expected_degree, rel=1e-5, abs=0.0)
 
 
 def test_truncation_bootstraps_and_termination_does_not():

@@ -60,4 +60,30 @@ def test_returns_over_params_is_one_vmap_with_common_episode_keys():
         one = jax.tree.map(lambda x: x[i], batched)
         chex.assert_trees_all_equal(ours[i], jax.jit(lambda p: evaluate.episode_returns(env, p, policy, key, 3, 200))(one))
     assert len(set(np.asarray(ours).ravel().tolist())) > 3, ours  # physics and keys both matter
+    # The means over episodes: per environment, and for one environment alone.
+    means = jax.jit(lambda p: evaluate.mean_returns_over_params(env, p, policy, key, 3, 200))(batched)
+    np.testing.assert_allclose(means, np.asarray(ours).mean(axis=1), rtol=1e-6)
+    one = jax.tree.map(lambda x: x[2], batched)
+    mean = jax.jit(lambda p: evaluate.mean_return(env, p, policy, key, 3, 200))(one)
+    chex.assert_shape(mean, ())
+    np.testing.assert_allclose(mean, np.asarray(ours)[2].mean(), rtol=1e-6)
     assert max_dot_batch_dims(jax.make_jaxpr(fn)(batched).jaxpr) == 1
+
+
+def test_local_metrics_on_distinct_returns():
+    """The Average and the Minimum over the local environments, on returns whose per-agent means
+    are all distinct (the trained fixture of test_dqn.py has tied minima, so it cannot tell the
+    minimum from the second smallest). The lowest single episode (agent 0's 1.0) is not in the
+    agent with the lowest mean (agent 2), and the mean differs from the median."""
+    from fedjax_rl import train
+
+    episodes = np.array([[1.0, 30.0, 20.0],  # mean 17
+                         [12.0, 16.0, 14.0],  # mean 14
+                         [9.0, 11.0, 10.0],  # mean 10: the minimum
+                         [40.0, 38.0, 42.0]], np.float32)  # mean 40
+    seeds = np.stack([episodes, episodes[::-1] + 1.0])  # under a seed vmap, as finalize runs
+    metrics = jax.jit(jax.vmap(train.local_metrics))(seeds)
+    np.testing.assert_allclose(metrics["local_returns"], [[17, 14, 10, 40], [41, 11, 15, 18]], rtol=1e-6)
+    np.testing.assert_allclose(metrics["local_average"], [20.25, 21.25], rtol=1e-6)
+    np.testing.assert_allclose(metrics["local_minimum"], [10.0, 11.0], rtol=1e-6)
+    np.testing.assert_array_equal(metrics["local_episode_returns"], seeds)

@@ -78,6 +78,24 @@ def test_bad_device_counts_raise_before_tracing():
         federated.for_each_agent(_client_step, 64, 64)
 
 
+def test_device_count_bounds():
+    """One device is a valid mesh; zero is not. In a run of several processes the agent axis must
+    span every process's devices (checked here with a faked process count)."""
+    federated.check_num_devices(5, 1)
+    federated.check_num_devices(4, None)
+    with pytest.raises(ValueError, match="num_devices must be >= 1"):
+        federated.check_num_devices(4, 0)
+
+
+def test_several_processes_need_every_device(monkeypatch):
+    monkeypatch.setattr(federated.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(federated.jax, "device_count", lambda: 4)
+    federated.check_num_devices(8, 4)
+    for num_devices in (None, 2):
+        with pytest.raises(ValueError, match="2 processes: set num_devices to 4"):
+            federated.check_num_devices(8, num_devices)
+
+
 def test_federated_mean_outside_agent_axis_is_an_error():
     with pytest.raises(RuntimeError, match="for_each_agent"):
         federated.federated_mean(jnp.ones(3))

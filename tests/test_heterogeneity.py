@@ -106,3 +106,17 @@ def test_scaled_env_params_is_c_times_nominal():
     np.testing.assert_allclose(params.length, 0.5 * scales, rtol=1e-6)
     np.testing.assert_allclose(params.masscart, 1.0 * scales, rtol=1e-6)
     np.testing.assert_allclose(params.total_mass, scales + 0.1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [[1.0, 0.0], [-0.5], [0.5, np.nan]])
+def test_scales_must_be_positive(bad):
+    """c = 0 is the smallest bad scale: a massless pole is no physics to evaluate in."""
+    with pytest.raises(ValueError, match="physics scale must be > 0"):
+        heterogeneity.scaled_env_params(CartPole(), CartPole().default_params, ("length",), np.asarray(bad))
+
+
+def test_traced_scales_pass_unchecked():
+    env = CartPole()
+    lengths = jax.jit(lambda c: heterogeneity.scaled_env_params(env, env.default_params, ("length",), c).length)(
+        jnp.array([1e-3, 1.9]))
+    np.testing.assert_allclose(lengths, [5e-4, 0.95], rtol=1e-6)

@@ -501,6 +501,52 @@ def test_legs_hang_like_gymnasiums_after_reset():
     np.testing.assert_allclose(np.asarray(legs), np.asarray(state.pos[1:]), atol=1e-5)
 
 
+@pytest.mark.parametrize("wind", [False, True])
+def test_reset_step_matches_gymnasiums_for_the_same_push(wind):
+    """gymnasium's reset ends with a step under its random push (and, with wind, the first gust and
+    turn of turbulence). Replaying its random stream gives the push and the wind's start indices
+    (the terrain's 12 heights are drawn first); the port's reset step from them must reach
+    gymnasium's post-reset observation (measured: 1e-6 in position and velocity, 1e-4 rad in angle,
+    1.5e-5 in spin) and its leg angles (2.7e-3 rad)."""
+    env = LunarLander(enable_wind=wind)
+    params = env.default_params
+    _, some = env.reset_env(jax.random.key(0), params)
+    pos, angle = ll.initial_bodies()
+    created = some.replace(pos=pos, angle=angle, vel=jnp.zeros((3, 2)), angvel=jnp.zeros(3),
+                           limit_impulse=jnp.zeros(2), motor_impulse=jnp.zeros(2), limit_state=jnp.zeros(2, jnp.int32))
+    gym_env = gym.make("LunarLander-v3", enable_wind=wind)
+    forces, indices, gym_obs, gym_legs = [], [], [], []
+    for seed in range(8):
+        obs, _ = gym_env.reset(seed=seed)
+        rng = np.random.default_rng(seed)  # gymnasium's np_random for this seed
+        rng.uniform(0, ll.H / 2, size=ll.CHUNKS + 1)
+        forces.append(rng.uniform(-ll.INITIAL_RANDOM, ll.INITIAL_RANDOM, size=2))
+        indices.append([rng.integers(-9999, 9999), rng.integers(-9999, 9999)] if wind else [0, 0])
+        gym_obs.append(obs)
+        gym_legs.append([leg.angle for leg in gym_env.unwrapped.legs])
+    gym_env.close()
+
+    def reset_step(force, wind_idx, torque_idx):
+        start = created.replace(wind_idx=wind_idx, torque_idx=torque_idx)
+        return env._step(jnp.zeros(2), start, 0, params, force, first=True)[:2]
+
+    indices = jnp.asarray(np.array(indices), jnp.int32)
+    after, obs = jax.jit(jax.vmap(reset_step))(jnp.asarray(np.array(forces), jnp.float32), indices[:, 0], indices[:, 1])
+    np.testing.assert_allclose(obs[:, :4], np.array(gym_obs)[:, :4], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(obs[:, 4], np.array(gym_obs)[:, 4], rtol=0, atol=3e-4)
+    np.testing.assert_allclose(obs[:, 5], np.array(gym_obs)[:, 5], rtol=0, atol=5e-5)
+    np.testing.assert_allclose(after.angle[:, 1:], np.array(gym_legs), rtol=0, atol=6e-3)
+
+
+def test_reset_starts_a_live_episode_with_random_wind_phases():
+    env = LunarLander(enable_wind=True)
+    params = env.default_params
+    _, states = jax.jit(jax.vmap(lambda k: env.reset(k, params)))(jax.random.split(jax.random.key(1), 64))
+    assert not np.any(states.game_over) and np.all(states.awake) and not np.any(states.leg_contact)
+    for idx in (states.wind_idx, states.torque_idx):  # gymnasium: integers(-9999, 9999)
+        assert -9999 <= int(idx.min()) < 0 < int(idx.max()) < 9999
+
+
 def test_landing_deceleration_matches_box2d():
     """Drop both landers flat onto the helipad at 0.5 m/s: same vertical velocity, step by step."""
     genv = gym.make("LunarLander-v3")
