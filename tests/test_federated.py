@@ -238,3 +238,47 @@ def test_the_mean_rule_is_the_plain_pmean_bit_for_bit():
 def test_bad_aggregation_settings_name_themselves(fields, message):
     with pytest.raises(ValueError, match=message):
         federated.Server(5, **fields)
+
+
+
+def _robust_rules(num_agents, trim, masked):
+    """Every agent's (median, trimmed mean), over the participating agents when `masked`, else over
+    all (the static count of full participation); cases vmapped, so one K is one program."""
+
+    def rules(x, weight):
+        weight = weight if masked else None
+        return federated.federated_median(x, weight), federated.federated_trimmed_mean(x, weight, trim=trim)
+
+    return jax.jit(jax.vmap(federated.for_each_agent(rules, num_agents)))
+
+
+@pytest.mark.parametrize("family,programs", [
+    ("network", ((1, False), (2, False), (2, True), (3, False), (32, True))),
+    ("xla_sort", ((33, False), (33, True), (40, True))),
+])
+def test_robust_rules_match_float64_numpy_for_every_participant_count(family, programs):
+    """Against numpy's median and a float64 trimmed mean (trim 0.25): integer values with many ties,
+    +-inf and NaN among them. Masked programs take one case per participant count m = 1..K, the
+    non-participants holding +-1000, which must not count: K = 32 runs every m through the largest
+    sorting network (the smaller networks sort by `test_the_sorting_network_sorts_every_input`), K =
+    33 and 40 through XLA's sort. Unmasked programs check the static count of full participation."""
+    rng = np.random.default_rng(5)
+    trim = 0.25
+    for num_agents, masked in programs:
+        cases = num_agents if masked else 2
+        values = rng.integers(-2, 3, (cases, num_agents, 7)).astype(np.float32)
+        for column, special in ((4, np.inf), (5, -np.inf), (6, np.nan)):
+            values[np.arange(cases), rng.integers(num_agents, size=cases), column] = special
+        masks = np.ones((cases, num_agents), np.float32)
+        if masked:
+            masks[:] = 0.0
+            for m in range(1, cases + 1):
+                masks[m - 1, rng.permutation(num_agents)[:m]] = 1.0
+            values[masks == 0, 0] = 1000 * rng.choice([-1, 1], int((masks == 0).sum()))
+        outs = _robust_rules(num_agents, trim, masked)(jnp.asarray(values), jnp.asarray(masks))
+        for rule, out in zip(("median", "trimmed_mean"), outs):
+            for case in range(cases):
+                expected = _numpy_rule(rule, values[case], masks[case], trim)
+                for k in (0, num_agents - 1):  # every agent receives the aggregate
+                    np.testing.assert_allclose(out[case, k], expected, rtol=1e-6,
+                                               err_msg=f"{rule} K={num_agents} case={case} masked={masked}")
