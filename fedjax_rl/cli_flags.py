@@ -64,6 +64,15 @@ TABLE = {'train': [{'dest': 'algo',
             'flags': ['--participation'],
             'help': 'fraction of agents whose parameters enter each average (ceil(participation x K) drawn '
                     'per round; every agent receives the new model) (default: 1.0)'},
+           {'dest': 'aggregation',
+            'flags': ['--aggregation'],
+            'help': "the server's rule over the participating agents' shared leaves: mean (FedAvg, a pmean), "
+                    'or, robust to a minority of faulty agents, the coordinate-wise median or trimmed_mean '
+                    "(default: 'mean' (FedAvg))"},
+           {'dest': 'trim',
+            'flags': ['--trim'],
+            'help': 'trimmed_mean only: the fraction of participating agents dropped at each end of every '
+                    'coordinate, floor(trim x participants) (default: 0.25)'},
            {'dest': 'num_devices',
             'flags': ['--num-devices', '--devices'],
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},

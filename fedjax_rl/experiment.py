@@ -157,6 +157,12 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
         # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
         # tasks, written before engines existed, still resume and read back as finished.
         del config_dict["engine"]
+    # The aggregation rule likewise only when it is not the mean (trim only for the trimmed mean):
+    # run directories written before the rule was a setting hold the mean's runs.
+    if config_dict["aggregation"] != "trimmed_mean":
+        del config_dict["trim"]
+    if config_dict["aggregation"] == "mean":
+        del config_dict["aggregation"]
     num_runs = num_seeds
     if grid:
         config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}

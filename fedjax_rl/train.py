@@ -18,7 +18,10 @@ Reproducibility).
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
 which agent it was (`nonfinite_step/<quantity>`, `nonfinite_agent/<quantity>`; step 0: none). The
-host loop stops a run on them (`experiment.run`).
+host loop stops a run on them (`experiment.run`). Shared parameters are checked as uploaded under
+the mean (a non-finite upload makes the mean non-finite); under a robust aggregation rule, which
+exists to absorb a faulty upload, the aggregated model is checked (naming the agents whose uploads
+were non-finite), and `nonfinite_uploads` [K] counts the rounds whose upload the rule absorbed.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ TRAIN_SETTINGS = (
     Setting("participation", 1.0, interval(0, 1, low_open=True), kind=float,
             help="fraction of agents whose parameters enter each average (ceil(participation x K) drawn "
                  "per round; every agent receives the new model)"),
+    federated.AGGREGATION,
+    federated.TRIM,
     Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
             help="shard the agent axis over this many devices"),
     Setting("agent", agents.get("fedrdqn").agent_config("CartPole-v1"), kind=None,
@@ -111,6 +116,7 @@ class _TrainConfigMethods(settings.SettingsConfig):
                 f"nearest valid: {max(block, round(self.steps_per_agent / block) * block)}"
             )
         federated.check_num_devices(self.num_agents, self.num_devices)
+        federated.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation)
         if self.num_devices is not None and self.num_devices > jax.device_count():
             raise ValueError(
                 f"num_devices={self.num_devices} but only {jax.device_count()} devices are visible "
@@ -167,6 +173,16 @@ def _all_finite(tree) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
+def _judge_aggregate(first_bad: dict, agents_state: AgentCarry, last_step) -> tuple[dict, jax.Array]:
+    """Under a robust rule: shared parameters are bad when the model the agents received is not
+    finite, blaming the agents whose uploads were not (all agents when none was). Returns the
+    updated `first_bad` and [K] 1.0 where an agent's upload was not finite."""
+    bad_upload = first_bad[PARAMETERS] != _NO_STEP
+    bad_model = ~jax.vmap(_all_finite)(agents_state.learner.shared)
+    blamed = bad_model & (bad_upload | ~jnp.any(bad_upload))
+    return {**first_bad, PARAMETERS: jnp.where(blamed, last_step, _NO_STEP)}, bad_upload.astype(jnp.float32)
+
+
 def local_metrics(local_episodes: jax.Array) -> dict:
     """The paper's metrics over the local environments from the global policy's returns
     `local_episodes` [K, episodes] in each agent's own environment: every agent's mean return,
@@ -188,6 +204,7 @@ def make_trainer(config) -> Trainer:
     agent = config.algorithm.agent(config.agent, obs_shape, env.action_space(nominal_params),
                                    total_steps=config.steps_per_agent)
     K, E = config.num_agents, config.sync_every
+    server = federated.Server(K, config.participation, config.aggregation, config.trim)
     watched = (*agent.loss_names, PARAMETERS)  # quantities checked for non-finite values
 
     def for_each_agent(fn, in_axes):
@@ -257,7 +274,7 @@ def make_trainer(config) -> Trainer:
         steps = round_steps(round_index)
         return federated.federated_round(
             lambda c, s: local_step(c, s, hp), carry, steps, summarize=lambda c, out: summarize(c, out, steps),
-            weight=weight,
+            weight=weight, rule=server.rule,
         )
 
     # -- one seed ----------------------------------------------------------------------------
@@ -286,19 +303,20 @@ def make_trainer(config) -> Trainer:
         """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
         (pass it with in_axes=None under a seed vmap): every schedule derives from it, and an
         unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
-        partial = config.participation < 1.0  # static: 1.0 keeps the plain pmean, bit for bit
+        partial = server.partial
         mapped_round = for_each_agent(agent_round, in_axes=(0, None, None, 0 if partial else None))
 
         def round_fn(agents_state, round_index):
-            weights = None
-            if partial:
-                weights = federated.sample_participants(
-                    jax.random.fold_in(state.server_key, round_index), K, config.participation)
-            agents_state, outputs = mapped_round(agents_state, round_index, hp, weights)
-            return agents_state, (outputs, weights)
+            weights = server.weights(state.server_key, round_index)
+            agents_state, (outputs, first_bad) = mapped_round(agents_state, round_index, hp, weights)
+            bad_uploads = None
+            if server.robust:
+                first_bad, bad_uploads = _judge_aggregate(first_bad, agents_state, (round_index + 1) * E)
+            return agents_state, ((outputs, first_bad), weights, bad_uploads)
 
         round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
-        agents_state, ((per_round, first_bad), participants) = jax.lax.scan(round_fn, state.agents, round_indices)
+        agents_state, ((per_round, first_bad), participants, bad_uploads) = jax.lax.scan(
+            round_fn, state.agents, round_indices)
         rounds_done = (block_index + 1) * config.eval_every_rounds
         state = state.replace(agents=agents_state)
         eval_key = jax.random.fold_in(state.eval_key, rounds_done)
@@ -315,6 +333,8 @@ def make_trainer(config) -> Trainer:
         }
         if partial:
             metrics["participants"] = participants  # [eval_every_rounds, K]: 1 where agent k was averaged
+        if server.robust:
+            metrics["nonfinite_uploads"] = jnp.sum(bad_uploads, axis=0)  # [K]: rounds of the block
         for name in watched:
             per_agent = jnp.min(first_bad[name], axis=0)  # [K]: first bad step of each agent
             step = jnp.min(per_agent)

@@ -28,6 +28,8 @@ TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", 
         (["--set", "batch_size=64", "--set", "buffer_size=32"], r"batch_size \(64\) must be <= buffer_size \(32\)"),
         (["--set", "colour=3"], r"unknown DQN settings \['colour'\]"),
         (["--seeds", "0"], r"--seeds must be >= 1"),
+        (["--aggregation", "mode"], r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'mode'"),
+        (["--aggregation", "trimmed_mean", "--trim", "0.1"], r"trim must be in \[0.2, 0.5\) for aggregation"),
     ],
 )
 def test_bad_settings_exit_with_a_clear_message(argv, message, capsys, monkeypatch):
@@ -43,6 +45,16 @@ def test_bad_settings_exit_with_a_clear_message(argv, message, capsys, monkeypat
     import re
 
     assert re.search(message, str(exit_info.value)), str(exit_info.value)
+
+
+def test_aggregation_flags_come_from_their_declaration_and_reach_config_json():
+    from fedjax_rl import experiment
+
+    args = cli.build_parser().parse_args(["train", "--aggregation", "trimmed_mean", "--trim", "0.25"])
+    config = cli.config_from_args(args)
+    assert (config.aggregation, config.trim) == ("trimmed_mean", 0.25)
+    recorded, _ = experiment.recorded_config(config, num_seeds=1, seed=0)  # what config.json holds
+    assert (recorded["aggregation"], recorded["trim"]) == ("trimmed_mean", 0.25)
 
 
 @pytest.fixture(scope="module")
@@ -74,12 +86,15 @@ def trained_run(tmp_path_factory):
 
 def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
-    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The one
-    field config.json may leave out is `engine`, recorded only where a task has a choice of engine."""
+    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The
+    fields config.json may leave out are `engine`, recorded only where a task has a choice of engine,
+    and `aggregation` and `trim`, recorded only for a rule other than the mean."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
         if "engine" in fields and "engine" not in values:
             values = {**values, "engine": None}
+        if "aggregation" in fields:
+            values = {"aggregation": "mean", "trim": fields["trim"].default, **values}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 

@@ -79,7 +79,7 @@ def test_critic_target_and_losses_match_hand_computation(num_critics, robust):
     if robust:
         diff = v_masked - degree
         expected_degree = np.mean(np.where(diff >= 0, TAU, 1 - TAU) * diff**2)
-        assert float(agent.degree_loss(shared.degree, next_value, BATCH, hp)) == pytest.approx(expected_degree, rel=1e-5)
+        assert float(agent.robust.loss(shared.degree, BATCH, next_value, hp)) == pytest.approx(expected_degree, rel=1e-5)
     # The losses one gradient step reports (the critic's and D's before their update).
     _, (critic_loss, _, degree_loss) = jax.jit(lambda s: agent.update(s, BATCH, hp))(state)
     assert float(critic_loss) == pytest.approx(expected_critic, rel=1e-5)

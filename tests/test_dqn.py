@@ -71,9 +71,10 @@ def test_agent_losses_match_hand_computation():
 
     next_value = agent.next_value(shared, batch)
     chex.assert_trees_all_close(next_value, jnp.asarray(v_next, jnp.float32), rtol=1e-5)
-    degree = agent.degree(shared.degree, batch.obs)
-    td = agent.td_loss(shared.q, degree, next_value, batch, hp)
-    dl = agent.degree_loss(shared.degree, next_value, batch, hp)
+    target = agent.robust.td_target(shared, batch, next_value, hp)
+    np.testing.assert_allclose(target, y, rtol=1e-5, atol=1e-6)
+    td = agent.td_loss(shared.q, target, batch)
+    dl = agent.robust.loss(shared.degree, batch, next_value, hp)
     assert float(td) == pytest.approx(expected_td, rel=1e-5)
     assert float(dl) == pytest.approx(expected_degree, rel=1e-5)
 

@@ -99,3 +99,186 @@ def test_several_processes_need_every_device(monkeypatch):
 def test_federated_mean_outside_agent_axis_is_an_error():
     with pytest.raises(RuntimeError, match="for_each_agent"):
         federated.federated_mean(jnp.ones(3))
+
+
+# -- aggregation rules: the server's seam -----------------------------------------------------------
+
+# Six agents, three coordinates worked by hand. Coordinate 0: 4, 1, 3, 2, 6, 5 -> sorted 1..6, median
+# 3.5, trimmed mean (trim 0.2: floor(1.2) = 1 dropped at each end) mean(2, 3, 4, 5) = 3.5. Coordinate
+# 1: one agent uploads 1e6: sorted -1, 0, 0, 2, 3, 1e6 -> median 1, trimmed mean 5/4. Coordinate 2:
+# one agent uploads NaN, which counts as +inf: sorted 1, 1, 2, 8, 9, NaN -> median 5, trimmed mean
+# 20/4.
+HAND = np.array([[4.0, 0.0, 8.0], [1.0, 2.0, 1.0], [3.0, 1e6, 2.0], [2.0, -1.0, np.nan], [6.0, 3.0, 1.0],
+                 [5.0, 0.0, 9.0]], np.float32)
+HAND_EXPECTED = {"median": [3.5, 1.0, 5.0], "trimmed_mean": [3.5, 1.25, 5.0]}
+# Agents 0, 2, 3 and 5 take part; sorted, coordinate 0: 2, 3, 4, 5; coordinate 1: -1, 0, 0, 1e6;
+# coordinate 2: 2, 8, 9, NaN. The median is the mean of the middle two, and so is the trimmed mean
+# with trim 0.25 (floor(0.25 x 4) = 1 dropped at each end).
+HAND_MASK = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0], np.float32)
+HAND_MASKED_EXPECTED = [3.5, 0.0, 8.5]
+
+
+def _rule(name, trim=0.2):
+    return federated.Server(6, aggregation=name, trim=trim).rule
+
+
+@pytest.mark.parametrize("num_devices", [None, 2, 3])
+@pytest.mark.parametrize("name", ["median", "trimmed_mean"])
+def test_robust_rules_by_hand_under_vmap_and_shard_map(name, num_devices):
+    rule = _rule(name)
+    out = jax.jit(federated.for_each_agent(rule, 6, num_devices))(jnp.asarray(HAND))
+    for k in range(6):  # every agent receives the aggregate
+        np.testing.assert_allclose(out[k], HAND_EXPECTED[name], rtol=1e-6)
+    # Under partial participation only the participating agents count.
+    masked = jax.jit(federated.for_each_agent(_rule(name, trim=0.25), 6, num_devices))(jnp.asarray(HAND),
+                                                                                       jnp.asarray(HAND_MASK))
+    for k in range(6):
+        np.testing.assert_allclose(masked[k], HAND_MASKED_EXPECTED, rtol=1e-6)
+
+
+def test_the_sorting_network_sorts_every_input():
+    """Zero-one principle: a compare-exchange network sorts every input iff it sorts every 0/1
+    input; checked exhaustively up to 16 agents, and on random inputs with ties up to 32."""
+    rng = np.random.default_rng(2)
+    for n in range(1, 33):
+        if n <= 16:
+            rows = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+        else:
+            rows = rng.integers(0, 3, (20_000, n))
+        rows = rows.copy()
+        for i, j in federated.sorting_network(n):
+            low, high = np.minimum(rows[:, i], rows[:, j]), np.maximum(rows[:, i], rows[:, j])
+            rows[:, i], rows[:, j] = low, high
+        assert np.all(np.diff(rows, axis=1) >= 0), n
+    assert len(federated.sorting_network(5)) == 9  # the optimal 9 comparators for 5 inputs
+
+
+def _numpy_rule(name, values, mask, trim):
+    """float64 reference: numpy's median, or scipy-style trimmed mean, over the participating rows
+    (NaN replaced by +inf, the order the rules give it)."""
+    rows = np.where(np.isnan(values), np.inf, values.astype(np.float64))[mask > 0]
+    if name == "median":
+        return np.median(rows, axis=0)
+    cut = int(np.floor(trim * len(rows) + 1e-9))
+    return np.sort(rows, axis=0)[cut:len(rows) - cut].mean(axis=0)
+
+
+@pytest.mark.parametrize("name,trim", [("median", 0.2), ("trimmed_mean", 0.2), ("trimmed_mean", 0.3)])
+def test_robust_rules_match_numpy_on_pytrees_under_seed_vmap_and_shard_map(name, trim):
+    """Eight agents, a two-leaf tree, random values with ties, 2 seeds vmapped around the agent
+    axis; all agents and a 5-agent participation mask, one vmapped program and one sharded one."""
+    rng = np.random.default_rng(0)
+    tree = {"w": rng.integers(-3, 4, (2, 8, 3, 2)).astype(np.float32), "b": rng.normal(size=(2, 8)).astype(np.float32)}
+    masks = np.stack([np.ones(8), np.array([1, 0, 1, 1, 0, 1, 0, 1])]).astype(np.float32)  # per seed
+    rule = federated.Server(8, aggregation=name, trim=trim).rule
+    for num_devices in (None, 4):
+        mapped = federated.for_each_agent(rule, 8, num_devices)
+        out = jax.jit(jax.vmap(mapped))(jax.tree.map(jnp.asarray, tree), jnp.asarray(masks))
+        for seed in range(2):
+            for leaf, values in tree.items():
+                expected = _numpy_rule(name, values[seed], masks[seed], trim)
+                for k in range(8):
+                    np.testing.assert_allclose(out[leaf][seed, k], expected, rtol=1e-6, atol=1e-6)
+    # Beyond 32 agents the rules sort with XLA's sort instead of a network.
+    many = rng.normal(size=(40, 3)).astype(np.float32)
+    many[[3, 17], 1] = [np.nan, 1e6]
+    mask = (rng.random(40) < 0.7).astype(np.float32)
+    out = jax.jit(federated.for_each_agent(federated.Server(40, aggregation=name, trim=trim).rule, 40))(
+        jnp.asarray(many), jnp.asarray(mask))
+    np.testing.assert_allclose(out[0], _numpy_rule(name, many, mask, trim), rtol=1e-6)
+
+
+def test_a_faulty_agent_moves_the_mean_but_not_the_robust_rules():
+    """Four honest agents hold nearly the same model; agent 2 uploads NaN, then 1e6. The mean is NaN,
+    then about 2e5 away; the median and the trimmed mean stay within the honest agents' spread of
+    their mean."""
+    honest = 1.0 + 1e-3 * np.random.default_rng(1).normal(size=(5, 4, 3)).astype(np.float32)
+    honest_rows = np.delete(honest, 2, axis=0).astype(np.float64)
+    spread = honest_rows.max(axis=0) - honest_rows.min(axis=0)
+    for fault in (np.nan, 1e6):
+        shared = honest.copy()
+        shared[2] = fault
+        state = federated.FederatedState(shared=jnp.asarray(shared), private=jnp.zeros(5))
+        mean = np.asarray(federated.for_each_agent(federated.federated_average, 5)(state).shared[0])
+        if np.isnan(fault):
+            assert np.all(np.isnan(mean))
+        else:
+            assert np.all(np.abs(mean - honest_rows.mean(axis=0)) > 1e5)
+        for name in ("median", "trimmed_mean"):
+            rule = federated.Server(5, aggregation=name).rule
+            out = federated.for_each_agent(lambda s: federated.federated_average(s, rule=rule), 5)(state)
+            assert np.all(np.isfinite(out.shared)), name
+            assert np.all(np.abs(np.asarray(out.shared[0]) - honest_rows.mean(axis=0)) <= spread), name
+            np.testing.assert_array_equal(out.private, state.private)  # private leaves stay per agent
+
+
+def test_the_mean_rule_is_the_plain_pmean_bit_for_bit():
+    state = _state(4)
+    server = federated.Server(4)
+    assert server.rule is federated.federated_mean and not server.robust and not server.partial
+    assert server.weights(jax.random.key(0), 3) is None
+    plain = jax.jit(federated.for_each_agent(federated.federated_average, 4))(state)
+    seam = jax.jit(federated.for_each_agent(lambda s: server.aggregate(s), 4))(state)
+    chex.assert_trees_all_equal(plain, seam)
+    partial = federated.Server(5, participation=0.6)
+    mask = partial.weights(jax.random.key(0), 3)
+    chex.assert_trees_all_equal(mask, federated.sample_participants(jax.random.fold_in(jax.random.key(0), 3), 5, 0.6))
+
+
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        (dict(aggregation="mode"), r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'mode'"),
+        (dict(aggregation="trimmed_mean", trim=0.5), r"trim must be in \[0, 0.5\), got 0.5"),
+        (dict(aggregation="trimmed_mean", trim=0.1), r"trim must be in \[0.2, 0.5\) .* 5 participating agents .* got 0.1"),
+        (dict(aggregation="trimmed_mean", participation=0.4),
+         r"'trimmed_mean' needs at least 3 participating agents .* got 2"),
+    ],
+)
+def test_bad_aggregation_settings_name_themselves(fields, message):
+    with pytest.raises(ValueError, match=message):
+        federated.Server(5, **fields)
+
+
+
+def _robust_rules(num_agents, trim, masked):
+    """Every agent's (median, trimmed mean), over the participating agents when `masked`, else over
+    all (the static count of full participation); cases vmapped, so one K is one program."""
+
+    def rules(x, weight):
+        weight = weight if masked else None
+        return federated.federated_median(x, weight), federated.federated_trimmed_mean(x, weight, trim=trim)
+
+    return jax.jit(jax.vmap(federated.for_each_agent(rules, num_agents)))
+
+
+@pytest.mark.parametrize("family,programs", [
+    ("network", ((1, False), (2, False), (2, True), (3, False), (32, True))),
+    ("xla_sort", ((33, False), (33, True), (40, True))),
+])
+def test_robust_rules_match_float64_numpy_for_every_participant_count(family, programs):
+    """Against numpy's median and a float64 trimmed mean (trim 0.25): integer values with many ties,
+    +-inf and NaN among them. Masked programs take one case per participant count m = 1..K, the
+    non-participants holding +-1000, which must not count: K = 32 runs every m through the largest
+    sorting network (the smaller networks sort by `test_the_sorting_network_sorts_every_input`), K =
+    33 and 40 through XLA's sort. Unmasked programs check the static count of full participation."""
+    rng = np.random.default_rng(5)
+    trim = 0.25
+    for num_agents, masked in programs:
+        cases = num_agents if masked else 2
+        values = rng.integers(-2, 3, (cases, num_agents, 7)).astype(np.float32)
+        for column, special in ((4, np.inf), (5, -np.inf), (6, np.nan)):
+            values[np.arange(cases), rng.integers(num_agents, size=cases), column] = special
+        masks = np.ones((cases, num_agents), np.float32)
+        if masked:
+            masks[:] = 0.0
+            for m in range(1, cases + 1):
+                masks[m - 1, rng.permutation(num_agents)[:m]] = 1.0
+            values[masks == 0, 0] = 1000 * rng.choice([-1, 1], int((masks == 0).sum()))
+        outs = _robust_rules(num_agents, trim, masked)(jnp.asarray(values), jnp.asarray(masks))
+        for rule, out in zip(("median", "trimmed_mean"), outs):
+            for case in range(cases):
+                expected = _numpy_rule(rule, values[case], masks[case], trim)
+                for k in (0, num_agents - 1):  # every agent receives the aggregate
+                    np.testing.assert_allclose(out[case, k], expected, rtol=1e-6,
+                                               err_msg=f"{rule} K={num_agents} case={case} masked={masked}")

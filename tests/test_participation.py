@@ -1,6 +1,7 @@
 """Partial participation (a random subset of agents enters each average; every agent receives the
 new model) and communication accounting."""
 
+import functools
 import json
 import math
 
@@ -98,3 +99,78 @@ def test_a_partial_round_averages_the_recorded_participants_and_communication_is
 def test_bad_participation_raises_before_compiling(value):
     with pytest.raises(ValueError, match=rf"participation must be in \(0, 1\], got {value}"):
         _config(participation=value).validate()
+
+
+# -- fault injection: one agent's upload is NaN or 1e6 -------------------------------------------------
+
+FAULT_AGENT = dict(AGENT, learning_starts=10)  # the first round (steps 1-5) does not train
+
+
+@functools.lru_cache(maxsize=None)
+def _fault_round(aggregation):
+    """One round (E = 5, K = 5, no training) from a state in which every agent holds agent 0's
+    model except the faulty ones: `run(faulty_agents, value) -> (state after, metrics, model)`."""
+    config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=FAULT_AGENT, physics=("length",),
+                                  num_agents=5, sync_every=5, steps_per_agent=5, eval_every_rounds=1,
+                                  eval_episodes=1, sweep_points=2, aggregation=aggregation)
+    trainer = train.make_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    model = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), state.agents.learner.shared)
+    run_block = jax.jit(trainer.run_block)
+
+    def run(faulty_agents, value):
+        shared = jax.tree.map(lambda x: x.at[jnp.asarray(faulty_agents)].set(value), model)
+        learner = state.agents.learner.replace(shared=shared)
+        after, metrics = run_block(state.replace(agents=state.agents.replace(learner=learner)), trainer.hparams, 0)
+        return after, jax.device_get(metrics), model
+
+    return trainer, run
+
+
+@pytest.mark.parametrize("value", [np.nan, 1e6])
+@pytest.mark.parametrize("aggregation", ["mean", "median", "trimmed_mean"])
+def test_a_faulty_upload_stops_the_mean_and_is_absorbed_by_the_robust_rules(aggregation, value):
+    trainer, run = _fault_round(aggregation)
+    after, metrics, model = run([1], value)
+    received = after.agents.learner.shared
+    if aggregation != "mean":
+        # The global model is the honest agents' (all equal, so also their mean): bit for bit for
+        # the median, up to rounding for the trimmed mean (trim 0.25 of 5: it averages 3 of them).
+        if aggregation == "median":
+            chex.assert_trees_all_equal(received, model)
+        else:
+            chex.assert_trees_all_close(received, model, rtol=1e-6, atol=0)
+        np.testing.assert_array_equal(metrics["nonfinite_uploads"], [0, 1, 0, 0, 0] if np.isnan(value) else 0)
+        experiment.check_finite(metrics, trainer, seed=0, block=0)  # the run goes on
+    elif np.isnan(value):
+        with pytest.raises(experiment.NonFiniteError, match=r"non-finite shared parameters .* agent 1, at "
+                                                             r"environment step 5 \(block 0\)"):
+            experiment.check_finite(metrics, trainer, seed=0, block=0)
+    else:  # finite but wrong: the faulty agent drags every coordinate (4 model + 1e6) / 5
+        for got, honest in zip(jax.tree.leaves(received), jax.tree.leaves(model)):
+            np.testing.assert_allclose(got, (4 * np.asarray(honest, np.float64) + value) / 5, rtol=1e-5)
+        assert "nonfinite_uploads" not in metrics
+
+
+def test_a_faulty_majority_stops_the_median_naming_the_first_faulty_agent():
+    trainer, run = _fault_round("median")
+    _, metrics, _ = run([1, 3, 4], np.nan)
+    np.testing.assert_array_equal(metrics["nonfinite_uploads"], [0, 1, 0, 1, 1])
+    with pytest.raises(experiment.NonFiniteError, match=r"non-finite shared parameters .* agent 1, at environment"):
+        experiment.check_finite(metrics, trainer, seed=0, block=0)
+
+
+def test_config_json_records_the_rule_unless_it_is_the_mean(tmp_path):
+    """A run directory written before the rule was a setting holds the mean's run: config.json
+    names the rule only when it is not the mean (and trim only for the trimmed mean), so such a
+    directory still reads as finished for the mean, and not for another rule."""
+    recorded = {name: experiment.recorded_config(_config(**fields), num_seeds=2, seed=0)[0]
+                for name, fields in [("mean", {}), ("median", dict(aggregation="median")),
+                                     ("trimmed_mean", dict(aggregation="trimmed_mean", trim=0.3))]}
+    assert "aggregation" not in recorded["mean"] and "trim" not in recorded["mean"]
+    assert recorded["median"]["aggregation"] == "median" and "trim" not in recorded["median"]
+    assert (recorded["trimmed_mean"]["aggregation"], recorded["trimmed_mean"]["trim"]) == ("trimmed_mean", 0.3)
+    for name in ("config.json", experiment.FINISHED):
+        (tmp_path / name).write_text(json.dumps(recorded["mean"]))
+    assert experiment.progress_on_disk(str(tmp_path), recorded["mean"], 2)["state"] == "finished"
+    assert experiment.progress_on_disk(str(tmp_path), recorded["median"], 2)["state"] == "other settings"

@@ -84,14 +84,9 @@ class MLP(nn.Module):
         return nn.Dense(self.out_size)(x)
 
 
-# -- settings every off-policy agent has (declared once; DQN and DDPG add their own) -------------
+# -- settings every off-policy agent has (declared once; DQN and DDPG add their own; the robust
+# term's omega and tau are declared in agents/robust.py) ------------------------------------------
 
-ROBUST = Setting("robust", True, kind=bool,
-                 help="expectile network and omega term (set by the algorithm's name, not by hand)")
-OMEGA = Setting("omega", 0.1, interval(0, 1, high_open=True), leaf=True,
-                help="robustness level of the covering set", source="(our default)")
-TAU = Setting("tau", 0.01, interval(0, 0.5, low_open=True, high_open=True), leaf=True,
-              help="expectile level of the degree network D(s)", source="(paper)")
 GAMMA = Setting("gamma", 0.99, interval(0, 1, low_open=True), leaf=True, help="discount")
 LEARNING_RATE = Setting("learning_rate", 1e-3, positive, leaf=True)
 HIDDEN_SIZES = Setting("hidden_sizes", (256, 256), positive_sizes, kind="ints", help="MLP hidden layers")
@@ -113,29 +108,11 @@ def check_replay(config) -> None:
         raise ValueError(f"batch_size ({config.batch_size}) must be <= buffer_size ({config.buffer_size})")
 
 
-class RobustVariantConfig(settings.SettingsConfig):
-    """Config methods of an algorithm family with a robust variant (FedR*: expectile network and
-    omega term) and averaging baselines (*Avg: omega = 0, no expectile network). Subclasses name the
-    two: `ROBUST_NAME = "FedRDQN"`, `ROBUST_ALGO = "fedrdqn"`, `AVG_NAME = "DQNAvg"`."""
-
-    ROBUST_NAME = ROBUST_ALGO = AVG_NAME = ""
+class OffPolicyConfig(settings.SettingsConfig):
+    """Config methods of every replay-based agent: the cross-setting replay check."""
 
     def check_together(self) -> None:
         check_replay(self)
-        if not self.robust and self.omega != 0.0:
-            raise ValueError(
-                f"omega must be 0 for {self.AVG_NAME} (robust=False: no expectile network), got {self.omega}; "
-                f"{self.ROBUST_NAME} (algo {self.ROBUST_ALGO}) is the algorithm with omega > 0"
-            )
-
-    def hparams(self) -> Hyperparams:
-        """The vmappable leaves. The *Avg baselines have no omega leaf (their target has no
-        robustness term), so a sweep cannot silently change their discount."""
-        if self.robust:
-            return settings.hyperparams(self, self.ROBUST_NAME)
-        return settings.hyperparams(
-            self, f"{self.AVG_NAME} (omega is {self.ROBUST_NAME}'s; use algo {self.ROBUST_ALGO} to vary it)",
-            exclude=("omega",))
 
 
 def item_buffer(config):

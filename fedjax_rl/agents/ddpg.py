@@ -9,7 +9,9 @@
     theta' <- eta theta + (1 - eta) theta',  phi' likewise     after every gradient step (eta = 0.005)
 
 DDPGAvg(1) is omega = 0 with one critic and no expectile network; DDPGAvg(2) the same with two
-critics. The number of critics is a setting of every variant (`num_critics`). Everything here is
+critics. The number of critics is a setting of every variant (`num_critics`). The robust term
+(omega, tau, D, L_D and the target y) is the component in `agents/robust.py`: this module hands it
+V' and gets y back. Everything here is
 for *one* agent; `train.py` maps it over the agent axis and averages `shared` (theta, theta', psi,
 phi, phi') every E steps. `private` (optimizer states, replay buffer) never leaves the agent.
 
@@ -31,7 +33,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 from fedjax_rl import losses, settings
-from fedjax_rl.agents import base
+from fedjax_rl.agents import base, robust
 from fedjax_rl.agents.base import MLP, Transition
 from fedjax_rl.federated import FederatedState
 from fedjax_rl.settings import Setting, at_least, interval
@@ -40,9 +42,7 @@ _PAPER = "(paper)"
 _ZOO = "(RL-Zoo3 ddpg.yml/td3.yml, MuJoCo)"
 
 SETTINGS = (
-    base.ROBUST,
-    base.OMEGA,
-    base.TAU,
+    *robust.SETTINGS,
     Setting("num_critics", 1, at_least(1), kind=int,
             help="critics; the target takes the minimum of the target critics (2: clipped double Q)",
             source="(paper: 1 for FedRDDPG and DDPGAvg(1), 2 for DDPGAvg(2))"),
@@ -60,7 +60,7 @@ SETTINGS = (
 )
 
 
-class _DDPGConfigMethods(base.RobustVariantConfig):
+class _DDPGConfigMethods(robust.RobustVariantConfig):
     ROBUST_NAME, ROBUST_ALGO, AVG_NAME = "FedRDDPG", "fedrddpg", "DDPGAvg"
 
 
@@ -74,23 +74,23 @@ class DDPGShared:
     critic_target: Any
     actor: Any
     actor_target: Any
-    degree: Any  # expectile network D(s; psi); None without the robust term
+    degree: Any  # the robust term's expectile network D(s; psi); None without it
 
 
 @struct.dataclass
 class DDPGPrivate:
     critic_opt: Any
     actor_opt: Any
-    degree_opt: Any
+    degree_opt: Any  # the robust term's optimizer state; None without it
     buffer: Any
 
 
 class DDPGAgent:
     """The FedRDDPG/DDPGAvg learning rule for one agent, with static shapes closed over."""
 
-    loss_names = ("critic_loss", "actor_loss", "degree_loss")
+    loss_names = ("critic_loss", "actor_loss", robust.LOSS_NAME)
     loss_descriptions = {"critic_loss": "Q loss (critic_loss)", "actor_loss": "actor loss (actor_loss)",
-                         "degree_loss": "expectile loss (degree_loss)"}
+                         **robust.LOSS_DESCRIPTIONS}
 
     def __init__(self, config, obs_shape: tuple[int, ...], action_space, total_steps: int):
         config.validate()
@@ -105,8 +105,8 @@ class DDPGAgent:
         action_size = int(np.prod(self.action_shape))
         self.actor_net = MLP(config.hidden_sizes, action_size)
         self.critic_net = MLP(config.hidden_sizes, 1)
-        self.degree_net = MLP(config.hidden_sizes, 1)
         self.optimizer = base.adam()  # SB3's DDPG/TD3: Adam, no gradient clipping
+        self.robust = robust.RobustTerm(config, self.optimizer)
         self.buffer = base.item_buffer(config)
 
     @staticmethod
@@ -134,9 +134,6 @@ class DDPGAgent:
         x = jnp.concatenate([obs, flat_action], axis=-1)
         return jax.vmap(lambda p: self.critic_net.apply(p, x)[..., 0])(critic_params)
 
-    def degree(self, degree_params, obs: jax.Array) -> jax.Array:
-        return self.degree_net.apply(degree_params, obs)[..., 0]
-
     def to_env_action(self, normalised: jax.Array) -> jax.Array:
         """[-1, 1]^d -> the env's Box [low, high] (affine)."""
         return self.action_low + (normalised + 1.0) * 0.5 * (self.action_high - self.action_low)
@@ -154,17 +151,13 @@ class DDPGAgent:
         )
         # The expectile key is split without the robust term too, so omega = 0 FedRDDPG and
         # DDPGAvg(1) draw the same actor and critics and can be compared exactly.
-        degree = self.degree_net.init(degree_key, dummy_obs) if self.config.robust else None
+        robust_shared, robust_private = self.robust.init(degree_key, dummy_obs)
         dummy = Transition(obs=dummy_obs, action=dummy_action, reward=jnp.float32(0.0), next_obs=dummy_obs,
                            terminated=jnp.bool_(False))
         return FederatedState(
-            shared=DDPGShared(critic=critic, critic_target=critic, actor=actor, actor_target=actor, degree=degree),
-            private=DDPGPrivate(
-                critic_opt=self.optimizer.init(critic),
-                actor_opt=self.optimizer.init(actor),
-                degree_opt=self.optimizer.init(degree) if degree is not None else None,
-                buffer=self.buffer.init(dummy),
-            ),
+            shared=DDPGShared(critic=critic, critic_target=critic, actor=actor, actor_target=actor, **robust_shared),
+            private=DDPGPrivate(critic_opt=self.optimizer.init(critic), actor_opt=self.optimizer.init(actor),
+                                buffer=self.buffer.init(dummy), **robust_private),
         )
 
     # -- acting ------------------------------------------------------------------------------
@@ -189,9 +182,6 @@ class DDPGAgent:
 
     # -- learning ----------------------------------------------------------------------------
 
-    def _omega(self, hp):
-        return hp.omega if self.config.robust else 0.0
-
     def next_values(self, shared: DDPGShared, batch: Transition) -> jax.Array:
         """Q_i(s', pi(s'; phi'); theta_i') for every target critic: [num_critics, batch]."""
         return self.critics(shared.critic_target, batch.next_obs, self.actor(shared.actor_target, batch.next_obs))
@@ -200,11 +190,7 @@ class DDPGAgent:
         """(y, V'): the critic target and the bootstrap value min_i Q_i' (before the episode-end rule)."""
         next_values = self.next_values(shared, batch)
         next_value = losses.clipped_double_q(next_values)
-        if self.config.robust:
-            degree = self.degree(shared.degree, batch.obs)
-        else:
-            degree = jnp.zeros_like(next_value)
-        target = losses.robust_td_target(batch.reward, next_value, batch.terminated, degree, hp.gamma, self._omega(hp))
+        target = self.robust.td_target(shared, batch, next_value, hp)
         return jax.lax.stop_gradient(target), jax.lax.stop_gradient(next_value)
 
     def critic_loss(self, critic_params, batch: Transition, target: jax.Array) -> jax.Array:
@@ -215,10 +201,6 @@ class DDPGAgent:
         first_critic = jax.tree.map(lambda x: x[:1], critic_params)
         return losses.actor_loss(self.critics(first_critic, obs, self.actor(actor_params, obs))[0])
 
-    def degree_loss(self, degree_params, next_value: jax.Array, batch: Transition, hp) -> jax.Array:
-        target = losses.expectile_target(next_value, batch.terminated)
-        return jnp.mean(losses.expectile_loss(target, self.degree(degree_params, batch.obs), hp.tau))
-
     def update(self, state: FederatedState, batch: Transition, hp):
         """One gradient step on `batch`: critics (and D), then the actor against the updated
         critic, then soft target updates (SB3's TD3/DDPG order)."""
@@ -227,23 +209,18 @@ class DDPGAgent:
         critic_loss, critic_grads = jax.value_and_grad(self.critic_loss)(shared.critic, batch, target)
         critic, critic_opt = base.apply_updates(self.optimizer, shared.critic, critic_grads, private.critic_opt,
                                                 hp.learning_rate)
-        degree, degree_opt, degree_loss = shared.degree, private.degree_opt, jnp.float32(0.0)
-        if self.config.robust:
-            degree_loss, degree_grads = jax.value_and_grad(self.degree_loss)(shared.degree, next_value, batch, hp)
-            degree, degree_opt = base.apply_updates(self.optimizer, shared.degree, degree_grads, private.degree_opt,
-                                                    hp.learning_rate)
+        shared, private, degree_loss = self.robust.update(shared, private, batch, next_value, hp)
         actor_loss, actor_grads = jax.value_and_grad(self.actor_loss)(shared.actor, critic, batch.obs)
         actor, actor_opt = base.apply_updates(self.optimizer, shared.actor, actor_grads, private.actor_opt,
                                               hp.learning_rate)
         eta = hp.target_update_rate
-        shared = DDPGShared(
+        shared = shared.replace(
             critic=critic,
             critic_target=optax.incremental_update(critic, shared.critic_target, eta),
             actor=actor,
             actor_target=optax.incremental_update(actor, shared.actor_target, eta),
-            degree=degree,
         )
-        private = private.replace(critic_opt=critic_opt, actor_opt=actor_opt, degree_opt=degree_opt)
+        private = private.replace(critic_opt=critic_opt, actor_opt=actor_opt)
         return FederatedState(shared=shared, private=private), (critic_loss, actor_loss, degree_loss)
 
     def gradient_step(self, state: FederatedState, key: jax.Array, hp):

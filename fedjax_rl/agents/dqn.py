@@ -6,7 +6,9 @@
     theta' <- eta theta + (1 - eta) theta'   every `target_update_interval` steps (hard update: eta = 1)
 
 DQNAvg is FedRDQN with omega = 0 and no expectile network (`robust=False`). Its hyperparameters have
-no omega leaf, so a sweep cannot give it a robustness term by accident.
+no omega leaf, so a sweep cannot give it a robustness term by accident. The robust term (omega, tau,
+D, L_D and the target y) is the component in `agents/robust.py`: this module hands it
+V(s') = max_a' Q(s', a'; theta') and gets y back.
 
 Everything in this module is written for *one* agent; `train.py` maps it over the agent axis.
 The state is a `FederatedState`: `shared` (theta, theta', psi) is what the server averages every
@@ -24,7 +26,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 from fedjax_rl import losses, settings
-from fedjax_rl.agents import base
+from fedjax_rl.agents import base, robust
 from fedjax_rl.agents.base import MLP, Transition
 from fedjax_rl.federated import FederatedState
 from fedjax_rl.settings import Setting, interval
@@ -37,9 +39,7 @@ _PAPER = "(paper, federated replay)"
 # Defaults: RL-Zoo3's CartPole-v1 DQN with the paper's federated replay settings (batch 16, buffer
 # 1000). `fedjax_rl.configs.ZOO_DQN` holds the other tasks' sets.
 SETTINGS = (
-    base.ROBUST,
-    base.OMEGA,
-    base.TAU,
+    *robust.SETTINGS,
     base.HIDDEN_SIZES.with_default((256, 256), _ZOO),
     base.LEARNING_RATE.with_default(2.3e-3, _ZOO),
     base.GAMMA.with_default(0.99, _ZOO),
@@ -58,7 +58,7 @@ SETTINGS = (
 )
 
 
-class _DQNConfigMethods(base.RobustVariantConfig):
+class _DQNConfigMethods(robust.RobustVariantConfig):
     ROBUST_NAME, ROBUST_ALGO, AVG_NAME = "FedRDQN", "fedrdqn", "DQNAvg"
 
 
@@ -70,13 +70,13 @@ DQNConfig = settings.config_class("DQNConfig", SETTINGS, base=_DQNConfigMethods,
 class DQNShared:
     q: Any
     q_target: Any
-    degree: Any  # expectile network D(s; psi); None for DQNAvg
+    degree: Any  # the robust term's expectile network D(s; psi); None for DQNAvg
 
 
 @struct.dataclass
 class DQNPrivate:
     q_opt: Any
-    degree_opt: Any
+    degree_opt: Any  # the robust term's optimizer state; None for DQNAvg
     buffer: Any
 
 
@@ -91,8 +91,8 @@ def linear_epsilon(config, step: jax.Array, total_steps: int) -> jax.Array:
 class DQNAgent:
     """The FedRDQN/DQNAvg learning rule for one agent, with static shapes closed over."""
 
-    loss_names = ("td_loss", "degree_loss")
-    loss_descriptions = {"td_loss": "Q loss (td_loss)", "degree_loss": "expectile loss (degree_loss)"}
+    loss_names = ("td_loss", robust.LOSS_NAME)
+    loss_descriptions = {"td_loss": "Q loss (td_loss)", **robust.LOSS_DESCRIPTIONS}
 
     def __init__(self, config, obs_shape: tuple[int, ...], action_space, total_steps: int):
         config.validate()
@@ -102,8 +102,8 @@ class DQNAgent:
         self.num_actions = int(action_space if isinstance(action_space, int) else action_space.n)
         self.total_steps = int(total_steps)
         self.q_net = MLP(config.hidden_sizes, self.num_actions)
-        self.degree_net = MLP(config.hidden_sizes, 1)
         self.optimizer = base.adam(config.max_grad_norm)
+        self.robust = robust.RobustTerm(config, self.optimizer)
         self.buffer = base.item_buffer(config)
         self.gradient_steps = base.num_gradient_steps(config)
 
@@ -124,7 +124,7 @@ class DQNAgent:
         q = self.q_net.init(q_key, dummy_obs)
         # The expectile key is split for DQNAvg too, so omega = 0 FedRDQN and DQNAvg draw the
         # same Q initialisation and can be compared exactly.
-        degree = self.degree_net.init(degree_key, dummy_obs) if self.config.robust else None
+        robust_shared, robust_private = self.robust.init(degree_key, dummy_obs)
         dummy = Transition(
             obs=dummy_obs,
             action=jnp.int32(0),
@@ -133,12 +133,8 @@ class DQNAgent:
             terminated=jnp.bool_(False),
         )
         return FederatedState(
-            shared=DQNShared(q=q, q_target=q, degree=degree),
-            private=DQNPrivate(
-                q_opt=self.optimizer.init(q),
-                degree_opt=self.optimizer.init(degree) if degree is not None else None,
-                buffer=self.buffer.init(dummy),
-            ),
+            shared=DQNShared(q=q, q_target=q, **robust_shared),
+            private=DQNPrivate(q_opt=self.optimizer.init(q), buffer=self.buffer.init(dummy), **robust_private),
         )
 
     # -- acting ------------------------------------------------------------------------------
@@ -169,46 +165,21 @@ class DQNAgent:
         """max_a' Q(s', a'; theta'), the bootstrap value shared by the TD and expectile targets."""
         return jnp.max(self.q_values(shared.q_target, batch.next_obs), axis=-1)
 
-    def degree(self, degree_params, obs: jax.Array) -> jax.Array:
-        return self.degree_net.apply(degree_params, obs)[..., 0]
-
-    def _omega(self, hp):
-        return hp.omega if self.config.robust else 0.0  # DQNAvg: the robust term vanishes
-
-    def td_loss(self, q_params, degree: jax.Array, next_value: jax.Array, batch: Transition, hp) -> jax.Array:
+    def td_loss(self, q_params, target: jax.Array, batch: Transition) -> jax.Array:
         """L_Q = E (Q(s, a; theta) - y)^2 with y the robust TD target (a constant for the gradient)."""
-        target = losses.robust_td_target(
-            batch.reward, next_value, batch.terminated, degree, hp.gamma, self._omega(hp)
-        )
         q_all = self.q_values(q_params, batch.obs)
         q_taken = jnp.take_along_axis(q_all, batch.action[..., None], axis=-1)[..., 0]
         return losses.mean_squared_td(q_taken, target)
-
-    def degree_loss(self, degree_params, next_value: jax.Array, batch: Transition, hp) -> jax.Array:
-        """L_D = E l_tau(V(s'), D(s; psi)), V(s') = 0 on termination."""
-        target = losses.expectile_target(next_value, batch.terminated)
-        return jnp.mean(losses.expectile_loss(target, self.degree(degree_params, batch.obs), hp.tau))
 
     def gradient_step(self, state: FederatedState, key: jax.Array, hp):
         batch = self.buffer.sample(state.private.buffer, key).experience
         shared, private = state.shared, state.private
         next_value = jax.lax.stop_gradient(self.next_value(shared, batch))
-        if self.config.robust:
-            degree = jax.lax.stop_gradient(self.degree(shared.degree, batch.obs))
-        else:
-            degree = jnp.zeros_like(next_value)
-        td_loss, q_grads = jax.value_and_grad(self.td_loss)(shared.q, degree, next_value, batch, hp)
+        target = self.robust.td_target(shared, batch, next_value, hp)
+        td_loss, q_grads = jax.value_and_grad(self.td_loss)(shared.q, target, batch)
         q, q_opt = base.apply_updates(self.optimizer, shared.q, q_grads, private.q_opt, hp.learning_rate)
-        degree_params, degree_opt, degree_loss = shared.degree, private.degree_opt, jnp.float32(0.0)
-        if self.config.robust:
-            degree_loss, degree_grads = jax.value_and_grad(self.degree_loss)(shared.degree, next_value, batch, hp)
-            degree_params, degree_opt = base.apply_updates(
-                self.optimizer, shared.degree, degree_grads, private.degree_opt, hp.learning_rate
-            )
-        state = FederatedState(
-            shared=shared.replace(q=q, degree=degree_params),
-            private=private.replace(q_opt=q_opt, degree_opt=degree_opt),
-        )
+        shared, private, degree_loss = self.robust.update(shared, private, batch, next_value, hp)
+        state = FederatedState(shared=shared.replace(q=q), private=private.replace(q_opt=q_opt))
         return state, (td_loss, degree_loss)
 
     def learn(self, state: FederatedState, key: jax.Array, step: jax.Array, hp):

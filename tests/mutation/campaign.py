@@ -28,6 +28,7 @@ Hypothesis runs its `mutation` profile (more examples than CI's) in every test c
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
@@ -93,18 +94,28 @@ TARGETS = (
     )),
     # The learning rule: targets, losses, gradient steps, target-network updates.
     Target("dqn", "fedjax_rl/agents/dqn.py",
-           ("next_value", "degree", "_omega", "td_loss", "degree_loss", "gradient_step", "learn", "update_target"), (
+           ("next_value", "td_loss", "gradient_step", "learn", "update_target"), (
         "tests/test_dqn.py::test_agent_losses_match_hand_computation", "tests/test_golden.py",
         "tests/test_dqn_invariants.py", "tests/test_dqn.py::test_omega_zero_reproduces_dqnavg_exactly",
     )),
     Target("ddpg", "fedjax_rl/agents/ddpg.py",
-           ("_omega", "next_values", "critic_target", "critic_loss", "actor_loss", "degree_loss", "update",
-            "gradient_step", "learn"), (
+           ("next_values", "critic_target", "critic_loss", "actor_loss", "update", "gradient_step", "learn"), (
         "tests/test_ddpg.py::test_critic_target_and_losses_match_hand_computation",
         "tests/test_ddpg.py::test_truncation_bootstraps_and_termination_does_not",
         "tests/test_ddpg.py::test_one_actor_step_increases_q_of_the_policy",
         "tests/test_ddpg.py::test_omega_zero_with_one_critic_is_ddpgavg1_exactly",
         "tests/test_ddpg.py::test_one_trace_per_configuration_and_sync_invariants",
+    )),
+    # The robust term both agents compose (omega, D(s; psi), its expectile loss and step, the robust
+    # target, the *Avg baselines' omega rule): the toy agent's exact numbers first, then each host.
+    Target("robust", "fedjax_rl/agents/robust.py",
+           ("check_together", "hparams", "init", "degree", "omega", "td_target", "loss", "update"), (
+        "tests/test_robust.py",
+        "tests/test_dqn.py::test_agent_losses_match_hand_computation",
+        "tests/test_ddpg.py::test_critic_target_and_losses_match_hand_computation",
+        "tests/test_dqn.py::test_omega_zero_reproduces_dqnavg_exactly",
+        "tests/test_ddpg.py::test_omega_zero_with_one_critic_is_ddpgavg1_exactly",
+        "tests/test_dqn_invariants.py", "tests/test_golden.py",
     )),
     # Derived physics, reward, goal and the params' defaults. Not the dynamics (acrobot_dsdt,
     # acrobot_rk4: 124 more mutants, which the parity tests of tests/test_envs.py check step by
@@ -211,8 +222,8 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("fedjax_rl/agents/dqn.py", "td_loss",
      "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=-1)[...,0]",
      "q_taken=jnp.take_along_axis(q_all,batch.action[...,None],axis=-1)[...,1]"): _CLAMPED,
-    ("fedjax_rl/agents/dqn.py", "degree", "returnself.degree_net.apply(degree_params,obs)[...,0]",
-     "returnself.degree_net.apply(degree_params,obs)[...,1]"): _CLAMPED,
+    ("fedjax_rl/agents/robust.py", "degree", "returnself.net.apply(degree_params,obs)[...,0]",
+     "returnself.net.apply(degree_params,obs)[...,1]"): _CLAMPED,
     ("fedjax_rl/agents/ddpg.py", "actor_loss", "first_critic=jax.tree.map(lambdax:x[:1],critic_params)",
      "first_critic=jax.tree.map(lambdax:x[:2],critic_params)"):
         "the next line takes critic [0] of the sliced stack, so slicing more critics only evaluates "
@@ -452,6 +463,12 @@ def main() -> None:
     else:
         os.chdir(ROOT)
         for target in TARGETS:
+            # A function that moved or was renamed would silently leave its code unmutated.
+            defined = {node.name for node in ast.walk(ast.parse(Path(target.module).read_text()))
+                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            missing = [f for f in target.functions or () if f.partition(":")[0] not in defined]
+            if missing:
+                raise SystemExit(f"{target.name}: {', '.join(missing)} not defined in {target.module}")
             print(f"{target.name:16s} {sum(1 for _ in _mutations(target)):4d}")
 
 
