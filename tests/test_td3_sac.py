@@ -309,3 +309,27 @@ def test_registry_defaults_name_their_sources():
         configs.train_config("fedrsac", "Pendulum-v1", agent_overrides=dict(initial_alpha=0.0))
     with pytest.raises(ValueError, match=r"needs continuous \(Box\) actions; CartPole-v1 has Discrete"):
         configs.train_config("fedrsac", "CartPole-v1")
+
+
+# -- learning ----------------------------------------------------------------------------------------
+
+LEARN_STEPS = 4000
+LEARN_SEEDS = 4
+
+
+def learn_config(algo, steps=LEARN_STEPS):
+    """Pendulum-v1, mass m perturbed (p = 0.5), K = 5, E = 100; 64x64 networks and warm-up 500
+    (RL-Zoo3's Pendulum settings otherwise; paper batch 64)."""
+    return configs.train_config(
+        algo, "Pendulum-v1", physics=("m",), steps_per_agent=steps, eval_every_rounds=10, eval_episodes=5,
+        sweep_points=2,
+        agent_overrides=dict(hidden_sizes=(64, 64), learning_starts=500, buffer_size=steps,
+                             **({"omega": 0.1} if algo.startswith("fedr") else {})),
+    )
+
+
+def learn_returns(algo, steps=LEARN_STEPS, seeds=LEARN_SEEDS):
+    """Per seed: the nominal return at every evaluation, and the local-environment average at the end;
+    seeds vmapped in one program."""
+    _, metrics = jax.jit(jax.vmap(train.make_train(learn_config(algo, steps))))(train.seed_keys(0, seeds))
+    return np.asarray(metrics["curve"]["nominal_return"]), np.asarray(metrics["final"]["local_average"])
