@@ -170,7 +170,7 @@ def test_squashed_gaussian_log_prob_is_a_density():
 
 @pytest.mark.parametrize("robust", [True, False])
 def test_sac_target_and_losses_match_numpy(robust):
-    agent = sac_agent(robust)
+    agent = sac_agent(robust, learning_rate=0.1)  # a large first step, so using alpha after it would show
     state = _with_distinct_targets(agent, jax.random.key(2))
     log_alpha = np.log(0.3)
     state = state.replace(shared=state.shared.replace(log_alpha=jnp.float32(log_alpha)))
