@@ -190,7 +190,8 @@ def test_sac_target_and_losses_match_numpy(robust):
 
     _, jax_log_prob = agent.sample(shared.actor, BATCH.obs, jnp.asarray(NOISE, jnp.float32))
     np.testing.assert_allclose(jax_log_prob, log_prob, rtol=1e-4, atol=1e-5)
-    target, next_value = agent.critic_target(shared, BATCH, hp, jnp.float32(alpha), jnp.asarray(NEXT_NOISE, jnp.float32))
+    target, next_value = agent.critic_target(shared, BATCH, hp, jnp.float32(alpha),
+                                             jnp.asarray(NEXT_NOISE, jnp.float32))
     np.testing.assert_allclose(next_value, v_next, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(target, y, rtol=1e-5, atol=1e-5)
     assert float(agent.critic_loss(shared.critic, BATCH, target)) == pytest.approx(expected_critic, rel=1e-5)
@@ -224,8 +225,8 @@ def test_omega_zero_fedr_is_avg_bit_for_bit(make):
     assert float(robust.hparams().omega) == 0.0 and "omega" not in plain.hparams().names()
     step_r = jax.jit(lambda s, k: robust.gradient_step(s, k, robust.hparams()))
     step_p = jax.jit(lambda s, k: plain.gradient_step(s, k, plain.hparams()))
-    fill = lambda agent, state: agent.observe(agent.observe(agent.observe(state, _row(0)), _row(1)), _row(2))  # noqa: E731
-    state_r, state_p = fill(robust, state_r), fill(plain, state_p)
+    for i in range(3):  # the batch's three transitions into both replay buffers
+        state_r, state_p = robust.observe(state_r, _row(i)), plain.observe(state_p, _row(i))
     for i in range(2):  # two gradient steps: the second starts from what the first left
         state_r, losses_r = step_r(state_r, jax.random.key(10 + i))
         state_p, losses_p = step_p(state_p, jax.random.key(10 + i))
@@ -333,3 +334,23 @@ def learn_returns(algo, steps=LEARN_STEPS, seeds=LEARN_SEEDS):
     seeds vmapped in one program."""
     _, metrics = jax.jit(jax.vmap(train.make_train(learn_config(algo, steps))))(train.seed_keys(0, seeds))
     return np.asarray(metrics["curve"]["nominal_return"]), np.asarray(metrics["final"]["local_average"])
+
+
+def test_fedrsac_learns_pendulum_with_perturbed_mass():
+    """A uniformly random policy returns -1199 on Pendulum-v1 (registry, 1000 episodes). After 4000
+    steps per agent, the median over 4 vmapped seeds of the global policy's nominal return and of
+    its average over the agents' own environments must reach -600 (half of random's cost), as the
+    DDPG test in tests/test_ddpg.py asks.
+
+    Measured on the shared 2-core AMD EPYC (load average 12), per seed 0..3:
+      default ISA   nominal -175.7 -101.4 -129.9 -161.3 (median -145.6; margin 454 to -600)
+                    local   -136.2 -166.2 -222.8 -233.9 (median -194.5; margin 405)
+      AVX2          see the report of the commit that added this test (also in the README)
+    The evaluations at 1000, 2000 and 3000 steps are about -1600, -1250 and -460: 4000 steps is the
+    budget with a margin. Cost: about 200 s, 145 s of it compilation, on the loaded machine.
+    """
+    curve, local = learn_returns("fedrsac")
+    nominal = curve[:, -1]
+    print(f"fedrsac: nominal {np.round(nominal, 1)}, local average {np.round(local, 1)}")
+    assert np.median(nominal) >= -600.0
+    assert np.median(local) >= -600.0

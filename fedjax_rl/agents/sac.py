@@ -250,8 +250,8 @@ class SACAgent:
     def gradient_step(self, state: FederatedState, key: jax.Array, hp):
         sample_key, noise_key, next_noise_key = jax.random.split(key, 3)
         batch = self.buffer.sample(state.private.buffer, sample_key).experience
-        batch_shape = batch.reward.shape
-        return self.update(state, batch, hp, self.noise(noise_key, batch_shape), self.noise(next_noise_key, batch_shape))
+        noise, next_noise = (self.noise(k, batch.reward.shape) for k in (noise_key, next_noise_key))
+        return self.update(state, batch, hp, noise, next_noise)
 
     def learn(self, state: FederatedState, key: jax.Array, step: jax.Array, hp):
         """Called after every environment step `step` (1-based): trains on schedule."""

@@ -9,7 +9,8 @@
     theta' <- eta theta + (1 - eta) theta', phi' likewise       against the just-updated critics, and then
                                                                 the soft target updates (SB3's order)
 
-TD3Avg is omega = 0 with no expectile network. TD3 is DDPG with three changes (twin critics,
+TD3Avg is omega = 0 with no expectile network. The reported `actor_loss` is 0 on the gradient steps
+without an actor step, so a block's mean is the actor loss times the fraction of steps that had one. TD3 is DDPG with three changes (twin critics,
 smoothing, delay), so the agent is `DDPGAgent` with its target and its gradient step replaced;
 acting (Gaussian exploration noise on the [-1, 1] action, uniform warm-up), the networks and the
 replay are DDPG's. The robust term is the component in `agents/robust.py`: this module hands it V'.
