@@ -342,12 +342,12 @@ def test_fedrsac_learns_pendulum_with_perturbed_mass():
     its average over the agents' own environments must reach -600 (half of random's cost), as the
     DDPG test in tests/test_ddpg.py asks.
 
-    Measured on the shared 2-core AMD EPYC (load average 12), per seed 0..3:
-      default ISA   nominal -175.7 -101.4 -129.9 -161.3 (median -145.6; margin 454 to -600)
-                    local   -136.2 -166.2 -222.8 -233.9 (median -194.5; margin 405)
-      AVX2          see the report of the commit that added this test (also in the README)
+    Measured on the shared 2-core AMD EPYC (AVX-512; load average 12-15), per seed 0..3, identical
+    under the default ISA and under XLA_FLAGS=--xla_cpu_max_isa=AVX2:
+      nominal -175.7 -101.4 -129.9 -161.3 (median -145.6; margin 454 to -600)
+      local   -136.2 -166.2 -222.8 -233.9 (median -194.5; margin 405 to -600)
     The evaluations at 1000, 2000 and 3000 steps are about -1600, -1250 and -460: 4000 steps is the
-    budget with a margin. Cost: about 200 s, 145 s of it compilation, on the loaded machine.
+    budget with a margin. Cost: 100-200 s including compilation on the loaded machine.
     """
     curve, local = learn_returns("fedrsac")
     nominal = curve[:, -1]
