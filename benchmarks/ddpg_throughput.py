@@ -20,11 +20,14 @@ with perturbed torso mass by default) stepped by `--engine` (MuJoCo's C engine b
 
   sb3    `sb3_ddpg_reference.py` (SB3 DDPG on gymnasium's MuJoCo Hopper-v4, the same federated loop,
          DDPGAvg(1)) run with the .venv-bench interpreter as a subprocess after each repeat of ours
-         (interleaved: the machine is shared); ratios are medians over medians.
+         (interleaved: the machine is shared); ratios are medians over medians. SAC rows
+         (`--algos fedrsac,sacavg`) are compared with SB3's SAC in the same loop (`--algo sac`:
+         SACAvg's work, log alpha averaged too), run beside SB3's DDPG in every repeat.
   memory `--memory-env` (Ant-v4): a FedRDDPG run of K x seeds agents with replay `--memory-buffer` in
          a child process; its peak RSS, RSS by stage and the replay's theoretical size.
 
 Usage: python benchmarks/ddpg_throughput.py [--env Hopper-v4] [--param torso] [--repeats 3] [--no-sb3]
+       [--algos fedrddpg,ddpgavg1,ddpgavg2,fedrsac,sacavg]
        [--memory-env Ant-v4 | ''] [--memory-into RESULTS_JSON] [--out PATH]
 Writes benchmarks/results/ddpg_throughput.json (or --out).
 """
@@ -46,7 +49,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-from fedjax_rl import configs, envs, train  # noqa: E402
+from fedjax_rl import agents, configs, envs, train  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "ddpg_throughput.json")
@@ -71,6 +74,25 @@ def update_flop(obs_size, act_size, num_critics, robust):
     degree_step = 3 * degree if robust else 0
     actor_step = actor + critic + critic + 2 * actor
     return target + critics_step + degree_step + actor_step
+
+
+def sac_update_flop(obs_size, act_size, num_critics, robust):
+    """FLOP of one SAC gradient step at batch 64 (the pieces of `SACAgent.update`): the policy on s
+    for the temperature's step; the policy on s', the target critics and D(s) for the target;
+    critics and D forward + backward; the policy on s again, the critics, the input-gradient
+    backward through them and the policy's backward for the actor step. The policy outputs a mean
+    and a log-std per action dimension."""
+    critic = dense_flop(BATCH, [obs_size + act_size, *HIDDEN, 1])
+    actor = dense_flop(BATCH, [obs_size, *HIDDEN, 2 * act_size])
+    degree = dense_flop(BATCH, [obs_size, *HIDDEN, 1])
+    target = actor + num_critics * critic + (degree if robust else 0)
+    actor_step = actor + 2 * num_critics * critic + 2 * actor
+    return actor + target + 3 * num_critics * critic + (3 * degree if robust else 0) + actor_step
+
+
+def sb3_family(algo) -> str:
+    """The SB3 algorithm a row of ours is compared with: "sac" for the SAC family, else "ddpg"."""
+    return "sac" if agents.get(algo).family == "SAC" else "ddpg"
 
 
 def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_size=100_000, engine=None):
@@ -107,7 +129,8 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
 
     obs_size = int(np.prod(trainer.agent.obs_shape))
     act_size = int(np.prod(trainer.agent.action_shape))
-    flop = update_flop(obs_size, act_size, config.agent.num_critics, config.agent.robust)
+    flop = (sac_update_flop if sb3_family(algo) == "sac" else update_flop)(
+        obs_size, act_size, config.agent.num_critics, config.agent.robust)
     row = dict(algo=algo, env=env_name, param=param, engine=config.engine, num_seeds=num_seeds, num_agents=K,
                compile_s=compile_s,
                agent_steps_per_call=agent_steps, flop_per_agent_step=flop,
@@ -158,8 +181,9 @@ def memory_case(env_name, param, num_seeds, buffer_size) -> dict:
                 compile_s=row["compile_s"])
 
 
-def run_sb3(env_name, body, num_seeds, steps, threads, python=BENCH_PYTHON) -> dict:
-    cmd = [python, os.path.join(HERE, "sb3_ddpg_reference.py"), "--env", env_name, "--body", body,
+def run_sb3(env_name, body, num_seeds, steps, threads, python=BENCH_PYTHON, algo="ddpg") -> dict:
+    cmd = [python, os.path.join(HERE, "sb3_ddpg_reference.py"), "--algo", algo, "--net-arch", ",".join(map(str, HIDDEN)),
+           "--env", env_name, "--body", body,
            "--agents", str(K), "--seeds", str(num_seeds), "--steps", str(steps), "--sync-every",
            str(SYNC_EVERY), "--learning-starts", str(BATCH), "--threads", str(threads)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -257,26 +281,32 @@ def main() -> None:
         cases.append((row, call, []))
         print(f"compiled {algo} {a.env}: {row['compile_s']:.0f}s", flush=True)
     body = envs.get_spec(a.env).perturbed[0] if param is None else param
-    sb3_runs = []
+    families = sorted({sb3_family(row["algo"]) for row, _, _ in cases})  # the SB3 algorithms to run
+    sb3_runs = {family: [] for family in families}
     for r in range(a.repeats):
         for row, call, calls in cases:
             calls.append(call())
             print(f"  rep {r}: ours {row['algo']}: {calls[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
                   f"(load {calls[-1]['load_avg_1min']:.1f})", flush=True)
-        if not a.no_sb3:
-            sb3_runs.append(run_sb3(a.env, body, a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python))
-            print(f"  rep {r}: sb3 DDPG: {sb3_runs[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
-                  f"(load {sb3_runs[-1]['load_avg_1min_at_end']:.1f})", flush=True)
+        for family in families if not a.no_sb3 else ():
+            sb3_runs[family].append(run_sb3(a.env, body, a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python, family))
+            print(f"  rep {r}: sb3 {family.upper()}: {sb3_runs[family][-1]['agent_steps_per_sec']:.1f} agent-steps/s "
+                  f"(load {sb3_runs[family][-1]['load_avg_1min_at_end']:.1f})", flush=True)
     peak = matmul_rate(a.seeds * K, cases[0][0]["obs_size"], cases[0][0]["action_size"])
-    sb3 = None
-    if sb3_runs:
-        sb3 = dict(common.median_rates(sb3_runs), threads=a.sb3_threads, runs=sb3_runs)
-        sb3["flop_per_sec"] = sb3["agent_steps_per_sec"] * update_flop(cases[0][0]["obs_size"],
-                                                                       cases[0][0]["action_size"], 1, False)
+    sb3_by_family = {}
+    for family, runs in sb3_runs.items():
+        if runs:
+            summary = dict(common.median_rates(runs), threads=a.sb3_threads, runs=runs)
+            flop = (sac_update_flop if family == "sac" else update_flop)(cases[0][0]["obs_size"],
+                                                                          cases[0][0]["action_size"], 1 + (family == "sac"), False)
+            summary["flop_per_sec"] = summary["agent_steps_per_sec"] * flop
+            summary["flop_per_agent_step"] = flop
+            sb3_by_family[family] = summary
+    sb3, sb3_sac = sb3_by_family.get("ddpg"), sb3_by_family.get("sac")
     rows = []
     for row, _, calls in cases:
         row["timed_calls"] = calls
-        row.update(common.median_rates(calls, sb3))
+        row.update(common.median_rates(calls, sb3_by_family.get(sb3_family(row["algo"]))))
         row["flop_per_sec"] = row["agent_steps_per_sec"] * row["flop_per_agent_step"]
         row["matmul_flop_per_sec"] = peak
         row["fraction_of_matmul_rate"] = row["flop_per_sec"] / peak
@@ -291,10 +321,10 @@ def main() -> None:
         print(f"{'fedjax_rl ' + r['algo']:<28}{r['agent_steps_per_sec']:>14.1f}{r['agent_steps_per_cpu_sec']:>10.1f}"
               f"{r['flop_per_agent_step'] / 1e6:>11.1f}{r['flop_per_sec'] / 1e9:>8.2f}{r['fraction_of_matmul_rate']:>10.1%}"
               f"{r.get('ratio_vs_sb3', float('nan')):>7.2f}{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.2f}")
-    if sb3:
-        print(f"{'SB3 DDPG (%d torch thread)' % a.sb3_threads:<28}{sb3['agent_steps_per_sec']:>14.1f}"
-              f"{sb3['agent_steps_per_cpu_sec']:>10.1f}{update_flop(rows[0]['obs_size'], rows[0]['action_size'], 1, False) / 1e6:>11.1f}"
-              f"{sb3['flop_per_sec'] / 1e9:>8.2f}{sb3['flop_per_sec'] / peak:>10.1%}{1.0:>7.2f}{1.0:>12.2f}")
+    for family, summary in sb3_by_family.items():
+        print(f"{'SB3 %s (%d torch thread)' % (family.upper(), a.sb3_threads):<28}{summary['agent_steps_per_sec']:>14.1f}"
+              f"{summary['agent_steps_per_cpu_sec']:>10.1f}{summary['flop_per_agent_step'] / 1e6:>11.1f}"
+              f"{summary['flop_per_sec'] / 1e9:>8.2f}{summary['flop_per_sec'] / peak:>10.1%}{1.0:>7.2f}{1.0:>12.2f}")
     info["load_average_1_5_15min_at_end"] = list(os.getloadavg())
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     target = next((r for r in rows if r["algo"] == "ddpgavg1"), rows[0])
@@ -305,13 +335,13 @@ def main() -> None:
                          sync_every=SYNC_EVERY,
                          hidden_sizes=list(HIDDEN), batch_size=BATCH, buffer_size=100_000, learning_starts=BATCH,
                          rounds_per_call=a.rounds_per_call),
-            matmul_flop_per_sec=peak, ours=rows, sb3=sb3, memory=memory,
+            matmul_flop_per_sec=peak, ours=rows, sb3=sb3, sb3_sac=sb3_sac, memory=memory,
             targets=dict(
                 sb3_ratio=dict(required=3, case=f"{target['algo']} (the same work as SB3 DDPG)",
-                               ratio=target.get("ratio_vs_sb3"),
+                               ratio=target.get("ratio_vs_sb3") if sb3 else None,
                                met=None if sb3 is None else target["ratio_vs_sb3"] >= 3),
                 sb3_ratio_per_cpu_second=dict(required=2, case=target["algo"],
-                                              ratio=target.get("ratio_vs_sb3_per_cpu_sec"),
+                                              ratio=target.get("ratio_vs_sb3_per_cpu_sec") if sb3 else None,
                                               met=None if sb3 is None else target["ratio_vs_sb3_per_cpu_sec"] >= 2),
                 matmul_fraction=dict(required=0.5, fractions={r["algo"]: r["fraction_of_matmul_rate"] for r in rows},
                                      met=all(r["fraction_of_matmul_rate"] >= 0.5 for r in rows)))),

@@ -6,7 +6,15 @@ tests/test_cli.py checks that it is current."""
 TABLE = {'train': [{'dest': 'algo',
             'flags': ['--algo'],
             'help': "algorithm (fedjax_rl.agents.ALGORITHMS) (default: 'fedrdqn')",
-            'choices': ['ddpgavg1', 'ddpgavg2', 'dqnavg', 'fedrddpg', 'fedrdqn']},
+            'choices': ['ddpgavg1',
+                        'ddpgavg2',
+                        'dqnavg',
+                        'fedrddpg',
+                        'fedrdqn',
+                        'fedrsac',
+                        'fedrtd3',
+                        'sacavg',
+                        'td3avg']},
            {'dest': 'env_name',
             'flags': ['--env-name', '--env'],
             'help': 'registered environment (fedjax_rl.envs): CartPole-v1, Acrobot-v1, MountainCar-v0, '
@@ -79,8 +87,8 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'omega',
             'flags': ['--omega'],
             'help': 'robustness level of the covering set, as --set omega=... (default: 0.1 for fedrdqn, '
-                    'fedrddpg; 0 for dqnavg, ddpgavg1, ddpgavg2 (fixed: the *Avg baselines have no robust '
-                    'term))'},
+                    'fedrddpg, fedrtd3, fedrsac; 0 for dqnavg, ddpgavg1, ddpgavg2, td3avg, sacavg (fixed: '
+                    'the *Avg baselines have no robust term))'},
            {'dest': 'tau',
             'flags': ['--tau'],
             'help': 'expectile level of the degree network D(s), as --set tau=... (default: 0.01)'}],
@@ -89,10 +97,14 @@ TABLE = {'train': [{'dest': 'algo',
              'exploration_initial_eps, gamma, gradient_steps, hidden_sizes, learning_rate, learning_starts, '
              'max_grad_norm, omega, target_update_interval, target_update_rate, tau, train_freq. DDPG: '
              'batch_size, buffer_size, exploration_noise, gamma, gradient_steps, hidden_sizes, '
-             'learning_rate, learning_starts, num_critics, omega, target_update_rate, tau, train_freq. '
-             "(default: none; each setting's default depends on the algorithm and the task, see "
-             'fedjax_rl/configs.py)',
- 'reproduce': {'tables': ['table1', 'table2'],
+             'learning_rate, learning_starts, num_critics, omega, target_update_rate, tau, train_freq. TD3: '
+             'batch_size, buffer_size, exploration_noise, gamma, gradient_steps, hidden_sizes, '
+             'learning_rate, learning_starts, num_critics, omega, policy_delay, target_noise_clip, '
+             'target_policy_noise, target_update_rate, tau, train_freq. SAC: batch_size, buffer_size, gamma, '
+             'gradient_steps, hidden_sizes, initial_alpha, learning_rate, learning_starts, num_critics, '
+             "omega, target_update_rate, tau, train_freq. (default: none; each setting's default depends on "
+             'the algorithm and the task, see fedjax_rl/configs.py)',
+ 'reproduce': {'tables': ['beyond_sac', 'table1', 'table2'],
                'seeds': 5,
                'tuning_seeds': 3,
                'omegas': '0.01,0.05,0.1,0.2',

@@ -124,6 +124,13 @@ TABLES = {
         missing_hint=("Table 2 needs the MuJoCo robots Ant-v4, Hopper-v4, HalfCheetah-v4 and Walker2d-v4 "
                       "with body-part physical parameters (torso, thigh, left_leg, left_foot, front_foot, "
                       "front_shin, back_left_leg, front_right_leg) registered in fedjax_rl.envs")),
+    # Beyond the paper (REPRODUCTION.md): the robust term on SAC, on two of Table 2's rows. The paper
+    # has no numbers for it; omega = 0 of the FedRSAC grid is SACAvg (its target's omega term vanishes).
+    "beyond_sac": Table(
+        "beyond_sac", "Beyond the paper: SACAvg vs FedRSAC",
+        (paper.PaperRow("Hopper-v4", "torso", "torso"), paper.PaperRow("Walker2d-v4", "left_foot", "left foot")),
+        programs=(Program("fedrsac", "fedrsac", "FedRSAC", zero_label="SACAvg"),),
+        robust_label="FedRSAC", baselines=("SACAvg",), paper_baseline="SACAvg"),
 }
 
 

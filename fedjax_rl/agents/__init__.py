@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from fedjax_rl.agents import ddpg, dqn
+from fedjax_rl.agents import ddpg, dqn, sac, td3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +66,14 @@ ALGORITHMS: dict[str, Algorithm] = {
                   defaults=dict(omega=0.0, num_critics=1), task_defaults=ddpg.task_defaults, family="DDPG"),
         Algorithm("ddpgavg2", "DDPGAvg(2)", ddpg.DDPGAgent, ddpg.DDPGConfig, fixed=dict(robust=False),
                   defaults=dict(omega=0.0, num_critics=2), task_defaults=ddpg.task_defaults, family="DDPG"),
+        Algorithm("fedrtd3", "FedRTD3", td3.TD3Agent, td3.TD3Config, fixed=dict(robust=True), defaults={},
+                  task_defaults=td3.task_defaults, family="TD3"),
+        Algorithm("td3avg", "TD3Avg", td3.TD3Agent, td3.TD3Config, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0), task_defaults=td3.task_defaults, family="TD3"),
+        Algorithm("fedrsac", "FedRSAC", sac.SACAgent, sac.SACConfig, fixed=dict(robust=True), defaults={},
+                  task_defaults=sac.task_defaults, family="SAC"),
+        Algorithm("sacavg", "SACAvg", sac.SACAgent, sac.SACConfig, fixed=dict(robust=False),
+                  defaults=dict(omega=0.0), task_defaults=sac.task_defaults, family="SAC"),
     )
 }
 

@@ -1,7 +1,7 @@
 """The robust term of the FedR* algorithms as one component that a base algorithm composes
 (DESIGN.md, "The robust term on any actor-critic").
 
-The base algorithm (DQN, DDPG; TD3 or SAC next) computes the next-state value V(s') it bootstraps
+The base algorithm (DQN, DDPG, TD3, SAC) computes the next-state value V(s') it bootstraps
 from and hands it over; the component returns the target and trains the expectile network:
 
     y   = r + gamma (1 - omega) V(s') + gamma omega D(s; psi)       V(s') = 0 on termination
