@@ -127,7 +127,7 @@ def test_omega_zero_with_one_critic_is_ddpgavg1_exactly():
 
 
 def test_bad_settings_and_action_spaces_raise_before_compiling():
-    with pytest.raises(ValueError, match=r"DDPG needs continuous \(Box\) actions; CartPole-v1 has Discrete"):
+    with pytest.raises(ValueError, match=r"the actor-critics \(DDPG, TD3, SAC\) need continuous \(Box\) actions; CartPole-v1 has Discrete"):
         configs.train_config("fedrddpg", "CartPole-v1")
     with pytest.raises(ValueError, match=r"DQN needs discrete actions; Pendulum-v1 has Box"):
         configs.train_config("fedrdqn", "Pendulum-v1", physics=("m",))
