@@ -491,6 +491,45 @@ def test_spaces_and_reset_observation():
     assert abs(float(obs[0])) < 0.05 and 1.35 < float(obs[1]) < 1.45 and float(obs[6] + obs[7]) == 0.0
 
 
+def test_observation_reads_the_landers_own_body_as_gymnasium_does():
+    """gymnasium's observation (`LunarLander.step`), in float64 numpy, of a state whose three bodies
+    all differ: the lander's origin, velocity, angle and spin, never a leg's, and each leg's own
+    contact flag (the reset state has every body at rest, so it cannot tell the bodies apart)."""
+    env = LunarLander()
+    _, state = env.reset(jax.random.PRNGKey(0), env.default_params)
+    pos = np.array([[9.0, 7.0], [8.0, 6.0], [11.0, 5.0]])
+    angle, spin = np.array([0.3, -0.4, 0.7]), np.array([0.6, -1.2, 2.4])
+    vel = np.array([[1.5, -2.5], [0.25, 0.75], [-3.0, 2.0]])
+    state = state.replace(pos=jnp.asarray(pos, jnp.float32), angle=jnp.asarray(angle, jnp.float32),
+                          vel=jnp.asarray(vel, jnp.float32), angvel=jnp.asarray(spin, jnp.float32),
+                          leg_contact=jnp.asarray([False, True]))
+    c, s = np.cos(angle[0]), np.sin(angle[0])
+    local = np.asarray(ll.LANDER_LOCAL_CENTER, np.float64)
+    origin = pos[0] - np.array([c * local[0] - s * local[1], s * local[0] + c * local[1]])  # lander.position
+    expected = [(origin[0] - ll.W / 2) / (ll.W / 2), (origin[1] - (ll.HELIPAD_Y + ll.LEG_DOWN / ll.SCALE)) / (ll.H / 2),
+                vel[0, 0] * (ll.W / 2) / ll.FPS, vel[0, 1] * (ll.H / 2) / ll.FPS, angle[0], 20.0 * spin[0] / ll.FPS,
+                0.0, 1.0]
+    np.testing.assert_allclose(np.asarray(ll.observation(state)), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_reset_draws_the_wind_phases_with_gymnasiums_bounds(monkeypatch):
+    """gymnasium's reset draws wind_idx and torque_idx with `np_random.integers(-9999, 9999)` (the
+    high end excluded, as in `jax.random.randint`). One value more or less at either end changes
+    the distribution by 1 in 19,998, which no affordable sample can see, so the bounds are checked
+    where they are asked for."""
+    asked = []
+    draw = jax.random.randint
+
+    def recording(key, shape, minval, maxval, *args, **kwargs):
+        asked.append((minval, maxval))
+        return draw(key, shape, minval, maxval, *args, **kwargs)
+
+    monkeypatch.setattr(jax.random, "randint", recording)
+    env = LunarLander(enable_wind=True)
+    jax.eval_shape(env.reset_env, jax.random.key(0), env.default_params)
+    assert asked == [(-9999, 9999), (-9999, 9999)]
+
+
 def test_legs_hang_like_gymnasiums_after_reset():
     env = LunarLander()
     _, state = env.reset(jax.random.PRNGKey(0), env.default_params)

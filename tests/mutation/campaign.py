@@ -130,6 +130,7 @@ TARGETS = (
            ("observation", "shaping", "reward_fn", "step_with_noise", "is_terminated", r"_step:crashed|at_rest"), (
         "tests/test_termination.py",
         "tests/test_lunar_lander.py::test_reward_function_matches_gymnasium_on_its_own_states",
+        "tests/test_lunar_lander.py::test_observation_reads_the_landers_own_body_as_gymnasium_does",
         "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
         "tests/test_lunar_lander.py::test_time_limit_truncates_at_1000_steps",
     )),
@@ -140,6 +141,7 @@ TARGETS = (
             r"reset_env:^(?!.*(jnp\.zeros|jnp\.full|time=0))"), (
         "tests/test_lunar_lander.py::test_reset_step_matches_gymnasiums_for_the_same_push",
         "tests/test_lunar_lander.py::test_reset_starts_a_live_episode_with_random_wind_phases",
+        "tests/test_lunar_lander.py::test_reset_draws_the_wind_phases_with_gymnasiums_bounds",
         "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
         "tests/test_lunar_lander.py::test_legs_hang_like_gymnasiums_after_reset",
         "tests/test_lunar_lander.py::test_reset_distribution_matches_gymnasium",
@@ -153,6 +155,9 @@ TARGETS = (
 _LAST_AXIS_OF_2D = "axis 1 is axis -1 of the 2-D array it gets"
 _CLAMPED = ("the axis has size 1, and JAX clamps an out-of-range static index (documented indexing "
             "semantics), so [..., 1] reads the element [..., 0] reads")
+_LEGS_CANCEL = ("only the legs' mass-weighted sum of created positions is read (the position pass keeps "
+                "the centre of mass), both legs have one mass (one leg_density), and this x offset is "
+                "+-LEG_AWAY for the two legs (LEG_SIGNS), so it cancels whatever its size or sign")
 EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("fedjax_rl/evaluate.py", "mean_returns_over_params",
      "returnjnp.mean(returns_over_params(env,batched_params,policy,key,num_episodes,max_steps),axis=-1)",
@@ -211,6 +216,44 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "al=jnp.asarray(REF_ANGLE+jnp.asarray([joint_angle,joint_angle]))"):
         "the legs' created angles and positions are never read: the reset step uses the lander's "
         "centre only and sets the legs afresh (initial_bodies has no other caller)",
+    ("fedjax_rl/envs/lunar_lander.py", "observation", "v[1]*(H/2)/FPS,", "v[2]*(H/2)/FPS,"):
+        "v is a 2-vector and JAX clamps the out-of-range static index 2 to 1, the same element",
+    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
+     'created_legs=origin-jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
+        _LEGS_CANCEL,
+    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
+     'created_legs=origin+jnp.stack([-LEG_SIGNS/LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
+        _LEGS_CANCEL,
+    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY*SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
+        _LEGS_CANCEL,
+    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
+     'created_legs=origin+jnp.stack([LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
+        _LEGS_CANCEL,
+    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
+        "stacking two [2] vectors: axis 1 is the new last axis either way",
+    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
+     'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)-_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
+        "_LEG_CENTER, the centroid of the leg polygon in its own frame, is (0, 0) (the leg is a box about "
+        "its origin), so adding or subtracting its rotation adds zero",
+    ("fedjax_rl/envs/lunar_lander.py", "reset_env",
+     "state,obs,*_=self._step(engine_noise(k_step),state,0,params,force,first=True)",
+     "state,obs,*_=self._step(engine_noise(k_step),state,1,params,force,first=True)"):
+        "the action enters _step only through the engines' impulses on the velocities, and the reset step "
+        "(first=True) discards them: _reset_world_step starts the bodies from rest and computes every "
+        "velocity from the push, gravity and wind alone; reset_env keeps only the state and observation",
+    ("fedjax_rl/envs/lunar_lander.py", "initial_bodies",
+     "returnjnp.concatenate([p0[None],pl]),jnp.concatenate([jnp.zeros(1),al])",
+     "returnjnp.concatenate([p0[None],pl]),jnp.concatenate([jnp.zeros(2),al])"):
+        "of the created angles only the lander's (index 0, zero either way) is read: the reset step "
+        "replaces the whole angle array, one entry per body",
     ("fedjax_rl/agents/dqn.py", "next_value",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
