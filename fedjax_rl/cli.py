@@ -40,7 +40,7 @@ ALIASES = {
     "num_devices": ("--devices",),
 }
 AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
-DEFAULT_ENV = "CartPole-v1"
+DEFAULT_ENV = "CartPole-v1"  # run_config.DEFAULT_ENV, not imported here: --help imports no JAX
 
 
 def _flag(name: str) -> str:
@@ -52,7 +52,7 @@ def flag_table() -> dict:
     (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
     what `fedjax_rl/cli_flags.py` holds. Imports JAX and every settings module."""
     from fedjax_rl import agents, configs, envs, reproduce
-    from fedjax_rl.train import TRAIN_SETTINGS
+    from fedjax_rl.run_config import TRAIN_SETTINGS
 
     resolved = {
         "env_name": repr(DEFAULT_ENV),
@@ -207,7 +207,7 @@ def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
     from fedjax_rl import agents, configs
-    from fedjax_rl.train import TRAIN_SETTINGS
+    from fedjax_rl.run_config import TRAIN_SETTINGS
 
     algo = args.algo or TRAIN_SETTINGS[0].default
     algorithm = agents.get(algo)
@@ -232,8 +232,7 @@ def cmd_train(args) -> None:
     from fedjax_rl import distributed, experiment
 
     try:
-        config = config_from_args(args)
-        config.validate()
+        config = config_from_args(args)  # validated, before anything compiles
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         run_batch = experiment.parse_run_batch(args.run_batch)

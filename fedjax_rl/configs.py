@@ -14,6 +14,7 @@ Training-loop defaults resolved per task:
 from __future__ import annotations
 
 from fedjax_rl import agents, envs
+from fedjax_rl.run_config import TrainConfig
 from fedjax_rl.agents.dqn import ZOO_DQN  # noqa: F401  (the DQN per-task table, kept under its old name)
 
 PAPER_FEDERATED = dict(batch_size=16, buffer_size=1000)  # the paper's DQN replay settings
@@ -38,8 +39,6 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     """A consistent `TrainConfig`: declared, algorithm and task defaults, then `overrides`
     (TrainConfig fields) and `agent_overrides` (the algorithm's settings). Raises a ValueError
     naming a bad or unknown setting; compiles nothing."""
-    from fedjax_rl.train import TrainConfig
-
     algorithm = agents.get(algo)
     envs.get_spec(env_name)  # an unknown name raises with the allowed names
     engine = envs.check_engine(env_name, overrides.get("engine"))
