@@ -323,12 +323,12 @@ def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
 
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
-    from fedjax_rl import experiment, reproduce
+    from fedjax_rl import experiment, reproduce, reproduce_report
 
     if args.report_only:
         if args.status:
             raise SystemExit("fedjax-rl: error: --report-only and --status exclude each other (--status writes nothing)")
-        result = reproduce.write_outputs(reproduce.get_table(args.table), args.out)
+        result = reproduce_report.write_outputs(reproduce.get_table(args.table), args.out)
         if not result["rows"]:
             raise SystemExit(f"fedjax-rl: error: no finished {args.table} rows (row.json) under {args.out}")
         for path in result["paths"]:
