@@ -40,7 +40,7 @@ ALIASES = {
     "num_devices": ("--devices",),
 }
 AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
-DEFAULT_ENV = "CartPole-v1"  # run_config.DEFAULT_ENV, not imported here: --help imports no JAX
+DEFAULT_ENV = "CartPole-v1"  # configs.DEFAULT_ENV, not imported here: --help imports no JAX
 
 
 def _flag(name: str) -> str:
@@ -52,7 +52,7 @@ def flag_table() -> dict:
     (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
     what `fedjax_rl/cli_flags.py` holds. Imports JAX and every settings module."""
     from fedjax_rl import agents, configs, envs, reproduce
-    from fedjax_rl.run_config import TRAIN_SETTINGS
+    from fedjax_rl.configs import TRAIN_SETTINGS
 
     resolved = {
         "env_name": repr(DEFAULT_ENV),
@@ -207,7 +207,7 @@ def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
     from fedjax_rl import agents, configs
-    from fedjax_rl.run_config import TRAIN_SETTINGS
+    from fedjax_rl.configs import TRAIN_SETTINGS
 
     algo = args.algo or TRAIN_SETTINGS[0].default
     algorithm = agents.get(algo)

@@ -38,7 +38,7 @@ import numpy as np
 
 from fedjax_rl import checkpoint, distributed, federated, machine
 from fedjax_rl.checkpoint import DamagedFile, read_json
-from fedjax_rl.run_config import TrainConfig
+from fedjax_rl.configs import TrainConfig
 from fedjax_rl.train import make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"

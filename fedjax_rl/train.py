@@ -20,7 +20,7 @@ from `sgd_step`:
 
 `hp` is the agent's numeric hyperparameters (`config.agent.hparams()`), a pytree argument rather than
 a constant, so a sweep over them is a vmap. The run's settings (`TrainConfig`) live in
-`fedjax_rl.run_config`; this module names no algorithm.
+`fedjax_rl.configs`; this module names no algorithm.
 
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
 parts, bound to one setup by `make_trainer(config)` (`.init`, `.run_block`, `.finalize`), let a host
@@ -50,7 +50,7 @@ from flax import struct
 
 from fedjax_rl import envs, evaluate, federated, heterogeneity
 from fedjax_rl.agents.base import Transition
-from fedjax_rl.run_config import TrainConfig
+from fedjax_rl.configs import TrainConfig
 
 PARAMETERS = "parameters"  # the quantity name for non-finite shared parameters
 _SERVER_STREAM = 0x5E  # fold_in tag of the server's key stream (participant draws)
@@ -220,12 +220,10 @@ def agent_local_round(setup: Setup, carry: AgentCarry, round_index, hp):
 
 
 def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight):
-    """E local steps of one agent, then the server's aggregate of the shared leaves (over the axis)."""
-    steps = round_steps(setup, round_index)
-    return federated.federated_round(
-        lambda c, s: local_step(setup, c, s, hp), carry, steps,
-        summarize=lambda c, out: summarize(setup, c, out, steps), weight=weight, rule=setup.server.rule,
-    )
+    """E local steps of one agent, then the server's aggregate of its shared leaves over the agents
+    (`weight`: its weight in the aggregate, under partial participation)."""
+    carry, summary = agent_local_round(setup, carry, round_index, hp)
+    return federated.average_shared(carry, weight, setup.server.rule), summary
 
 
 # -- one seed --------------------------------------------------------------------------------------
