@@ -25,9 +25,9 @@ a constant, so a sweep over them is a vmap. The run's settings (`TrainConfig`) l
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
 parts, bound to one setup by `make_trainer(config)` (`.init`, `.run_block`, `.finalize`), let a host
 loop run the program block by block with a progress bar and checkpoints (`fedjax_rl.experiment.run`,
-the CLI's and the API's door, whose numbers are bit-identical across entry points and resumes). `train` as one fused program computes the
-same thing but XLA rounds a few fused operations differently (1-2 ulps after one update; README,
-Reproducibility).
+the CLI's and the API's door, whose numbers are bit-identical across entry points and resumes).
+`train` as one fused program computes the same thing but XLA rounds a few fused operations
+differently (1-2 ulps after one update; README, Reproducibility).
 
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from typing import Any, NamedTuple
 
 import jax
@@ -374,11 +375,22 @@ class Trainer(NamedTuple):
         return self.setup.agent.hparams()
 
 
+def _bind(part, setup: Setup):
+    """`part` with `setup` bound: a function (not a `functools.partial`), named and documented as
+    `part`, so tools that read a function's source (chex's trace counters) see the part's."""
+    @functools.wraps(part)
+    def bound(*args, **kwargs):
+        return part(setup, *args, **kwargs)
+
+    bound.__signature__ = inspect.signature(functools.partial(part, setup))  # without `setup`
+    return bound
+
+
 def make_trainer(config: TrainConfig) -> Trainer:
     setup = make_setup(config)
-    bind = functools.partial
-    return Trainer(setup=setup, init=bind(init, setup), run_block=bind(run_block, setup),
-                   finalize=bind(finalize, setup), train=bind(train, setup), local_round=bind(local_round, setup))
+    return Trainer(setup=setup, init=_bind(init, setup), run_block=_bind(run_block, setup),
+                   finalize=_bind(finalize, setup), train=_bind(train, setup),
+                   local_round=_bind(local_round, setup))
 
 
 def make_train(config):
