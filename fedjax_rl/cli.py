@@ -40,7 +40,7 @@ ALIASES = {
     "num_devices": ("--devices",),
 }
 AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
-DEFAULT_ENV = "CartPole-v1"
+DEFAULT_ENV = "CartPole-v1"  # configs.DEFAULT_ENV, not imported here: --help imports no JAX
 
 
 def _flag(name: str) -> str:
@@ -52,7 +52,7 @@ def flag_table() -> dict:
     (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
     what `fedjax_rl/cli_flags.py` holds. Imports JAX and every settings module."""
     from fedjax_rl import agents, configs, envs, reproduce
-    from fedjax_rl.train import TRAIN_SETTINGS
+    from fedjax_rl.configs import TRAIN_SETTINGS
 
     resolved = {
         "env_name": repr(DEFAULT_ENV),
@@ -207,7 +207,7 @@ def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
     from fedjax_rl import agents, configs
-    from fedjax_rl.train import TRAIN_SETTINGS
+    from fedjax_rl.configs import TRAIN_SETTINGS
 
     algo = args.algo or TRAIN_SETTINGS[0].default
     algorithm = agents.get(algo)
@@ -232,8 +232,7 @@ def cmd_train(args) -> None:
     from fedjax_rl import distributed, experiment
 
     try:
-        config = config_from_args(args)
-        config.validate()
+        config = config_from_args(args)  # validated, before anything compiles
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         run_batch = experiment.parse_run_batch(args.run_batch)
@@ -324,12 +323,12 @@ def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
 
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
-    from fedjax_rl import experiment, reproduce
+    from fedjax_rl import experiment, reproduce, reproduce_report
 
     if args.report_only:
         if args.status:
             raise SystemExit("fedjax-rl: error: --report-only and --status exclude each other (--status writes nothing)")
-        result = reproduce.write_outputs(reproduce.get_table(args.table), args.out)
+        result = reproduce_report.write_outputs(reproduce.get_table(args.table), args.out)
         if not result["rows"]:
             raise SystemExit(f"fedjax-rl: error: no finished {args.table} rows (row.json) under {args.out}")
         for path in result["paths"]:

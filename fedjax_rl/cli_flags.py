@@ -17,9 +17,9 @@ TABLE = {'train': [{'dest': 'algo',
                         'td3avg']},
            {'dest': 'env_name',
             'flags': ['--env-name', '--env'],
-            'help': 'registered environment (fedjax_rl.envs): CartPole-v1, Acrobot-v1, MountainCar-v0, '
-                    'Pendulum-v1, LunarLander-v3, Hopper-v4, Walker2d-v4, HalfCheetah-v4, Ant-v4 (default: '
-                    "'CartPole-v1')",
+            'help': "registered environment (fedjax_rl.envs), or brax:<name> for one of Brax's own: "
+                    'CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, LunarLander-v3, Hopper-v4, '
+                    "Walker2d-v4, HalfCheetah-v4, Ant-v4 (default: 'CartPole-v1')",
             'metavar': 'ENV'},
            {'dest': 'physics',
             'flags': ['--physics', '--param'],
@@ -42,9 +42,10 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'engine',
             'flags': ['--engine'],
             'help': "physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
-                    'default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); the other tasks '
-                    'are written in JAX and have no engine setting (default: c for Hopper-v4, Walker2d-v4, '
-                    'HalfCheetah-v4, Ant-v4; none for the tasks written in JAX)'},
+                    "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); of Brax's "
+                    "environments (brax:<name>): Brax's pipeline, generalized (the default) or mjx; the "
+                    'other tasks are written in JAX and have no engine setting (default: c for Hopper-v4, '
+                    'Walker2d-v4, HalfCheetah-v4, Ant-v4; none for the tasks written in JAX)'},
            {'dest': 'num_agents',
             'flags': ['--num-agents', '--agents'],
             'help': 'K, the number of agents (default: 5 (paper))'},

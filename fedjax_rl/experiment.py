@@ -30,7 +30,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +38,8 @@ import numpy as np
 
 from fedjax_rl import checkpoint, distributed, federated, machine
 from fedjax_rl.checkpoint import DamagedFile, read_json
-from fedjax_rl.train import TrainConfig, make_trainer, seed_keys
+from fedjax_rl.configs import TrainConfig
+from fedjax_rl.train import make_trainer, seed_keys
 
 CHECKPOINT = "checkpoint.npz"
 CONFIG = "config.json"
@@ -289,6 +290,84 @@ def run(
     are gathered onto every process and written by process 0 alone; every process reads `out_dir`
     to resume (a shared filesystem), and only on the process layout that wrote it (`LayoutMismatch`).
     """
+    plan = plan_run(config, num_seeds, seed, out_dir, progress, grid, run_batch, new_run)
+    finished = _read_finished(plan, on_block)
+    if finished is not None:
+        return finished
+    _check_before_compiling(plan)
+    programs = compile_programs(plan)
+    done = _Progress()
+    try:
+        state, programs = _start(plan, programs, done)
+        state = _run_blocks(plan, programs, state, done, on_block)
+        final = _evaluate(plan, programs, state)
+    except KeyboardInterrupt as error:
+        if isinstance(error, Interrupted):
+            raise
+        raise _interrupted(out_dir, done.blocks, plan.config.num_evals) from None
+    return _finish(plan, state, done, final)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """What `run` settled before compiling: the validated trainer, the grid's points, what
+    config.json records, the run directory (prepared), and how to report."""
+
+    config: Any
+    trainer: Any
+    num_seeds: int
+    seed: int
+    out_dir: str | None
+    grid: dict | None
+    points: list | None
+    config_dict: dict
+    run_batch: int | None
+    progress: bool
+    started: float
+    communication: dict
+
+    @property
+    def num_runs(self) -> int:
+        return self.num_seeds * (len(self.points) if self.points else 1)
+
+    @property
+    def run_shape(self) -> tuple[int, ...]:
+        return (len(self.points), self.num_seeds) if self.points else (self.num_seeds,)
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        return None if self.out_dir is None else os.path.join(self.out_dir, CHECKPOINT)
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            print(text, flush=True)
+
+
+class Programs(NamedTuple):
+    """The run's compiled entry points, over every run (seeds, grid points), and the hyperparameters
+    they are called with."""
+
+    init: Any  # seed keys -> state
+    run_block: Any  # (state, hparams, block) -> (state, block metrics); donates its state
+    finalize: Any  # (state, hparams) -> final metrics
+    hparams: Any  # settings.Hyperparams: the config's, or [grid points] stacked
+
+
+@dataclasses.dataclass
+class _Progress:
+    """How far the run got: blocks done (checkpointed or not), their curve records, and the wall
+    time earlier processes spent on it (NaN: a checkpoint that did not record it)."""
+
+    blocks: int = 0
+    start_block: int = 0
+    curve: list = dataclasses.field(default_factory=list)
+    wall_before: float = 0.0
+
+
+def plan_run(config, num_seeds: int = 1, seed: int = 0, out_dir: str | None = None, progress: bool = True,
+             grid: dict | None = None, run_batch: int | None = None, new_run: bool = False) -> RunPlan:
+    """Validate everything (once, before anything compiles) and make `out_dir` hold this run's
+    configuration or nothing (`RunExists`, `OutDirError`; `new_run` sets another run aside)."""
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
     check_run_batch(run_batch)
@@ -297,8 +376,6 @@ def run(
     points = grid_configs(config, grid) if grid else None
     config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch)
     writer = distributed.is_writer()
-    progress = progress and writer
-    say = (lambda text: print(text, flush=True)) if progress else (lambda text: None)
     if out_dir is not None:
         if writer:
             check_out_dir(out_dir)
@@ -307,113 +384,140 @@ def run(
             from jax.experimental import multihost_utils
 
             multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
-    comm = communication(trainer)
-    if out_dir is not None:
-        finished = _load_finished(out_dir, config_dict, points, grid)
-        if finished is not None:
-            say(f"{out_dir} holds this finished run: its results are read back, nothing is computed again")
-            if on_block is not None:
-                on_block(config.num_evals, config.num_evals)
-            finished["timing"].update(wall_s_this_process=time.perf_counter() - started,
-                                      resumed_at_block=config.num_evals)
-            return {**finished, "communication": comm}
-    num_runs = num_seeds * (len(points) if points else 1)
-    check_memory(trainer, num_runs, checkpoints=out_dir is not None)
-    _warn_if_never_trains(config)
-    if progress:
-        print(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per round "
-              f"{comm['participants_per_round']} of {config.num_agents} agents upload, all download: "
-              f"{(comm['bytes_up_per_round'] + comm['bytes_down_per_round']) / 2**20:.3f} MiB, "
-              f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
+    return RunPlan(config=config, trainer=trainer, num_seeds=num_seeds, seed=seed, out_dir=out_dir, grid=grid,
+                   points=points, config_dict=config_dict, run_batch=run_batch, progress=progress and writer,
+                   started=started, communication=communication(trainer))
+
+
+def _read_finished(plan: RunPlan, on_block) -> dict | None:
+    """The result of a finished run of this configuration in `out_dir`, read back (None: none)."""
+    if plan.out_dir is None:
+        return None
+    finished = _load_finished(plan.out_dir, plan.config_dict, plan.points, plan.grid)
+    if finished is None:
+        return None
+    num_blocks = plan.config.num_evals
+    plan.say(f"{plan.out_dir} holds this finished run: its results are read back, nothing is computed again")
+    if on_block is not None:
+        on_block(num_blocks, num_blocks)
+    finished["timing"].update(wall_s_this_process=time.perf_counter() - plan.started, resumed_at_block=num_blocks)
+    return {**finished, "communication": plan.communication}
+
+
+def _check_before_compiling(plan: RunPlan) -> None:
+    """Refuse a run whose state cannot fit, warn about one that never trains, report the traffic."""
+    check_memory(plan.trainer, plan.num_runs, checkpoints=plan.out_dir is not None)
+    _warn_if_never_trains(plan.config)
+    comm = plan.communication
+    plan.say(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per "
+             f"round {comm['participants_per_round']} of {plan.config.num_agents} agents upload, all download: "
+             f"{(comm['bytes_up_per_round'] + comm['bytes_down_per_round']) / 2**20:.3f} MiB, "
+             f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
+    if plan.out_dir is not None:
+        _check_resume_layout(plan.out_dir, plan.config_dict)
+
+
+def compile_programs(plan: RunPlan) -> Programs:
+    """The trainer's parts mapped over the runs and jitted, and the hyperparameters they take: made
+    here, from the config (or the grid's points), where the programs are called with them."""
+    trainer, points = plan.trainer, plan.points
     init = jax.vmap(trainer.init)
-    hparams = trainer.hparams
     if points:
         hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
         init = jax.vmap(init, in_axes=None, axis_size=len(points))
-    run_shape = (len(points), num_seeds) if points else (num_seeds,)
-    run_block = over_runs(trainer.run_block, run_shape, run_batch)
-    finalize = over_runs(trainer.finalize, run_shape, run_batch)
+    else:
+        hparams = plan.config.agent.hparams()
+    run_block = over_runs(trainer.run_block, plan.run_shape, plan.run_batch)
+    finalize = over_runs(trainer.finalize, plan.run_shape, plan.run_batch)
     # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
     # held twice while a block runs.
-    init, run_block, finalize = jax.jit(init), jax.jit(run_block, donate_argnums=0), jax.jit(finalize)
-    if out_dir is not None:
-        _check_resume_layout(out_dir, config_dict)  # before anything compiles
+    return Programs(init=jax.jit(init), run_block=jax.jit(run_block, donate_argnums=0),
+                    finalize=jax.jit(finalize), hparams=hparams)
 
-    num_blocks = config.num_evals
-    start_block = blocks_done = 0
-    curve: list[dict] = []
-    wall_before = 0.0  # seconds earlier processes spent on this run (NaN: a checkpoint that did not record it)
-    ckpt_path = None if out_dir is None else os.path.join(out_dir, CHECKPOINT)
-    try:
-        say("compiling the training program (can take minutes; the progress bar and its ETA start once it is done)")
-        compile_started = time.perf_counter()
-        state = init(seed_keys(seed, num_seeds))
-        if out_dir is not None:
-            state, start_block, curve, wall_before = _open_run(out_dir, state, config_dict)
-            blocks_done = start_block
-        if start_block:
-            say(f"resuming from block {start_block} of {num_blocks} ({ckpt_path})")
-        if start_block < num_blocks:
-            run_block = run_block.lower(state, hparams, start_block).compile()
-        say(f"compiled in {time.perf_counter() - compile_started:.0f} s")
 
+def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Programs]:
+    """The state to train from (this configuration's checkpoint in `out_dir`, else a fresh one), and
+    the programs with the block compiled for it."""
+    plan.say("compiling the training program (can take minutes; the progress bar and its ETA start once it is done)")
+    compile_started = time.perf_counter()
+    state = programs.init(seed_keys(plan.seed, plan.num_seeds))
+    if plan.out_dir is not None:
+        state, done.start_block, done.curve, done.wall_before = _open_run(plan.out_dir, state, plan.config_dict)
+        done.blocks = done.start_block
+    if done.start_block:
+        plan.say(f"resuming from block {done.start_block} of {plan.config.num_evals} ({plan.checkpoint_path})")
+    if done.start_block < plan.config.num_evals:
+        programs = programs._replace(
+            run_block=programs.run_block.lower(state, programs.hparams, done.start_block).compile())
+    plan.say(f"compiled in {time.perf_counter() - compile_started:.0f} s")
+    return state, programs
+
+
+def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_block):
+    """Every remaining block: train, stop on non-finite values, checkpoint, report progress."""
+    config, num_blocks, ckpt_path = plan.config, plan.config.num_evals, plan.checkpoint_path
+    if on_block is not None:
+        on_block(done.start_block, num_blocks)
+    blocks = range(done.start_block, num_blocks)
+    if plan.progress:
+        from tqdm.auto import tqdm
+
+        blocks = tqdm(blocks, initial=done.start_block, total=num_blocks, unit="block",
+                      desc=f"training {config.algo} on {config.env_name}")
+    for block in blocks:
+        state, metrics = programs.run_block(state, programs.hparams, block)
+        metrics = distributed.to_host(metrics)
+        try:
+            check_finite(metrics, plan.trainer, plan.seed, block, grid=plan.points)
+        except NonFiniteError as error:
+            raise _stopped(error, plan.out_dir, done.curve, block, num_blocks, plan.communication, plan.run_batch,
+                           plan.points, plan.grid, plan.num_seeds, plan.seed) from None
+        done.curve.append(_to_lists(metrics))
+        if plan.progress:
+            blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
+        if ckpt_path is not None:
+            host_state = distributed.to_host(state)  # a collective: every process takes part
+            if distributed.is_writer():
+                checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(done.curve),
+                                layout=json.dumps(distributed.layout()),
+                                wall_s=done.wall_before + time.perf_counter() - plan.started,
+                                config=json.dumps(plan.config_dict))
+        done.blocks = block + 1
         if on_block is not None:
-            on_block(start_block, num_blocks)
-        blocks = range(start_block, num_blocks)
-        if progress:
-            from tqdm.auto import tqdm
+            on_block(block + 1, num_blocks)
+    if plan.progress:
+        blocks.close()
+    return state
 
-            blocks = tqdm(blocks, initial=start_block, total=num_blocks, unit="block",
-                          desc=f"training {config.algo} on {config.env_name}")
-        for block in blocks:
-            state, metrics = run_block(state, hparams, block)
-            metrics = distributed.to_host(metrics)
-            try:
-                check_finite(metrics, trainer, seed, block, grid=points)
-            except NonFiniteError as error:
-                raise _stopped(error, out_dir, curve, block, num_blocks, comm, run_batch, points,
-                               grid, num_seeds, seed) from None
-            curve.append(_to_lists(metrics))
-            if progress:
-                blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
-            if ckpt_path is not None:
-                host_state = distributed.to_host(state)  # a collective: every process takes part
-                if writer:
-                    checkpoint.save(ckpt_path, host_state, blocks_done=block + 1, curve=json.dumps(curve),
-                                    layout=json.dumps(distributed.layout()),
-                                    wall_s=wall_before + time.perf_counter() - started,
-                                    config=json.dumps(config_dict))
-            blocks_done = block + 1
-            if on_block is not None:
-                on_block(block + 1, num_blocks)
-        if progress:
-            blocks.close()
 
-        evaluation_started = time.perf_counter()
-        say(f"final evaluation: the global policy in each of the {config.num_agents} agents' environments and at "
-            f"{config.sweep_points} robustness-sweep points, {config.eval_episodes} episode(s) each, for {num_runs} "
-            "run(s) (compiling and running; this can take minutes)")
-        final = distributed.to_host(finalize(state, hparams))
-        say(f"final evaluation done in {time.perf_counter() - evaluation_started:.0f} s")
-    except KeyboardInterrupt as error:
-        if isinstance(error, Interrupted):
-            raise
-        raise _interrupted(out_dir, blocks_done, num_blocks) from None
+def _evaluate(plan: RunPlan, programs: Programs, state) -> dict:
+    """The final evaluation (every agent's environment, the robustness sweep), on the host."""
+    config = plan.config
+    evaluation_started = time.perf_counter()
+    plan.say(f"final evaluation: the global policy in each of the {config.num_agents} agents' environments and at "
+             f"{config.sweep_points} robustness-sweep points, {config.eval_episodes} episode(s) each, for "
+             f"{plan.num_runs} run(s) (compiling and running; this can take minutes)")
+    final = distributed.to_host(programs.finalize(state, programs.hparams))
+    plan.say(f"final evaluation done in {time.perf_counter() - evaluation_started:.0f} s")
+    return final
 
-    stacked = _stack(curve)
-    this_process = time.perf_counter() - started
-    total = wall_before + this_process
-    result = {"curve": stacked, "final": final, "communication": comm, "run_batch": run_batch,
+
+def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
+    """The result, and with `out_dir` its files (metrics, CSVs, global parameters), then finished.json."""
+    this_process = time.perf_counter() - plan.started
+    total = done.wall_before + this_process
+    result = {"curve": _stack(done.curve), "final": final, "communication": plan.communication,
+              "run_batch": plan.run_batch,
               # Wall time (compilation included) over every process that worked on this run; None when
               # a resumed checkpoint predates this record.
               "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
-                         "resumed_at_block": start_block}}
-    shared = distributed.to_host(state.agents.learner.shared) if out_dir is not None else None
-    if points is not None:
-        result["grid"] = points
-    if out_dir is not None and writer:
-        _write_run(out_dir, result, points, grid, num_seeds, seed, shared)
-        _mark_finished(out_dir, config_dict)
+                         "resumed_at_block": done.start_block}}
+    shared = distributed.to_host(state.agents.learner.shared) if plan.out_dir is not None else None
+    if plan.points is not None:
+        result["grid"] = plan.points
+    if plan.out_dir is not None and distributed.is_writer():
+        _write_run(plan.out_dir, result, plan.points, plan.grid, plan.num_seeds, plan.seed, shared)
+        _mark_finished(plan.out_dir, plan.config_dict)
     return result
 
 

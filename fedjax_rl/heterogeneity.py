@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_rl.envs.base import check_scales  # noqa: F401  (envs own the scale check; kept importable here)
+
 PAPER_NUM_AGENTS = 5
 PAPER_SYNC_EVERY = 100
 PAPER_MAX_RATE = 0.5
@@ -55,15 +57,6 @@ def agent_env_params(env, nominal_params, param_names, rates: jax.Array):
         return params
 
     return jax.vmap(one_agent)(rates)
-
-
-def check_scales(scales) -> None:
-    """ValueError unless every concrete scale c in m' = c m is > 0 (traced scales pass unchecked)."""
-    if isinstance(scales, jax.core.Tracer):
-        return
-    values = np.asarray(scales, dtype=float)
-    if not np.all(values > 0):
-        raise ValueError(f"physics scale must be > 0, got {values.tolist()}")
 
 
 def scaled_env_params(env, nominal_params, param_names, scales: jax.Array):

@@ -8,12 +8,26 @@ that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes 
       block         = scan(round, length=eval_every_rounds), then evaluate the global policy (nominal env)
       scan(block, length=num_evals), then evaluate in every agent's env and over the sweep
 
+The loop is built from named parts, module-level functions over a small frozen `Setup` (the env,
+its nominal params, the agent, the config), as brax builds `training_epoch` from `training_step`
+from `sgd_step`:
+
+    local_step(setup, carry, step, hp)               one agent, one environment step and its learning
+    agent_round(setup, carry, round_index, hp, w)    one agent: E local steps, then the server's aggregate
+    run_block(setup, state, hp, block_index)         every agent: eval_every_rounds rounds, then evaluate
+    finalize(setup, state, hp)                       local-env and robustness-sweep evaluations
+    train(setup, key, hp)                            init, scan(run_block), finalize
+
+`hp` is the agent's numeric hyperparameters (`config.agent.hparams()`), a pytree argument rather than
+a constant, so a sweep over them is a vmap. The run's settings (`TrainConfig`) live in
+`fedjax_rl.configs`; this module names no algorithm.
+
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
-pieces (`Trainer.init`, `.run_block`, `.finalize`) let a host loop run the program block by block
-with a progress bar and checkpoints (`fedjax_rl.experiment.run`, the CLI's and the API's door, whose
-numbers are bit-identical across entry points and resumes). `train` as one fused program computes the
-same thing but XLA rounds a few fused operations differently (1-2 ulps after one update; README,
-Reproducibility).
+parts, bound to one setup by `make_trainer(config)` (`.init`, `.run_block`, `.finalize`), let a host
+loop run the program block by block with a progress bar and checkpoints (`fedjax_rl.experiment.run`,
+the CLI's and the API's door, whose numbers are bit-identical across entry points and resumes).
+`train` as one fused program computes the same thing but XLA rounds a few fused operations
+differently (1-2 ulps after one update; README, Reproducibility).
 
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
@@ -26,108 +40,22 @@ were non-finite), and `nonfinite_uploads` [K] counts the rounds whose upload the
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from fedjax_rl import agents, envs, evaluate, federated, heterogeneity, settings
+from fedjax_rl import envs, evaluate, federated, heterogeneity
 from fedjax_rl.agents.base import Transition
-from fedjax_rl.settings import Setting, at_least, interval
+from fedjax_rl.configs import TrainConfig
 
 PARAMETERS = "parameters"  # the quantity name for non-finite shared parameters
 _SERVER_STREAM = 0x5E  # fold_in tag of the server's key stream (participant draws)
 _NO_STEP = jnp.iinfo(jnp.int32).max
-
-TRAIN_SETTINGS = (
-    Setting("algo", "fedrdqn", lambda v: None if v in agents.ALGORITHMS else f"must be one of {agents.names()}",
-            kind=str, help="algorithm (fedjax_rl.agents.ALGORITHMS)"),
-    Setting("env_name", "CartPole-v1", kind=str, help="registered environment (fedjax_rl.envs)"),
-    Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb, comma-separated"),
-    Setting("engine", None, kind=str,
-            help="physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
-                 "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); the other tasks "
-                 "are written in JAX and have no engine setting"),
-    Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
-            help="K, the number of agents", source="(paper)"),
-    Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
-            help="local steps between federated averages", source="(paper)"),
-    Setting("max_rate", heterogeneity.PAPER_MAX_RATE, interval(0, 1, high_open=True), kind=float,
-            label="max perturbation rate p", help="p: m_k = m (1 + n_k), n_k ~ U(-p, p)", source="(paper)"),
-    Setting("steps_per_agent", 50_000, at_least(1), kind=int,
-            help="environment steps per agent (configs.train_config resolves RL-Zoo3's budget per task)",
-            source="(RL-Zoo3, CartPole-v1)"),
-    Setting("eval_every_rounds", 25, at_least(1), kind=int,
-            help="rounds between evaluations (configs.train_config resolves 20 points per run)"),
-    Setting("eval_episodes", 5, at_least(1), kind=int, help="episodes per evaluation", source="(paper)"),
-    Setting("sweep_points", heterogeneity.SWEEP_NUM, at_least(2), kind=int,
-            help="scales c in m' = c m for the robustness sweep"),
-    Setting("participation", 1.0, interval(0, 1, low_open=True), kind=float,
-            help="fraction of agents whose parameters enter each average (ceil(participation x K) drawn "
-                 "per round; every agent receives the new model)"),
-    federated.AGGREGATION,
-    federated.TRIM,
-    Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
-            help="shard the agent axis over this many devices"),
-    Setting("agent", agents.get("fedrdqn").agent_config("CartPole-v1"), kind=None,
-            help="the algorithm's settings (its own declarations)"),
-)
-
-
-class _TrainConfigMethods(settings.SettingsConfig):
-    """Static description of one federated run (hashable; the agent's numeric hyperparameters are
-    also exposed as traced leaves through `agent.hparams()`)."""
-
-    SYNC_EVERY_DEFAULT = heterogeneity.PAPER_SYNC_EVERY
-
-    @property
-    def num_rounds(self) -> int:
-        return self.steps_per_agent // self.sync_every
-
-    @property
-    def num_evals(self) -> int:
-        return self.num_rounds // self.eval_every_rounds
-
-    @property
-    def algorithm(self) -> agents.Algorithm:
-        return agents.get(self.algo)
-
-    def check_together(self) -> None:
-        algorithm = self.algorithm
-        if not isinstance(self.agent, algorithm.config):
-            raise ValueError(f"algo={self.algo!r} needs agent settings of type {algorithm.config.__name__}, "
-                             f"got {type(self.agent).__name__}")
-        for name, value in algorithm.fixed.items():
-            if getattr(self.agent, name) != value:
-                raise ValueError(f"algo={self.algo!r} needs agent.{name}={value}")
-        if not self.physics or len(set(self.physics)) != len(self.physics):
-            raise ValueError(f"physics must name one or more distinct parameters, got {self.physics}")
-        envs.check_engine(self.env_name, self.engine)
-        for param in self.physics:
-            envs.check_physics_param(self.env_name, param, self.engine)
-        env, params = envs.make(self.env_name, self.physics, self.engine)
-        algorithm.agent.check_env(self.env_name, env.action_space(params))
-        block = self.sync_every * self.eval_every_rounds
-        if self.steps_per_agent < block or self.steps_per_agent % block:
-            raise ValueError(
-                f"steps_per_agent ({self.steps_per_agent}) must be a positive multiple of "
-                f"sync_every * eval_every_rounds = {block}; "
-                f"nearest valid: {max(block, round(self.steps_per_agent / block) * block)}"
-            )
-        federated.check_num_devices(self.num_agents, self.num_devices)
-        federated.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation)
-        if self.num_devices is not None and self.num_devices > jax.device_count():
-            raise ValueError(
-                f"num_devices={self.num_devices} but only {jax.device_count()} devices are visible "
-                f"(on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count={self.num_devices})"
-            )
-        self.agent.validate()
-
-
-TrainConfig = settings.config_class("TrainConfig", TRAIN_SETTINGS, base=_TrainConfigMethods,
-                                    doc=_TrainConfigMethods.__doc__)
-ALGOS = agents.ALGORITHMS  # name -> Algorithm (the registry); kept under its old name
 
 
 @struct.dataclass
@@ -152,15 +80,35 @@ class TrainState:
     server_key: jax.Array  # the server's draws of participants (partial participation)
 
 
-class Trainer(NamedTuple):
-    config: Any  # TrainConfig
-    init: Any  # key -> TrainState
-    run_block: Any  # (TrainState, hparams, block_index) -> (TrainState, block metrics)
-    finalize: Any  # (TrainState, hparams) -> final metrics
-    train: Any  # (key, hparams) -> (TrainState, metrics)
-    local_round: Any  # (TrainState, hparams, round_index) -> TrainState, no averaging
-    hparams: Any  # the agent's numeric hyperparameters as a pytree (settings.Hyperparams)
-    agent: Any = None  # the agent (protocol of fedjax_rl.agents.base)
+@dataclasses.dataclass(frozen=True, eq=False)
+class Setup:
+    """What every part of the loop closes over, made once per run (static: nothing here is traced)."""
+
+    config: TrainConfig
+    env: Any
+    nominal_params: Any
+    agent: Any  # the protocol of fedjax_rl.agents.base
+    server: federated.Server
+
+    @property
+    def max_steps(self) -> int:
+        return int(self.nominal_params.max_steps_in_episode)
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """The quantities checked for non-finite values."""
+        return (*self.agent.loss_names, PARAMETERS)
+
+
+def make_setup(config: TrainConfig) -> Setup:
+    """Validate `config` (once: see `TrainConfig.validate`) and build its env, agent and server."""
+    config.validate()
+    env, nominal_params = envs.make(config.env_name, config.physics, config.engine)
+    obs_shape = env.observation_space(nominal_params).shape
+    agent = config.algorithm.agent(config.agent, obs_shape, env.action_space(nominal_params),
+                                   total_steps=config.steps_per_agent)
+    server = federated.Server(config.num_agents, config.participation, config.aggregation, config.trim)
+    return Setup(config=config, env=env, nominal_params=nominal_params, agent=agent, server=server)
 
 
 def _first_step(bad: jax.Array, steps: jax.Array) -> jax.Array:
@@ -196,205 +144,253 @@ def local_metrics(local_episodes: jax.Array) -> dict:
     }
 
 
-def make_trainer(config) -> Trainer:
-    config.validate()
-    env, nominal_params = envs.make(config.env_name, config.physics, config.engine)
-    max_steps = int(nominal_params.max_steps_in_episode)
-    obs_shape = env.observation_space(nominal_params).shape
-    agent = config.algorithm.agent(config.agent, obs_shape, env.action_space(nominal_params),
-                                   total_steps=config.steps_per_agent)
-    K, E = config.num_agents, config.sync_every
-    server = federated.Server(K, config.participation, config.aggregation, config.trim)
-    watched = (*agent.loss_names, PARAMETERS)  # quantities checked for non-finite values
+def for_each_agent(setup: Setup, fn, in_axes):
+    """`fn` of one agent over the agent axis (vmap, or shard_map over `num_devices`)."""
+    return federated.for_each_agent(fn, setup.config.num_agents, setup.config.num_devices, in_axes=in_axes)
 
-    def for_each_agent(fn, in_axes):
-        return federated.for_each_agent(fn, K, config.num_devices, in_axes=in_axes)
 
-    # -- one agent ---------------------------------------------------------------------------
+# -- one agent -------------------------------------------------------------------------------------
 
-    def init_agent(key, env_params):
-        learner_key, reset_key, loop_key = jax.random.split(key, 3)
-        obs, env_state = env.reset(reset_key, env_params)
-        return AgentCarry(
-            learner=agent.init(learner_key),
-            env_state=env_state,
-            obs=obs,
-            env_params=env_params,
-            key=loop_key,
-            episode_return=jnp.float32(0.0),
-        )
 
-    def local_step(carry: AgentCarry, step, hp):
-        key, act_key, env_key, learn_key = jax.random.split(carry.key, 4)
-        action = agent.act(carry.learner.shared, carry.obs, act_key, step, hp)
-        obs, env_state, reward, terminated, truncated, info = env.step(
-            env_key, carry.env_state, agent.env_action(action), carry.env_params
-        )
-        transition = Transition(
-            obs=carry.obs,
-            action=action,
-            reward=reward.astype(jnp.float32),
-            next_obs=info["final_observation"],
-            terminated=terminated,
-        )
-        learner = agent.observe(carry.learner, transition)
-        learner, losses = agent.learn(learner, learn_key, step, hp)
-        episode_return = carry.episode_return + reward
-        done = terminated | truncated
-        metrics = {
-            "episodes": done.astype(jnp.float32),
-            "episode_return_sum": jnp.where(done, episode_return, 0.0),
-            **losses,
-        }
-        carry = carry.replace(
-            learner=learner,
-            env_state=env_state,
-            obs=obs,
-            key=key,
-            episode_return=jnp.where(done, 0.0, episode_return),
-        )
-        return carry, metrics
-
-    def round_steps(round_index):
-        # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
-        return round_index * E + 1 + jnp.arange(E)
-
-    def summarize(carry: AgentCarry, per_step, steps):
-        metrics = jax.tree.map(jnp.sum, per_step)
-        first_bad = {name: _first_step(~jnp.isfinite(per_step[name]), steps) for name in agent.loss_names}
-        first_bad[PARAMETERS] = jnp.where(_all_finite(carry.learner.shared), _NO_STEP, steps[-1])
-        return metrics, first_bad
-
-    def agent_local_round(carry: AgentCarry, round_index, hp):
-        steps = round_steps(round_index)
-        carry, per_step = jax.lax.scan(lambda c, s: local_step(c, s, hp), carry, steps)
-        return carry, summarize(carry, per_step, steps)
-
-    def agent_round(carry: AgentCarry, round_index, hp, weight):
-        steps = round_steps(round_index)
-        return federated.federated_round(
-            lambda c, s: local_step(c, s, hp), carry, steps, summarize=lambda c, out: summarize(c, out, steps),
-            weight=weight, rule=server.rule,
-        )
-
-    # -- one seed ----------------------------------------------------------------------------
-
-    def global_policy(state: TrainState):
-        # After a sync every agent holds the same shared leaves; agent 0's copy is the global model.
-        shared = jax.tree.map(lambda leaf: leaf[0], state.agents.learner.shared)
-        return lambda obs: agent.greedy_action(shared, obs)
-
-    def init(key) -> TrainState:
-        physics_key, agents_key, eval_key = jax.random.split(key, 3)
-        rates = jnp.stack(
-            [
-                heterogeneity.sample_rates(k, K, config.max_rate)
-                for k in jax.random.split(physics_key, len(config.physics))
-            ],
-            axis=-1,
-        )
-        env_params = heterogeneity.agent_env_params(env, nominal_params, config.physics, rates)
-        agents_state = for_each_agent(init_agent, in_axes=(0, 0))(jax.random.split(agents_key, K), env_params)
-        # Folded in rather than split off, so adding this stream left every other key unchanged.
-        server_key = jax.random.fold_in(key, _SERVER_STREAM)
-        return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key)
-
-    def run_block(state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
-        """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
-        (pass it with in_axes=None under a seed vmap): every schedule derives from it, and an
-        unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
-        partial = server.partial
-        mapped_round = for_each_agent(agent_round, in_axes=(0, None, None, 0 if partial else None))
-
-        def round_fn(agents_state, round_index):
-            weights = server.weights(state.server_key, round_index)
-            agents_state, (outputs, first_bad) = mapped_round(agents_state, round_index, hp, weights)
-            bad_uploads = None
-            if server.robust:
-                first_bad, bad_uploads = _judge_aggregate(first_bad, agents_state, (round_index + 1) * E)
-            return agents_state, ((outputs, first_bad), weights, bad_uploads)
-
-        round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
-        agents_state, ((per_round, first_bad), participants, bad_uploads) = jax.lax.scan(
-            round_fn, state.agents, round_indices)
-        rounds_done = (block_index + 1) * config.eval_every_rounds
-        state = state.replace(agents=agents_state)
-        eval_key = jax.random.fold_in(state.eval_key, rounds_done)
-        totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
-        train_steps = jnp.maximum(totals["trained"], 1.0)
-        nominal = evaluate.episode_returns(env, nominal_params, global_policy(state), eval_key, config.eval_episodes,
-                                           max_steps)
-        metrics = {
-            "env_steps": rounds_done * E,
-            "nominal_return": jnp.mean(nominal, axis=-1),
-            "nominal_episode_returns": nominal,  # [eval_episodes]: the figures' band is over episodes
-            "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
-            **{name: totals[name] / train_steps for name in agent.loss_names},
-        }
-        if partial:
-            metrics["participants"] = participants  # [eval_every_rounds, K]: 1 where agent k was averaged
-        if server.robust:
-            metrics["nonfinite_uploads"] = jnp.sum(bad_uploads, axis=0)  # [K]: rounds of the block
-        for name in watched:
-            per_agent = jnp.min(first_bad[name], axis=0)  # [K]: first bad step of each agent
-            step = jnp.min(per_agent)
-            metrics[f"nonfinite_step/{name}"] = jnp.where(step == _NO_STEP, 0, step)
-            metrics[f"nonfinite_agent/{name}"] = jnp.where(step == _NO_STEP, -1, jnp.argmin(per_agent))
-        return state, metrics
-
-    def local_round(state: TrainState, hp, round_index) -> TrainState:
-        """E local steps of every agent *without* the federated average (for tests and debugging)."""
-        agents_state, _ = for_each_agent(agent_local_round, in_axes=(0, None, None))(state.agents, round_index, hp)
-        return state.replace(agents=agents_state)
-
-    sweep_scales = heterogeneity.sweep_scales(config.sweep_points)
-
-    def finalize(state: TrainState, hp) -> dict:
-        del hp  # evaluation is greedy; kept in the signature for symmetry with run_block
-        policy = global_policy(state)
-        local_key, sweep_key = jax.random.split(
-            # Curve evaluations fold in rounds_done <= num_rounds; this index is never one of them.
-            jax.random.fold_in(state.eval_key, config.num_rounds + 1)
-        )
-        local_episodes = evaluate.returns_over_params(
-            env, state.agents.env_params, policy, local_key, config.eval_episodes, max_steps
-        )
-        sweep_params = heterogeneity.scaled_env_params(env, nominal_params, config.physics, sweep_scales)
-        sweep_episodes = evaluate.returns_over_params(
-            env, sweep_params, policy, sweep_key, config.eval_episodes, max_steps
-        )
-        sweep = jnp.mean(sweep_episodes, axis=-1)
-        physics_values = jnp.stack(
-            [jax.vmap(lambda p, n=name: env.get_physics(p, n))(state.agents.env_params) for name in config.physics],
-            axis=-1,
-        )
-        return {
-            "rates": state.rates,
-            "physics_values": physics_values,  # [K, len(physics)]: each agent's perturbed parameters
-            **local_metrics(local_episodes),
-            "sweep_scales": jnp.asarray(sweep_scales, jnp.float32),
-            "sweep_returns": sweep,
-            "sweep_episode_returns": sweep_episodes,  # [sweep_points, eval_episodes]
-        }
-
-    default_hparams = agent.hparams()
-
-    def train(key, hparams=None):
-        hp = default_hparams if hparams is None else hparams
-        state = init(key)
-        state, curve = jax.lax.scan(lambda s, b: run_block(s, hp, b), state, jnp.arange(config.num_evals))
-        return state, {"curve": curve, "final": finalize(state, hp)}
-
-    return Trainer(
-        config=config,
-        init=init,
-        run_block=run_block,
-        finalize=finalize,
-        train=train,
-        local_round=local_round,
-        hparams=default_hparams,
-        agent=agent,
+def init_agent(setup: Setup, key, env_params) -> AgentCarry:
+    learner_key, reset_key, loop_key = jax.random.split(key, 3)
+    obs, env_state = setup.env.reset(reset_key, env_params)
+    return AgentCarry(
+        learner=setup.agent.init(learner_key),
+        env_state=env_state,
+        obs=obs,
+        env_params=env_params,
+        key=loop_key,
+        episode_return=jnp.float32(0.0),
     )
+
+
+def local_step(setup: Setup, carry: AgentCarry, step, hp) -> tuple[AgentCarry, dict]:
+    """One environment step of one agent, into its replay buffer, then its learning on schedule."""
+    agent = setup.agent
+    key, act_key, env_key, learn_key = jax.random.split(carry.key, 4)
+    action = agent.act(carry.learner.shared, carry.obs, act_key, step, hp)
+    obs, env_state, reward, terminated, truncated, info = setup.env.step(
+        env_key, carry.env_state, agent.env_action(action), carry.env_params
+    )
+    transition = Transition(
+        obs=carry.obs,
+        action=action,
+        reward=reward.astype(jnp.float32),
+        next_obs=info["final_observation"],
+        terminated=terminated,
+    )
+    learner = agent.observe(carry.learner, transition)
+    learner, losses = agent.learn(learner, learn_key, step, hp)
+    episode_return = carry.episode_return + reward
+    done = terminated | truncated
+    metrics = {
+        "episodes": done.astype(jnp.float32),
+        "episode_return_sum": jnp.where(done, episode_return, 0.0),
+        **losses,
+    }
+    carry = carry.replace(
+        learner=learner,
+        env_state=env_state,
+        obs=obs,
+        key=key,
+        episode_return=jnp.where(done, 0.0, episode_return),
+    )
+    return carry, metrics
+
+
+def round_steps(setup: Setup, round_index):
+    # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
+    E = setup.config.sync_every
+    return round_index * E + 1 + jnp.arange(E)
+
+
+def summarize(setup: Setup, carry: AgentCarry, per_step, steps):
+    """A round's per-step metrics summed, and the first step each watched quantity was not finite."""
+    metrics = jax.tree.map(jnp.sum, per_step)
+    first_bad = {name: _first_step(~jnp.isfinite(per_step[name]), steps) for name in setup.agent.loss_names}
+    first_bad[PARAMETERS] = jnp.where(_all_finite(carry.learner.shared), _NO_STEP, steps[-1])
+    return metrics, first_bad
+
+
+def agent_local_round(setup: Setup, carry: AgentCarry, round_index, hp):
+    """E local steps of one agent, no aggregation."""
+    steps = round_steps(setup, round_index)
+    carry, per_step = jax.lax.scan(lambda c, s: local_step(setup, c, s, hp), carry, steps)
+    return carry, summarize(setup, carry, per_step, steps)
+
+
+def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight):
+    """E local steps of one agent, then the server's aggregate of its shared leaves over the agents
+    (`weight`: its weight in the aggregate, under partial participation)."""
+    carry, summary = agent_local_round(setup, carry, round_index, hp)
+    return federated.average_shared(carry, weight, setup.server.rule), summary
+
+
+# -- one seed --------------------------------------------------------------------------------------
+
+
+def global_policy(setup: Setup, state: TrainState):
+    # After a sync every agent holds the same shared leaves; agent 0's copy is the global model.
+    shared = jax.tree.map(lambda leaf: leaf[0], state.agents.learner.shared)
+    return lambda obs: setup.agent.greedy_action(shared, obs)
+
+
+def init(setup: Setup, key) -> TrainState:
+    """Per-agent physics (m_k = m (1 + n_k)), then every agent's learner and environment."""
+    config, K = setup.config, setup.config.num_agents
+    physics_key, agents_key, eval_key = jax.random.split(key, 3)
+    rates = jnp.stack(
+        [
+            heterogeneity.sample_rates(k, K, config.max_rate)
+            for k in jax.random.split(physics_key, len(config.physics))
+        ],
+        axis=-1,
+    )
+    env_params = heterogeneity.agent_env_params(setup.env, setup.nominal_params, config.physics, rates)
+    agents_state = for_each_agent(setup, functools.partial(init_agent, setup), in_axes=(0, 0))(
+        jax.random.split(agents_key, K), env_params)
+    # Folded in rather than split off, so adding this stream left every other key unchanged.
+    server_key = jax.random.fold_in(key, _SERVER_STREAM)
+    return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key)
+
+
+def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
+    """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
+    (pass it with in_axes=None under a seed vmap): every schedule derives from it, and an
+    unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
+    config, server, agent = setup.config, setup.server, setup.agent
+    E = config.sync_every
+    partial = server.partial
+    mapped_round = for_each_agent(setup, functools.partial(agent_round, setup),
+                                  in_axes=(0, None, None, 0 if partial else None))
+
+    def round_fn(agents_state, round_index):
+        weights = server.weights(state.server_key, round_index)
+        agents_state, (outputs, first_bad) = mapped_round(agents_state, round_index, hp, weights)
+        bad_uploads = None
+        if server.robust:
+            first_bad, bad_uploads = _judge_aggregate(first_bad, agents_state, (round_index + 1) * E)
+        return agents_state, ((outputs, first_bad), weights, bad_uploads)
+
+    round_indices = block_index * config.eval_every_rounds + jnp.arange(config.eval_every_rounds)
+    agents_state, ((per_round, first_bad), participants, bad_uploads) = jax.lax.scan(
+        round_fn, state.agents, round_indices)
+    rounds_done = (block_index + 1) * config.eval_every_rounds
+    state = state.replace(agents=agents_state)
+    eval_key = jax.random.fold_in(state.eval_key, rounds_done)
+    totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
+    train_steps = jnp.maximum(totals["trained"], 1.0)
+    nominal = evaluate.episode_returns(setup.env, setup.nominal_params, global_policy(setup, state), eval_key,
+                                       config.eval_episodes, setup.max_steps)
+    metrics = {
+        "env_steps": rounds_done * E,
+        "nominal_return": jnp.mean(nominal, axis=-1),
+        "nominal_episode_returns": nominal,  # [eval_episodes]: the figures' band is over episodes
+        "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
+        **{name: totals[name] / train_steps for name in agent.loss_names},
+    }
+    if partial:
+        metrics["participants"] = participants  # [eval_every_rounds, K]: 1 where agent k was averaged
+    if server.robust:
+        metrics["nonfinite_uploads"] = jnp.sum(bad_uploads, axis=0)  # [K]: rounds of the block
+    for name in setup.watched:
+        per_agent = jnp.min(first_bad[name], axis=0)  # [K]: first bad step of each agent
+        step = jnp.min(per_agent)
+        metrics[f"nonfinite_step/{name}"] = jnp.where(step == _NO_STEP, 0, step)
+        metrics[f"nonfinite_agent/{name}"] = jnp.where(step == _NO_STEP, -1, jnp.argmin(per_agent))
+    return state, metrics
+
+
+def local_round(setup: Setup, state: TrainState, hp, round_index) -> TrainState:
+    """E local steps of every agent *without* the federated average (for tests and debugging)."""
+    agents_state, _ = for_each_agent(setup, functools.partial(agent_local_round, setup), in_axes=(0, None, None))(
+        state.agents, round_index, hp)
+    return state.replace(agents=agents_state)
+
+
+def finalize(setup: Setup, state: TrainState, hp) -> dict:
+    """The global policy in every agent's own environment and over the robustness sweep."""
+    del hp  # evaluation is greedy; kept in the signature for symmetry with run_block
+    config, env = setup.config, setup.env
+    policy = global_policy(setup, state)
+    local_key, sweep_key = jax.random.split(
+        # Curve evaluations fold in rounds_done <= num_rounds; this index is never one of them.
+        jax.random.fold_in(state.eval_key, config.num_rounds + 1)
+    )
+    local_episodes = evaluate.returns_over_params(
+        env, state.agents.env_params, policy, local_key, config.eval_episodes, setup.max_steps
+    )
+    sweep_scales = heterogeneity.sweep_scales(config.sweep_points)
+    sweep_params = heterogeneity.scaled_env_params(env, setup.nominal_params, config.physics, sweep_scales)
+    sweep_episodes = evaluate.returns_over_params(
+        env, sweep_params, policy, sweep_key, config.eval_episodes, setup.max_steps
+    )
+    sweep = jnp.mean(sweep_episodes, axis=-1)
+    physics_values = jnp.stack(
+        [jax.vmap(lambda p, n=name: env.get_physics(p, n))(state.agents.env_params) for name in config.physics],
+        axis=-1,
+    )
+    return {
+        "rates": state.rates,
+        "physics_values": physics_values,  # [K, len(physics)]: each agent's perturbed parameters
+        **local_metrics(local_episodes),
+        "sweep_scales": jnp.asarray(sweep_scales, jnp.float32),
+        "sweep_returns": sweep,
+        "sweep_episode_returns": sweep_episodes,  # [sweep_points, eval_episodes]
+    }
+
+
+def train(setup: Setup, key, hparams=None):
+    """The whole run as one program: init, every block, finalize. `hparams` None: the config's."""
+    hp = setup.agent.hparams() if hparams is None else hparams
+    state = init(setup, key)
+    state, curve = jax.lax.scan(lambda s, b: run_block(setup, s, hp, b), state,
+                                jnp.arange(setup.config.num_evals))
+    return state, {"curve": curve, "final": finalize(setup, state, hp)}
+
+
+class Trainer(NamedTuple):
+    """The loop's parts bound to one `Setup`, for a host loop (`experiment.run`) or a caller who
+    composes them (jit, vmap over seeds or hyperparameters)."""
+
+    setup: Setup
+    init: Any  # key -> TrainState
+    run_block: Any  # (TrainState, hparams, block_index) -> (TrainState, block metrics)
+    finalize: Any  # (TrainState, hparams) -> final metrics
+    train: Any  # (key, hparams=None) -> (TrainState, metrics)
+    local_round: Any  # (TrainState, hparams, round_index) -> TrainState, no averaging
+
+    @property
+    def config(self) -> TrainConfig:
+        return self.setup.config
+
+    @property
+    def agent(self):
+        return self.setup.agent
+
+    @property
+    def hparams(self):
+        """The config's numeric hyperparameters as a pytree (`settings.Hyperparams`), to vmap over."""
+        return self.setup.agent.hparams()
+
+
+def _bind(part, setup: Setup):
+    """`part` with `setup` bound: a function (not a `functools.partial`), named and documented as
+    `part`, so tools that read a function's source (chex's trace counters) see the part's."""
+    @functools.wraps(part)
+    def bound(*args, **kwargs):
+        return part(setup, *args, **kwargs)
+
+    bound.__signature__ = inspect.signature(functools.partial(part, setup))  # without `setup`
+    return bound
+
+
+def make_trainer(config: TrainConfig) -> Trainer:
+    setup = make_setup(config)
+    return Trainer(setup=setup, init=_bind(init, setup), run_block=_bind(run_block, setup),
+                   finalize=_bind(finalize, setup), train=_bind(train, setup),
+                   local_round=_bind(local_round, setup))
 
 
 def make_train(config):

@@ -476,3 +476,23 @@ def test_a_run_that_never_trains_is_warned_about_before_compiling():
         warnings.simplefilter("error")
         experiment._warn_if_never_trains(config(1000, 1000))  # trains once, at step 1000
         experiment._warn_if_never_trains(config(1030, 1000, train_freq=256))  # at step 1024
+
+
+def test_a_config_is_validated_once_before_anything_compiles(monkeypatch):
+    """The command line resolves and validates a config; the trainer's setup then reuses that
+    validation instead of running it (and building the env for it) again."""
+    from fedjax_rl import configs, train
+
+    checks = []
+    real_check = configs.TrainConfig.check_together
+    monkeypatch.setattr(configs.TrainConfig, "check_together", lambda self: (checks.append(self), real_check(self))[1])
+    args = cli.build_parser().parse_args(["train", "--algo", "dqnavg", "--agents", "7", "--sync-every", "3",
+                                          "--steps", "30", "--eval-every", "2"])
+    config = cli.config_from_args(args)
+    setup = train.make_setup(config)
+    config.validate()
+    assert len(checks) == 1 and setup.config is config
+    with pytest.raises(ValueError, match="num_agents"):  # a bad config is refused every time, not remembered
+        config.replace(num_agents=0).validate()
+    with pytest.raises(ValueError, match="num_agents"):
+        train.make_setup(config.replace(num_agents=0))

@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import heterogeneity
+from fedjax_rl.envs import base as envs_base
 from fedjax_rl.envs import check_engine, check_physics_param, get_spec, make, mujoco_engines
 from fedjax_rl.envs.locomotion import TASKS
 
@@ -414,7 +415,7 @@ def test_bad_names_and_scales_raise_before_compiling():
         env.get_physics(params, "left_arm")
     for bad in (0.0, -1.0, [1.0, 0.0]):
         with pytest.raises(ValueError, match="scale must be > 0"):
-            env.scale_physics(params, "left_leg", bad) if np.ndim(bad) == 0 else heterogeneity.check_scales(bad)
+            env.scale_physics(params, "left_leg", bad) if np.ndim(bad) == 0 else envs_base.check_scales(bad)
     with pytest.raises(ValueError, match="scale must be > 0"):
         heterogeneity.scaled_env_params(env, params, ("left_leg",), np.array([0.0, 1.0]))
 

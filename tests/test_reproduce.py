@@ -12,7 +12,7 @@ import pytest
 
 import shutil
 
-from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, stats
+from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_report, stats
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
 TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0.006, progress=False,
@@ -186,7 +186,7 @@ RESULTS = os.path.join(os.path.dirname(__file__), "..", "results")
 
 def _committed(table_name, directory):
     table = reproduce.get_table(table_name)
-    return table, reproduce.finished_rows(table, os.path.join(RESULTS, directory))
+    return table, reproduce_report.finished_rows(table, os.path.join(RESULTS, directory))
 
 
 def test_paper_tables_are_transcribed():
@@ -204,7 +204,7 @@ def test_paper_tables_are_transcribed():
 
 def test_comparisons_are_the_paired_statistics_of_the_rows():
     table, records = _committed("table1", "table1_paper")
-    lines = {line["row"]: line for line in reproduce.comparisons(table, records)}
+    lines = {line["row"]: line for line in reproduce_report.comparisons(table, records)}
     assert list(lines) == [r.key for r in paper.TABLE1]
     for key, line in lines.items():
         algs = records[key]["algorithms"]
@@ -223,7 +223,7 @@ def test_comparisons_are_the_paired_statistics_of_the_rows():
 
 def test_table2_reports_the_baseline_the_paper_does_not():
     table, records = _committed("table2", "table2_reduced")
-    md, csv_rows, comparison_rows = reproduce.table_lines(table, records)
+    md, csv_rows, comparison_rows = reproduce_report.table_lines(table, records)
     text = "\n".join(md)
     assert "The paper's table does not report DDPGAvg(1) (its figures do)." in text
     assert "| Hopper-v4/torso | DDPGAvg(1) | 2 | 181.2 ± 1.5 | 174.4 ± 5.8 | not in the paper's table | not in the paper's table |" in text
@@ -239,23 +239,23 @@ def test_table2_reports_the_baseline_the_paper_does_not():
 
 def test_normalised_scores_run_from_random_to_the_papers_baseline():
     table, records = _committed("table1", "table1_paper")
-    scores = reproduce.normalised_scores(table, records, "DQNAvg", "minimum")
+    scores = reproduce_report.normalised_scores(table, records, "DQNAvg", "minimum")
     cartpole = records["CartPole-v1/length"]["algorithms"]["DQNAvg"]["reported"]["minimum"]
     np.testing.assert_allclose(scores["CartPole-v1/length"], (np.asarray(cartpole) - 22.502) / (266.5 - 22.502))
     # LunarLander's gravity row runs without wind, so its random policy is the windless one.
     assert envs.random_return("LunarLander-v3", ("gravity",)) == -186.210
     assert envs.random_return("LunarLander-v3", ("wind",)) == envs.get_spec("LunarLander-v3").random_return
     lander = records["LunarLander-v3/gravity"]["algorithms"]["DQNAvg"]["reported"]["average"]
-    np.testing.assert_allclose(reproduce.normalised_scores(table, records, "DQNAvg", "average")["LunarLander-v3/gravity"],
+    np.testing.assert_allclose(reproduce_report.normalised_scores(table, records, "DQNAvg", "average")["LunarLander-v3/gravity"],
                                (np.asarray(lander) + 186.210) / (152.9 + 186.210))
     # The paper's own FedRDQN on the same scale, e.g. MountainCar force (-166.4 + 200) / (-161.7 + 200).
     paper_minimum = [(r.reported["FedRDQN"][1] - envs.random_return(r.env_name, (r.param,)))
                      / (r.reported["DQNAvg"][1] - envs.random_return(r.env_name, (r.param,))) for r in paper.TABLE1]
     assert paper_minimum[-1] == pytest.approx(33.6 / 38.3)
-    assert reproduce.paper_robust_iqm(table, list(records), "minimum") == pytest.approx(np.mean(sorted(paper_minimum)[2:6]))
-    [minimum_vs_dqnavg, _] = reproduce.aggregates(table, records)
+    assert reproduce_report.paper_robust_iqm(table, list(records), "minimum") == pytest.approx(np.mean(sorted(paper_minimum)[2:6]))
+    [minimum_vs_dqnavg, _] = reproduce_report.aggregates(table, records)
     assert minimum_vs_dqnavg["metric"] == "minimum" and minimum_vs_dqnavg["rows"] == [r.key for r in paper.TABLE1]
-    robust = reproduce.normalised_scores(table, records, "headline", "minimum")
+    robust = reproduce_report.normalised_scores(table, records, "headline", "minimum")
     assert minimum_vs_dqnavg["aggregate"] == stats.stratified_iqm([scores[k] for k in robust], list(robust.values()))
 
 

@@ -227,7 +227,10 @@ ZOO_DQN: dict[str, dict] = {
 }
 
 
+DEFAULT_STEPS = 50_000  # RL-Zoo3's CartPole-v1 budget, for a discrete task without an entry
+
+
 def task_defaults(env_name: str) -> dict:
-    if env_name not in ZOO_DQN:
-        raise ValueError(f"no DQN defaults for {env_name!r}; allowed: {', '.join(ZOO_DQN)}")
-    return ZOO_DQN[env_name]
+    """RL-Zoo3's settings for `env_name`; a discrete task without an entry (one of your own, see
+    `fedjax_rl.envs.register`) gets the settings' declared defaults."""
+    return ZOO_DQN.get(env_name, dict(steps=DEFAULT_STEPS))

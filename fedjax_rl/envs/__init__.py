@@ -10,6 +10,7 @@ from fedjax_rl.envs.registry import (
     physics_names,
     random_policy_returns,
     random_return,
+    register,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "physics_names",
     "random_policy_returns",
     "random_return",
+    "register",
 ]

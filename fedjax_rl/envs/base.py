@@ -1,17 +1,94 @@
-"""What every perturbable environment provides on top of the gymnax `Environment` interface.
+"""The environment contract: what the compiled loop (`fedjax_rl.train`) needs from an environment,
+and the shared pieces every perturbable environment uses (physics by name, identity, scale checks).
 
-Physics lives in a frozen `EnvParams` pytree (gymnax). A *physical parameter* is addressed by name:
-any float field of the params dataclass, plus env-specific aliases (LunarLander's "wind" for
-`wind_power`). `set_physics` is the one place a parameter changes, and it recomputes derived fields
-(CartPole's `total_mass` and `polemass_length`), so they never go stale.
+An environment is a gymnax 1.x `Environment` (its physics in a frozen params pytree, its shapes on the
+object) with perturbable physics:
+
+    env.default_params                                   # the nominal physics: a frozen pytree
+    params.max_steps_in_episode                          # the time limit (a concrete int in the defaults)
+    env.observation_space(params).shape                  # static
+    env.action_space(params)                             # gymnax spaces.Discrete or spaces.Box
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+        # gymnax 1.x: the episode resets itself when it ends (terminated | truncated), and `obs` is
+        # then the new episode's first observation; info["final_observation"] is the observation
+        # the step reached, before any reset: the loop stores it as s'. `terminated` (the pole fell)
+        # stops bootstrapping; `truncated` (the time limit) does not.
+    env.physics_names(params)                            # the names `--param` accepts
+    env.get_physics(params, name)                        # a physical parameter's value
+    env.set_physics(params, name, value)                 # the one place it changes; derived fields follow
+    env.scale_physics(params, name, scale)               # set to scale x its value; concrete scale > 0
+
+`heterogeneity.agent_env_params` and the robustness sweep go through these four methods only, and
+the loop vmaps `reset`/`step` over a batch of params (one per agent), so a parameter may be any
+pytree leaf the step reads, not only a field of a gymnax dataclass.
+
+Identity: gymnax jits `step`/`reset` with `self` static, so equal environments share compiled
+programs. `EnvIdentity` makes instances of one class with the same configuration (`identity()`)
+equal and hash alike, so building a fresh env (through the registry) does not recompile.
+
+`PerturbableEnv` states the contract as a Protocol; `PerturbablePhysics` implements the physics
+methods for params dataclasses whose float fields are the parameters. An environment of your own is
+used by registering it: `envs.register(envs.EnvSpec(name=..., factory=..., perturbed=(...), ...))`
+(README, "Your own environment").
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+
+class PerturbableEnv(Protocol):
+    """The exact interface `fedjax_rl.train` drives (see the module docstring)."""
+
+    name: str
+    default_params: Any
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]: ...
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any
+             ) -> tuple[jax.Array, Any, jax.Array, jax.Array, jax.Array, dict]: ...
+
+    def observation_space(self, params: Any) -> Any: ...
+
+    def action_space(self, params: Any) -> Any: ...
+
+    def physics_names(self, params: Any) -> tuple[str, ...]: ...
+
+    def get_physics(self, params: Any, name: str) -> jax.Array: ...
+
+    def set_physics(self, params: Any, name: str, value) -> Any: ...
+
+    def scale_physics(self, params: Any, name: str, scale) -> Any: ...
+
+
+def check_scales(scales) -> None:
+    """ValueError unless every concrete scale c in m' = c m is > 0 (traced scales pass unchecked)."""
+    if isinstance(scales, jax.core.Tracer):
+        return
+    values = np.asarray(scales, dtype=float)
+    if not np.all(values > 0):
+        raise ValueError(f"physics scale must be > 0, got {values.tolist()}")
+
+
+class EnvIdentity:
+    """Instances of one class with equal `identity()` compare equal and hash alike (see the module
+    docstring). The default identity is empty: valid for classes that carry no configuration of
+    their own, all physics living in the params pytree."""
+
+    def identity(self) -> tuple:
+        return ()
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.identity() == other.identity()
+
+    def __hash__(self):
+        return hash((type(self), self.identity()))
 
 
 class PerturbablePhysics:
@@ -47,6 +124,11 @@ class PerturbablePhysics:
     def set_physics(self, params, name: str, value):
         params = params.replace(**{self._field(params, name): value})
         return self.derive(params)
+
+    def scale_physics(self, params, name: str, scale):
+        """`name` set to `scale` times its value in `params`; a concrete scale must be > 0."""
+        check_scales(scale)
+        return self.set_physics(params, name, scale * self.get_physics(params, name))
 
     def derive(self, params):
         """Recompute derived fields from the primary ones (identity by default)."""

@@ -36,22 +36,7 @@ from gymnax.environments.classic_control import cartpole as gx_cartpole
 from gymnax.environments.classic_control import mountain_car as gx_mountain_car
 from gymnax.environments.classic_control import pendulum as gx_pendulum
 
-from fedjax_rl.envs.base import PerturbablePhysics
-
-
-class _TypeIdentity:
-    """Instances of one class compare equal and hash alike.
-
-    gymnax jits `step`/`reset` with `self` static; equal instances then share compiled programs, so
-    building a fresh env (e.g. through the registry) does not recompile. Valid because these
-    classes carry no configuration of their own: all physics lives in the params pytree.
-    """
-
-    def __eq__(self, other):
-        return type(self) is type(other)
-
-    def __hash__(self):
-        return hash(type(self))
+from fedjax_rl.envs.base import EnvIdentity, PerturbablePhysics
 
 
 # --------------------------------------------------------------------------------------------------
@@ -62,7 +47,7 @@ CartPoleParams = gx_cartpole.EnvParams
 CartPoleState = gx_cartpole.EnvState
 
 
-class CartPole(_TypeIdentity, PerturbablePhysics, gx_cartpole.CartPole):
+class CartPole(EnvIdentity, PerturbablePhysics, gx_cartpole.CartPole):
     """gymnax CartPole-v1 whose `total_mass` and `polemass_length` follow their inputs."""
 
     derived_fields = ("total_mass", "polemass_length")
@@ -126,7 +111,7 @@ def acrobot_rk4(y0: jax.Array, params: AcrobotParams) -> jax.Array:
     return y0 + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-class Acrobot(_TypeIdentity, PerturbablePhysics, gx_acrobot.Acrobot):
+class Acrobot(EnvIdentity, PerturbablePhysics, gx_acrobot.Acrobot):
     """gymnax Acrobot-v1 with `gravity` in its params; "length" is link 1 (see module docstring)."""
 
     aliases = {"length": "link_length_1"}
@@ -179,7 +164,7 @@ MountainCarParams = gx_mountain_car.EnvParams
 MountainCarState = gx_mountain_car.EnvState
 
 
-class MountainCar(_TypeIdentity, PerturbablePhysics, gx_mountain_car.MountainCar):
+class MountainCar(EnvIdentity, PerturbablePhysics, gx_mountain_car.MountainCar):
     """gymnax MountainCar-v0; `gravity` and `force` are its params fields (nothing is derived)."""
 
 
@@ -191,6 +176,6 @@ PendulumParams = gx_pendulum.EnvParams
 PendulumState = gx_pendulum.EnvState
 
 
-class Pendulum(_TypeIdentity, PerturbablePhysics, gx_pendulum.Pendulum):
+class Pendulum(EnvIdentity, PerturbablePhysics, gx_pendulum.Pendulum):
     """gymnax Pendulum-v1 (gymnasium's dynamics); `m` (mass) and `l` (length) are its params
     fields, nothing is derived. Never terminates; truncated after 200 steps."""

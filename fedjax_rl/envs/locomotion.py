@@ -75,9 +75,8 @@ from flax import struct
 from gymnax.environments import environment, spaces
 
 from fedjax_rl.envs import mujoco_engines
-from fedjax_rl.envs.base import PerturbablePhysics
+from fedjax_rl.envs.base import EnvIdentity, PerturbablePhysics
 from fedjax_rl.envs.mujoco_engines import DEFAULT_ENGINE, mjx
-from fedjax_rl.heterogeneity import check_scales
 
 GYMNASIUM_VERSION = "1.3.0"  # the version whose *_v4.py these classes reproduce
 
@@ -106,7 +105,7 @@ class MuJoCoState(environment.EnvState):
     exact: Any = ()
 
 
-class MuJoCoLocomotion(PerturbablePhysics, environment.Environment[MuJoCoState, MuJoCoParams]):
+class MuJoCoLocomotion(EnvIdentity, PerturbablePhysics, environment.Environment[MuJoCoState, MuJoCoParams]):
     """Base of the four tasks. Subclasses set the class attributes, `healthy` and `x_velocity`."""
 
     xml_file: ClassVar[str]
@@ -132,13 +131,9 @@ class MuJoCoLocomotion(PerturbablePhysics, environment.Environment[MuJoCoState, 
         self.engine = mujoco_engines.make_engine(engine, self.mj_model, self.frame_skip, mjx_ls_iterations)
         self._nominal_models: dict[Any, mjx.Model] = {}
 
-    # Instances of one class and engine hold the same model: equal, so jit caches (self is static)
-    # are shared.
-    def __eq__(self, other):
-        return type(self) is type(other) and self.engine.identity == other.engine.identity
-
-    def __hash__(self):
-        return hash((type(self), self.engine.identity))
+    def identity(self) -> tuple:
+        # Instances of one class and engine hold the same model (EnvIdentity: jit caches are shared).
+        return (self.engine.identity,)
 
     # ---------------------------------------------------------------------------------------------
     # The model
@@ -250,11 +245,6 @@ class MuJoCoLocomotion(PerturbablePhysics, environment.Environment[MuJoCoState, 
             ids = jnp.array(what)
             masses = masses.at[ids].multiply(value / masses[ids].sum())
         return params.replace(model_fields={**params.model_fields, "body_mass": masses})
-
-    def scale_physics(self, params: MuJoCoParams, name: str, scale: float):
-        """`name` set to `scale` times its value in `params`; a concrete scale must be > 0."""
-        check_scales(scale)
-        return self.set_physics(params, name, scale * self.get_physics(params, name))
 
     # ---------------------------------------------------------------------------------------------
     # gymnax interface

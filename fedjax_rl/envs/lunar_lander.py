@@ -95,7 +95,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from fedjax_rl.envs.base import PerturbablePhysics
+from fedjax_rl.envs.base import EnvIdentity, PerturbablePhysics
 
 # --- gymnasium's constants -------------------------------------------------------------------
 FPS = 50
@@ -673,7 +673,7 @@ def reward_fn(obs, prev_shaping, m_power, s_power, crashed, at_rest, first_step=
 
 
 # --- the environment -------------------------------------------------------------------------
-class LunarLander(environment.Environment, PerturbablePhysics):
+class LunarLander(EnvIdentity, environment.Environment, PerturbablePhysics):
     """gymnasium LunarLander-v3 (discrete) in JAX; see the module docstring."""
 
     aliases = {"wind": "wind_power"}
@@ -690,13 +690,8 @@ class LunarLander(environment.Environment, PerturbablePhysics):
         self.position_iterations = position_iterations
         self.obs_shape = (8,)
 
-    def __hash__(self):
-        return hash(
-            (type(self), self.enable_wind, self.velocity_iterations, self.position_iterations)
-        )
-
-    def __eq__(self, other):
-        return type(self) is type(other) and hash(self) == hash(other)
+    def identity(self) -> tuple:
+        return (self.enable_wind, self.velocity_iterations, self.position_iterations)
 
     @property
     def default_params(self) -> EnvParams:

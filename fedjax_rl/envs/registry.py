@@ -8,11 +8,16 @@ the mean is given next to each number).
 
 Unknown environment names and unknown physical parameter names raise a `ValueError` that names the
 allowed values; `check_physics_param` lets a command line check a name before compiling anything.
+
+Two ways in besides the specs below: `brax:<name>` is any of Brax's own environments
+(`fedjax_rl/envs/brax_envs.py`), and `register(EnvSpec(...))` adds an environment of your own (any
+gymnax environment meeting the contract in `fedjax_rl/envs/base.py`) without editing this file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +49,9 @@ class EnvSpec:
     variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
     #: the physics engines the task runs on, its default first ("jax": the env is written in JAX).
     engines: tuple[str, ...] = ("jax",)
+    #: engine -> None, or raise a ValueError saying why this machine cannot run it (MuJoCo Warp
+    #: without an NVIDIA GPU).
+    check_engine: Callable[[str], None] | None = None
 
 
 def _cartpole(_names, _engine):
@@ -97,6 +105,13 @@ _MUJOCO_NOTES = (
 )
 _MUJOCO_ENGINES = ("c", "mjx", "warp")  # mujoco_engines.ENGINES, the default first; not imported here
 # so that listing the registry does not load MuJoCo
+
+
+def _check_mujoco_engine(engine: str) -> None:
+    from fedjax_rl.envs.mujoco_engines import check_engine as check_mujoco_engine
+
+    check_mujoco_engine(engine)
+
 
 _SPECS: dict[str, EnvSpec] = {
     spec.name: spec
@@ -152,6 +167,7 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=18.628,  # +- 0.575 (s.e.), 1000 episodes (mean length 22.7), gymnasium
             notes=_MUJOCO_NOTES,
             engines=_MUJOCO_ENGINES,
+            check_engine=_check_mujoco_engine,
         ),
         EnvSpec(
             name="Walker2d-v4",
@@ -161,6 +177,7 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=2.759,  # +- 0.196 (s.e.), 1000 episodes (mean length 21.6), gymnasium
             notes=_MUJOCO_NOTES,
             engines=_MUJOCO_ENGINES,
+            check_engine=_check_mujoco_engine,
         ),
         EnvSpec(
             name="HalfCheetah-v4",
@@ -170,6 +187,7 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=-282.487,  # +- 7.263 (s.e.), 100 episodes (all 1000 steps), gymnasium
             notes=_MUJOCO_NOTES,
             engines=_MUJOCO_ENGINES,
+            check_engine=_check_mujoco_engine,
         ),
         EnvSpec(
             name="Ant-v4",
@@ -179,22 +197,64 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=-51.351,  # +- 2.844 (s.e.), 1000 episodes (mean length 154.2), gymnasium
             notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
             engines=_MUJOCO_ENGINES,
+            check_engine=_check_mujoco_engine,
         ),
     )
 }
 
 
+def register(spec: EnvSpec, replace: bool = False) -> EnvSpec:
+    """Add an environment of your own under `spec.name` (`--env`, `configs.train_config`, `make`):
+    `spec.factory(perturbed, engine)` returns an env meeting the contract in `fedjax_rl/envs/base.py`.
+    A name already registered raises unless `replace`; `brax:` names are Brax's."""
+    if spec.name.startswith(_BRAX_PREFIX):
+        raise ValueError(f"environment names starting with {_BRAX_PREFIX!r} are Brax's; choose another name")
+    if spec.name in _SPECS and not replace:
+        raise ValueError(f"environment {spec.name!r} is already registered; pass replace=True to replace it")
+    if not spec.perturbed or not spec.engines:
+        raise ValueError(f"{spec.name}: an EnvSpec needs at least one perturbed parameter and one engine")
+    _SPECS[spec.name] = spec
+    return spec
+
+
 def list_envs() -> tuple[str, ...]:
-    """Registered environment names."""
+    """Registered environment names (Brax's, `brax:<name>`, are not listed: see `brax_envs`)."""
     return tuple(_SPECS)
+
+
+_BRAX_PREFIX = "brax:"  # brax_envs.PREFIX; not imported here so that listing does not load Brax
+
+
+@functools.lru_cache(maxsize=None)
+def _brax_spec(name: str) -> EnvSpec:
+    from fedjax_rl.envs import brax_envs
+
+    task = name[len(_BRAX_PREFIX):]
+    if task not in brax_envs.brax_names():
+        raise ValueError(f"unknown Brax environment {task!r} in {name!r}; allowed: "
+                         f"{', '.join(_BRAX_PREFIX + n for n in brax_envs.brax_names())}")
+    env = brax_envs.BraxEnv(task)
+    return EnvSpec(
+        name=name,
+        factory=lambda _names, engine: brax_envs.BraxEnv(task, engine),
+        perturbed=env.link_names[:1],  # the trunk (torso): not a paper task, so no paper parameter
+        max_steps=brax_envs.MAX_STEPS,
+        random_return=float("nan"),  # not measured
+        notes="Brax's own environment; parameters: any body's mass by name, and gravity. "
+              "Engines: Brax's pipelines.",
+        engines=brax_envs.BACKENDS,
+    )
 
 
 def get_spec(name: str) -> EnvSpec:
     """The `EnvSpec` of `name`; ValueError naming the registered envs if there is none."""
+    if name.startswith(_BRAX_PREFIX):
+        return _brax_spec(name)
     try:
         return _SPECS[name]
     except KeyError:
-        raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(_SPECS)}") from None
+        raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(_SPECS)}, "
+                         f"or {_BRAX_PREFIX}<name> for Brax's") from None
 
 
 def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:
@@ -229,10 +289,8 @@ def check_engine(env_name: str, engine: str | None) -> str:
         return spec.engines[0]
     if engine not in spec.engines:
         raise ValueError(f"engine for {env_name} must be one of {', '.join(spec.engines)}, got {engine!r}")
-    if spec.engines != ("jax",):
-        from fedjax_rl.envs.mujoco_engines import check_engine as check_mujoco_engine
-
-        check_mujoco_engine(engine)
+    if spec.check_engine is not None:
+        spec.check_engine(engine)
     return engine
 
 

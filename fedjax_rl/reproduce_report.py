@@ -1,0 +1,376 @@
+"""Reporting of `fedjax-rl reproduce`: the finished rows of a table (`DIR/<table>/<row>/row.json`,
+written by `fedjax_rl.reproduce`) as the markdown and CSV tables beside the paper's numbers, the
+paired comparisons with bootstrap intervals and the IQM across rows (`fedjax_rl.stats`), and the
+figures. Computes no training; `write_outputs` is `fedjax-rl reproduce TABLE --report-only`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedjax_rl import envs, paper, stats
+from fedjax_rl.machine import summary as machine_summary
+from fedjax_rl.reproduce import OMEGA_RULE, ROW_RESULT, Table, _load_run, row_dir
+
+
+def finished_rows(table: Table, out_dir: str) -> dict:
+    """{row key: row record} for every row of `table` with a row.json in `out_dir`, in paper order."""
+    out = {}
+    for row in table.rows:
+        path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
+        if os.path.exists(path):
+            with open(path) as f:
+                out[row.key] = json.load(f)
+    return out
+
+
+def _stats(values) -> tuple[float, float]:
+    values = np.asarray(values, float)
+    return float(values.mean()), float(values.std())
+
+
+def _fmt(mean_std) -> str:
+    return f"{mean_std[0]:.1f} ± {mean_std[1]:.1f}"
+
+
+def _paper_cell(value, spread) -> str:
+    if value is None:
+        return paper.NOT_REPORTED
+    return f"{value:.1f}" if spread is None else f"{value:.1f} ± {spread:.1f}"  # as the paper prints them
+
+
+def _sign(value: float) -> str:
+    return "+" if value > 0 else "-" if value < 0 else "0"
+
+
+METRICS = ("minimum", "average")
+NORMALISATION = (
+    "normalised score = (return - random-policy return) / (the paper's {ref} return - random-policy return), "
+    "per row and per metric (the paper's {ref} Minimum for Minimum, its Average for Average): 0 is a "
+    "uniformly random policy and 1 the paper's {ref} in that row. Why: the rows' returns differ in scale "
+    "and sign (Acrobot -500..0, CartPole 0..500, HalfCheetah thousands), so they can only be pooled on a "
+    "common scale; the random policy is a floor every task has (fedjax_rl.envs.random_return, measured at "
+    "the nominal physics of the row's variant), and the paper's {ref} is the one reference every row has "
+    "from outside this reproduction, so it cannot move with our own results")
+
+
+def comparisons(table: Table, records: dict) -> list[dict]:
+    """Per finished row and baseline: the headline FedR* minus the baseline on the reported seeds,
+    paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
+    Average, each with a 95% bootstrap interval and P(FedR* > baseline); the verdict read from the
+    Minimum interval; and the paper's own Minimum difference where its table reports both."""
+    rows_by_key = {row.key: row for row in table.rows}
+    out = []
+    for key, rec in records.items():
+        prow, algs, headline = rows_by_key[key], rec["algorithms"], rec["headline"]
+        for base in table.baselines:
+            line = dict(row=key, baseline=base, robust=headline, seeds=len(algs[headline]["reported"]["minimum"]))
+            for metric in METRICS:
+                robust, baseline = algs[headline]["reported"][metric], algs[base]["reported"][metric]
+                line[metric] = stats.difference(robust, baseline, paired=True)
+                line[f"{metric}_improvement"] = stats.probability_of_improvement(robust, baseline)
+            line["verdict"] = stats.verdict(line["minimum"], line["seeds"])
+            p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
+            # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
+            line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
+            line["sign_agrees"] = (None if line["paper_minimum_difference"] is None
+                                   else _sign(line["minimum"].estimate) == _sign(line["paper_minimum_difference"]))
+            out.append(line)
+    return out
+
+
+def _anchors(table: Table, row: paper.PaperRow, metric: str) -> tuple[float, float | None]:
+    """(random-policy return, the paper's reference-baseline `metric`) of a row: NORMALISATION's 0 and 1."""
+    reference = dict(zip(("average", "minimum"), row.paper_numbers(table.paper_baseline)))[metric]
+    return envs.random_return(row.env_name, (row.param,)), reference
+
+
+def normalised_scores(table: Table, records: dict, algorithm: str, metric: str) -> dict:
+    """{row key: the reported seeds' `metric` of `algorithm` ("headline" for the headline FedR*),
+    normalised by the random policy and the paper's reference baseline (NORMALISATION)}; rows
+    without the paper's reference number are left out."""
+    rows_by_key = {row.key: row for row in table.rows}
+    out = {}
+    for key, rec in records.items():
+        random_return, reference = _anchors(table, rows_by_key[key], metric)
+        if reference is not None:
+            label = rec["headline"] if algorithm == "headline" else algorithm
+            out[key] = stats.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
+    return out
+
+
+def paper_robust_iqm(table: Table, keys: Sequence[str], metric: str) -> float:
+    """IQM over the rows `keys` of the paper's own FedR* number, normalised as `normalised_scores`."""
+    rows_by_key = {row.key: row for row in table.rows}
+    index = ("average", "minimum").index(metric)  # paper_numbers' order
+    return stats.iqm([float(stats.normalise(rows_by_key[k].paper_numbers(table.robust_label)[index],
+                                            *_anchors(table, rows_by_key[k], metric))) for k in keys])
+
+
+def aggregates(table: Table, records: dict) -> list[dict]:
+    """Per metric and baseline: the IQM over every (row, reported seed) of the normalised scores of
+    the baseline and of the headline FedR*, their difference and the mean P(FedR* > baseline), with
+    stratified bootstrap intervals (rows are the strata; `stats.stratified_iqm`)."""
+    out = []
+    for metric in METRICS:
+        robust = normalised_scores(table, records, "headline", metric)
+        for base in table.baselines:
+            baseline = normalised_scores(table, records, base, metric)
+            keys = [k for k in robust if k in baseline]
+            if keys:
+                out.append(dict(metric=metric, baseline=base, rows=keys,
+                                aggregate=stats.stratified_iqm([baseline[k] for k in keys], [robust[k] for k in keys])))
+    return out
+
+
+def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], list[dict]]:
+    """Markdown lines, CSV records (one per row and algorithm) and comparison CSV records (one per
+    row and baseline) for the finished rows."""
+    rows_by_key = {row.key: row for row in table.rows}
+    unreported = [b for b in table.baselines if b != table.paper_baseline]
+    md = [f"# {table.title}", "",
+          f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}), transcribed in fedjax_rl/paper.py "
+          "with their \"±\" as printed (the paper does not say over what)."
+          + (f" The paper's table does not report {', '.join(unreported)} (its figures do)." if unreported else ""), ""]
+    budgets = sorted({r["request"]["budget"] for r in records.values()})
+    if budgets != [1.0]:
+        # The steps each row ran, not only the fraction: a fraction is rounded to whole evaluation
+        # blocks of at least one round (--budget 1e-6 runs 100 steps, not 0.05).
+        ran = {key: f"{_steps(r['budget']['steps_per_agent'])} steps per agent (paper "
+                    f"{_steps(r['budget']['paper_steps_per_agent'])})" for key, r in records.items()}
+        ran = (f"{next(iter(ran.values()))} in every row" if len(set(ran.values())) == 1
+               else "; ".join(f"{key}: {text}" for key, text in ran.items()))
+        md += [f"**REDUCED BUDGET**: {ran} (requested fraction(s) {', '.join(f'{b:g}' for b in budgets)} of the "
+               "paper's RL-Zoo3 steps, rounded to whole evaluation blocks). These numbers are not the paper's "
+               "setting.", ""]
+    overrides = {k: r["request"][k] for r in records.values() for k in ("agent_overrides", "train_overrides") if r["request"][k]}
+    if overrides:
+        md += [f"**Settings overridden** (not the paper's): {json.dumps(overrides)}", ""]
+    md += [f"Average / Minimum: the final global policy's mean / lowest return over the K = {paper.NUM_AGENTS} "
+           "local environments, mean ± std (numpy, ddof 0) over the reported seeds. "
+           f"{table.baselines[0]} is the omega = 0 point of the {table.programs[0].label} grid (same program, "
+           "same seeds; see fedjax_rl/reproduce.py). Omega rule: " + OMEGA_RULE + ".", "",
+           "| row | algorithm | seeds | Average | Minimum | paper Average | paper Minimum |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    csv_rows = []
+    for key, rec in records.items():
+        prow = rows_by_key[key]
+        algs = rec["algorithms"]
+        headline = rec["headline"]
+        order = [*table.baselines, headline] + [lab for lab in algs if lab not in table.baselines and lab != headline]
+        for lab in order:
+            a = algs[lab]
+            role = "baseline" if lab in table.baselines else ("headline" if lab == headline else "omega grid")
+            paper_label = table.robust_label if role == "headline" else lab
+            p_avg, p_min = prow.paper_numbers(paper_label) if role != "omega grid" else (None, None)
+            s_avg, s_min = prow.paper_spread(paper_label) if role != "omega grid" else (None, None)
+            avg, mn = _stats(a["reported"]["average"]), _stats(a["reported"]["minimum"])
+            shown = f"**{lab}** (headline)" if role == "headline" else lab
+            paper_cells = ("", "") if role == "omega grid" else (_paper_cell(p_avg, s_avg), _paper_cell(p_min, s_min))
+            md.append(f"| {key} | {shown} | {len(a['reported']['average'])} | {_fmt(avg)} | {_fmt(mn)} | "
+                      f"{paper_cells[0]} | {paper_cells[1]} |")
+            csv_rows.append(dict(table=table.name, row=key, env_name=rec["env_name"], param=rec["param"], algorithm=lab,
+                                 role=role, omega="" if a["omega"] is None else a["omega"],
+                                 seeds=len(a["reported"]["average"]), average_mean=avg[0], average_std=avg[1],
+                                 minimum_mean=mn[0], minimum_std=mn[1], paper_average=p_avg, paper_minimum=p_min,
+                                 paper_average_spread=s_avg, paper_minimum_spread=s_min,
+                                 budget_fraction=rec["request"]["budget"],
+                                 steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
+
+    lines = comparisons(table, records)
+    robust = table.robust_label
+    md += ["", f"## {robust} (headline ω) − baseline, paired by seed", "",
+           "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% "
+           f"percentile bootstrap interval ({stats.REPS:,} resamples of the seeds, generator seed {stats.SEED}; "
+           f"fedjax_rl/stats.py), on Minimum and on Average. P({robust} > baseline): the probability that a "
+           f"{robust} seed's value exceeds a baseline seed's, over all pairs of seeds, ties counting one half "
+           "(rliable's probability of improvement). **Verdict** (on Minimum, the paper's claim): *ahead* if "
+           "the interval lies above 0, *behind* if below, otherwise *inconclusive*; also *inconclusive* with "
+           f"fewer than {stats.MIN_SEEDS} seeds, where a 95% bootstrap interval is just the range of the values. "
+           "At 5 seeds the interval is narrow for its level (about 85% coverage for normal data), so a verdict "
+           "is weaker than a 95% claim. Paper: the paper's own Minimum difference in that row; sign agrees: "
+           "our mean difference has the paper's sign.", "",
+           f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
+           f"P({robust} > baseline), Minimum / Average | verdict | paper's Minimum difference | sign agrees |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    comparison_rows = []
+    for line in lines:
+        paper_diff = line["paper_minimum_difference"]
+        agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
+        md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | {line['minimum'].format()} | "
+                  f"{line['average'].format()} | {line['minimum_improvement']:.2f} / {line['average_improvement']:.2f} | "
+                  f"{_verdict_cell(line['verdict'], line['seeds'])} | {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |")
+        record = dict(table=table.name, row=line["row"], robust=line["robust"], baseline=line["baseline"],
+                      seeds=line["seeds"])
+        for metric in METRICS:
+            interval = line[metric]
+            record.update({f"{metric}_difference": interval.estimate, f"{metric}_low": interval.low,
+                           f"{metric}_high": interval.high, f"{metric}_improvement": line[f"{metric}_improvement"]})
+        record.update(verdict=line["verdict"], paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"],
+                      confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
+        comparison_rows.append(record)
+
+    md.append("")
+    for base in table.baselines:
+        verdicts = [line["verdict"] for line in lines if line["baseline"] == base]
+        md.append(f"- Against {base}: {robust} is " + ", ".join(
+            f"{word} in {verdicts.count(word)}" for word in (stats.AHEAD, stats.BEHIND, stats.INCONCLUSIVE))
+            + f" of {len(verdicts)} rows.")
+    by_row = {key: [line for line in lines if line["row"] == key] for key in records}
+    supported = sum(all(line["verdict"] == stats.AHEAD for line in row) for row in by_row.values())
+    contradicted = sum(any(line["verdict"] == stats.BEHIND for line in row) for row in by_row.values())
+    signs = sum(all(line["minimum"].estimate > 0 for line in row) for row in by_row.values())
+    judged = [line for line in lines if line["sign_agrees"] is not None]
+    md += [f"- The paper's claim ({paper.CLAIM}): the intervals support it in **{supported}**, contradict it "
+           f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
+           f"of {len(records)} finished rows (of {len(table.rows)} in the table).",
+           f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
+           f"{len(records)} rows; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
+           f"of the {len(judged)} comparisons its table reports."]
+
+    reference = table.paper_baseline
+    md += ["", "## Across rows: IQM of normalised scores", "",
+           NORMALISATION.format(ref=reference) + ". IQM: the mean of the middle half of all (row, reported seed) "
+           "scores (rliable's interquartile mean). Intervals: 95% stratified bootstrap, the rows are the strata "
+           "(seeds are resampled within each row, the same draw for both algorithms, so the difference stays "
+           f"paired), {stats.REPS:,} resamples. The verdict reads the difference's interval as above; "
+           f"P({robust} > baseline) is averaged over the rows.", "",
+           f"| metric | baseline | rows x seeds | baseline IQM [95% CI] | {robust} IQM [95% CI] | "
+           f"{robust} − baseline [95% CI] | verdict | P({robust} > baseline) [95% CI] |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    paper_iqm = []
+    for agg in aggregates(table, records):
+        a = agg["aggregate"]
+        if agg["baseline"] == reference:
+            paper_iqm.append(f"{paper_robust_iqm(table, agg['rows'], agg['metric']):.2f} on {agg['metric'].capitalize()}")
+        seeds = sorted({len(records[k]["algorithms"][records[k]["headline"]]["reported"]["minimum"]) for k in agg["rows"]})
+        md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
+                  f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
+                  f"{a.difference.format(2)} | {_verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
+
+    if paper_iqm:
+        md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
+               f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
+    md += ["", "## Per row", ""]
+    for key, rec in records.items():
+        chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
+        m = rec["machine"]
+        md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
+                  f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
+                  f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
+                  f"{_batching(rec)}{_physics_engine(rec)}; "
+                  f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
+    return md, csv_rows, comparison_rows
+
+
+def _verdict_cell(word: str, seeds: int) -> str:
+    return f"**{word}**" + (f" ({seeds} seeds < {stats.MIN_SEEDS})" if seeds < stats.MIN_SEEDS else "")
+
+
+def _unsigned(interval: stats.Interval) -> str:
+    return f"{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def _steps(per_program: dict) -> str:
+    """'100' or '100/200': the distinct steps per agent of a row's programs."""
+    return "/".join(f"{n:,}" for n in sorted(set(per_program.values())))
+
+
+def _physics_engine(rec: dict) -> str:
+    """', physics: MuJoCo's C engine' for a MuJoCo row; rows written before engines existed ran MJX."""
+    config = next(iter(rec["configs"].values()))["config"]
+    if envs.get_spec(config["env_name"]).engines == ("jax",):
+        return ""
+    engine = config.get("engine", "mjx")
+    return f", physics: {ENGINE_NAMES.get(engine, engine)}" + ("" if "engine" in config else " (written before engines)")
+
+
+ENGINE_NAMES = {"c": "MuJoCo's C engine", "mjx": "MuJoCo-MJX", "warp": "MuJoCo Warp"}
+
+
+def _batching(rec: dict) -> str:
+    """How the row's runs were vmapped (rows written before run_batch existed: all at once)."""
+    sizes = {n for n in rec.get("run_batch", {}).values() if n is not None}
+    return f"{'/'.join(map(str, sorted(sizes)))} runs per vmap" if sizes else "all runs in one vmap"
+
+
+def _wall(rec: dict) -> str:
+    if "wall_s_this_process" not in rec:  # rows written before wall time survived a resume
+        this, total = rec["wall_s"], (None if rec.get("resumed_blocks") else rec["wall_s"])
+    else:
+        this, total = rec["wall_s_this_process"], rec["wall_s"]
+    if total is not None:
+        return f"wall {total:.0f} s"
+    return (f"wall {this:.0f} s after resuming at block {rec['resumed_blocks']} "
+            "(the time before the resume was not recorded)")
+
+
+def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
+    """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the figures from every
+    finished row; trains nothing (`fedjax-rl reproduce TABLE --out DIR --report-only`)."""
+    import csv
+
+    records = finished_rows(table, out_dir)
+    paths = []
+    if records:
+        md, csv_rows, comparison_rows = table_lines(table, records)
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"{table.name}.md")
+        with open(path, "w") as f:
+            f.write("\n".join(md) + "\n")
+        paths.append(path)
+        for name, rows in ((table.name, csv_rows), (f"{table.name}_comparisons", comparison_rows)):
+            path = os.path.join(out_dir, f"{name}.csv")
+            with open(path, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+            paths.append(path)
+        if figures:
+            paths += write_figures(table, out_dir, records)
+    return {"rows": records, "paths": paths}
+
+
+def write_figures(table: Table, out_dir: str, records: dict) -> list[str]:
+    """Nominal learning curves and robustness sweeps as 2 x 4 grids (reported seeds only; the
+    baselines and the headline FedR*), the training range 1 ± p shaded on the sweeps."""
+    from fedjax_rl import plots
+
+    curves, sweeps, spans = [], [], set()
+    for row in table.rows:
+        rec = records.get(row.key)
+        title = f"{row.env_name} ({row.paper_param})"
+        if rec is None:
+            curves.append((title, []))
+            sweeps.append((title, []))
+            continue
+        t = len(rec["seeds"]["tuning"])
+        row_path = row_dir(out_dir, table, row)
+        c_lines, s_lines = [], []
+        for lab in (*table.baselines, rec["headline"]):
+            m = _load_run(os.path.join(row_path, rec["algorithms"][lab]["dir"]))
+            (curve, curve_span), (sweep, sweep_span) = (plots.band_values(m, "curve", "nominal_return"),
+                                                        plots.band_values(m, "final", "sweep_returns"))
+            spans |= {curve_span, sweep_span}
+            c_lines.append((lab, np.asarray(m["curve"]["env_steps"][0]), curve[t:]))
+            s_lines.append((lab, np.asarray(m["final"]["sweep_scales"][0]), sweep[t:]))
+        curves.append((title, c_lines))
+        sweeps.append((title, s_lines))
+    reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
+    rate = next(iter(records.values()))["configs"][table.programs[0].name]["config"]["max_rate"]
+    band = plots.band_description(spans, seeds="reported seeds")
+    return [
+        plots.grid_figure(curves, os.path.join(out_dir, f"{table.name}_curves.png"),
+                          xlabel="environment steps per agent", ylabel="return (nominal env)",
+                          title=f"{table.title}: learning curves{reduced}\n({band}, "
+                                f"{plots.PAPER_SMOOTHING}-evaluation moving average)",
+                          smooth=plots.PAPER_SMOOTHING),
+        plots.grid_figure(sweeps, os.path.join(out_dir, f"{table.name}_sweeps.png"),
+                          xlabel="scale c of the nominal parameter", ylabel="return",
+                          title=f"{table.title}: robustness sweeps{reduced}\n({band})",
+                          shade=(1 - rate, 1 + rate)),
+    ]
