@@ -308,7 +308,7 @@ def test_registry_defaults_name_their_sources():
         configs.train_config("fedrtd3", "Pendulum-v1", agent_overrides=dict(policy_delay=0))
     with pytest.raises(ValueError, match=r"initial_alpha must be > 0, got 0"):
         configs.train_config("fedrsac", "Pendulum-v1", agent_overrides=dict(initial_alpha=0.0))
-    with pytest.raises(ValueError, match=r"needs continuous \(Box\) actions; CartPole-v1 has Discrete"):
+    with pytest.raises(ValueError, match=r"need continuous \(Box\) actions; CartPole-v1 has Discrete"):
         configs.train_config("fedrsac", "CartPole-v1")
 
 

@@ -122,8 +122,13 @@ TARGETS = (
     # step against gymnasium). CartPole's and MountainCar's step, reward and termination are
     # gymnax's own code (tested at the boundaries in tests/test_termination.py all the same).
     Target("classic_control", "fedjax_rl/envs/classic_control.py",
-           ("derive", "step_env", "default_params", "AcrobotParams", "__eq__", "__hash__"), (
+           ("derive", "step_env", "default_params", "AcrobotParams"), (
         "tests/test_termination.py", "tests/test_envs.py",
+    )),
+    # The environment contract's shared code: scale checks, identity for jit's caches, and the
+    # physics fields every perturbable env reads and writes through.
+    Target("env_base", "fedjax_rl/envs/base.py", ("check_scales", "EnvIdentity", "PerturbablePhysics"), (
+        "tests/test_heterogeneity.py", "tests/test_envs.py", "tests/test_termination.py",
     )),
     # Reward and termination (not the contact solver).
     Target("lunar_lander", "fedjax_rl/envs/lunar_lander.py",
