@@ -233,6 +233,9 @@ def test_the_mean_rule_is_the_plain_pmean_bit_for_bit():
         (dict(aggregation="trimmed_mean", trim=0.1), r"trim must be in \[0.2, 0.5\) .* 5 participating agents .* got 0.1"),
         (dict(aggregation="trimmed_mean", participation=0.4),
          r"'trimmed_mean' needs at least 3 participating agents .* got 2"),
+        # Three participants are enough for a trimmed mean: only the trim is wrong.
+        (dict(aggregation="trimmed_mean", trim=0.1, participation=0.6),
+         r"trim must be in \[0.3334, 0.5\) .* 3 participating agents .* got 0.1"),
     ],
 )
 def test_bad_aggregation_settings_name_themselves(fields, message):
