@@ -1,5 +1,7 @@
 """The federated core: named agent axis, pmean averaging, vmap and shard_map agree."""
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -223,6 +225,15 @@ def test_the_mean_rule_is_the_plain_pmean_bit_for_bit():
     partial = federated.Server(5, participation=0.6)
     mask = partial.weights(jax.random.key(0), 3)
     chex.assert_trees_all_equal(mask, federated.sample_participants(jax.random.fold_in(jax.random.key(0), 3), 5, 0.6))
+
+
+def test_server_is_a_hashable_immutable_static_argument():
+    """Compiled code takes the server as a static argument: equal settings hash equally, and it
+    cannot change under a cached program."""
+    server, same = federated.Server(5, aggregation="median"), federated.Server(5, aggregation="median")
+    assert server == same and hash(server) == hash(same)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        server.num_agents = 4
 
 
 @pytest.mark.parametrize(
