@@ -277,6 +277,14 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         _EITHER_SORT,
     ("fedjax_rl/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifnotvalues.shape[0]>_NETWORK_MAX_AGENTS:"):
         _EITHER_SORT,
+    ("fedjax_rl/federated.py", None, "_NETWORK_MAX_AGENTS=32#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort",
+     "_NETWORK_MAX_AGENTS=33#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort"): _EITHER_SORT,
+    ("fedjax_rl/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(1,(n-1).bit_length())"):
+        "it changes only n = 1, whose one extra pair (0, 1) touches place 1 >= n and is dropped",
+    ("fedjax_rl/federated.py", "federated_trimmed_mean",
+     "dropped=jnp.asarray([trimmed_count(trim,m)forminrange(num_agents+1)],jnp.int32)",
+     "dropped=jnp.asarray([trimmed_count(trim,m)forminrange(num_agents+2)],jnp.int32)"):
+        "one more entry in the lookup table, for num_agents + 1 participants, a count that cannot occur",
     ("fedjax_rl/agents/dqn.py", "next_value",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=-1)",
      "returnjnp.max(self.q_values(shared.q_target,batch.next_obs),axis=1)"):
