@@ -74,13 +74,7 @@ TD3Config = settings.config_class("TD3Config", SETTINGS, base=_TD3ConfigMethods,
                                   doc="Hyperparameters of one TD3 agent (FedRTD3, TD3Avg).")
 
 
-@struct.dataclass
-class TD3Shared:
-    critic: Any  # [num_critics, ...] stacked parameters
-    critic_target: Any
-    actor: Any
-    actor_target: Any
-    degree: Any  # the robust term's expectile network D(s; psi); None without it
+TD3Shared = ddpg.DDPGShared  # TD3 shares what DDPG shares: the same networks, field for field
 
 
 @struct.dataclass
@@ -98,7 +92,7 @@ class TD3Agent(ddpg.DDPGAgent):
     def init(self, key: jax.Array) -> FederatedState:
         state = super().init(key)  # the same key use as DDPG: omega = 0 FedRTD3 and TD3Avg draw alike
         private = {f: getattr(state.private, f) for f in ("critic_opt", "actor_opt", "degree_opt", "buffer")}
-        return FederatedState(shared=TD3Shared(**vars(state.shared)),
+        return FederatedState(shared=state.shared,
                               private=TD3Private(**private, updates=jnp.int32(0)))
 
     def smoothed_target_action(self, shared: TD3Shared, next_obs: jax.Array, noise: jax.Array, hp) -> jax.Array:
