@@ -43,6 +43,10 @@ with contextlib.redirect_stdout(io.StringIO()):
     from mujoco import mjx
 
 ENGINES = ("c", "mjx", "warp")
+# Warp's contact buffers are shared by every world of a batch: room for this many worlds (seeds x
+# omega points x agents) of this many contacts each (a robot's feet on the floor need a few).
+WARP_MAX_WORLDS = 4096
+WARP_CONTACTS_PER_WORLD = 16
 DEFAULT_ENGINE = "c"  # gymnasium's exact physics, and the fastest on every machine measured (README)
 
 ENGINE_HELP = {
@@ -135,10 +139,22 @@ class MJXEngine:
     def initial_exact(self):
         return ()
 
+    def data_template(self, model):
+        """mjx.Data to put a state into. Warp's is made from the MjModel (mjx refuses an mjx.Model)
+        with contact room for `WARP_MAX_WORLDS` worlds: its contact arrays are shared by all the
+        worlds of a batch, whose size a vmapped step cannot see."""
+        if self.impl != "warp":
+            return mjx.make_data(model, impl=self.impl)
+        if "warp" not in self._models:
+            with jax.ensure_compile_time_eval():
+                self._models["warp"] = mjx.make_data(
+                    self.mj_model, impl="warp", naconmax=WARP_CONTACTS_PER_WORLD * WARP_MAX_WORLDS)
+        return self._models["warp"]
+
     def step(self, model_fields: dict, qpos, qvel, qacc_warmstart, exact, ctrl) -> Stepped:
         del exact
         model = self.physics_model(model_fields)
-        data = mjx.make_data(model, impl=self.impl).replace(
+        data = self.data_template(model).replace(
             qpos=qpos, qvel=qvel, qacc_warmstart=qacc_warmstart, ctrl=jnp.asarray(ctrl, qpos.dtype))
         data = jax.lax.fori_loop(0, self.frame_skip, lambda _, d: mjx.step(model, d), data)
         return Stepped(data.qpos, data.qvel, data.qacc_warmstart, _torso_xy(data.xpos), ())
@@ -287,5 +303,8 @@ def make_engine(engine: str, mj_model: mujoco.MjModel, frame_skip: int, ls_itera
     check_engine(engine)
     if engine == "c":
         return CEngine(mj_model, frame_skip)
-    return MJXEngine(mj_model, frame_skip, impl="jax" if engine == "mjx" else "warp",
-                     ls_iterations=ls_iterations)
+    if engine == "warp":
+        # Warp's line search stops when it converges, so a cap saves nothing there; and on the
+        # H200 it reached MJX's cap (its "linesearch iterations limit reached" warning).
+        return MJXEngine(mj_model, frame_skip, impl="warp")
+    return MJXEngine(mj_model, frame_skip, impl="jax", ls_iterations=ls_iterations)
