@@ -9,6 +9,8 @@ For each task and batch size B (32, 256, 2048 environments, each with its own bo
            and packing the states, the observation, reward and termination code).
   mjx      `jit(vmap(env.step))` on MJX with the task's line-search cap (`mjx_ls_iterations`) and
            `mjx_uncapped` with MuJoCo's default 50 (the same where the task has no cap).
+  warp     `jit(vmap(env.step))` on MuJoCo Warp through mjx (NVIDIA GPUs), and `warp_vs_c`: the
+           states after the step against the C engine's from the same states (max |dqvel|, |dqpos|).
   networks one agent-step of network work for B agents: DDPGAvg(1)'s vmapped `act` + `learn` (one
            gradient update of the 400-300 actor and critic at batch 64, soft target updates), so
            an engine's step can be set against what a training step spends besides physics.
@@ -18,7 +20,7 @@ apart). The line-search check compares capped and uncapped MJX states after the 
 max |dqpos| over the B environments): a cap is kept only where they are identical.
 
     .venv/bin/python benchmarks/mujoco_engines.py [--tasks Hopper-v4,Ant-v4] [--sizes 32,256,2048]
-                                                   [--engines c,mjx] [--repeats 5]
+                                                   [--engines c,mjx,warp] [--repeats 5] [--no-uncapped]
 
 Results go to benchmarks/results/mujoco_engines.json (or --out).
 """
@@ -148,7 +150,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--sizes", default="32,256,2048")
-    p.add_argument("--engines", default="c,mjx", help="comma-separated: c, mjx (mjx also times it uncapped)")
+    p.add_argument("--engines", default="c,mjx", help="comma-separated: c, mjx (mjx also times it uncapped), warp")
+    p.add_argument("--no-uncapped", action="store_true", help="skip MJX without its line-search cap")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--mjx-max-size", type=int, default=2048, help="largest batch MJX is timed at (it is slow)")
     p.add_argument("--networks-max-size", type=int, default=256,
@@ -170,7 +173,7 @@ def main() -> None:
                 env = make(name, engine="mjx")[0]
                 row["mjx_ls_iterations"] = env.mjx_ls_iterations
                 row["mjx"] = engine_step(name, "mjx", size, args.repeats if size <= 256 else 1)
-                if env.mjx_ls_iterations is not None:
+                if env.mjx_ls_iterations is not None and not args.no_uncapped:
                     row["mjx_uncapped"] = engine_step(name, "mjx", size, args.repeats if size <= 256 else 1,
                                                       uncapped=True)
                     capped, full = row["mjx"]["states"], row["mjx_uncapped"]["states"]
@@ -178,9 +181,15 @@ def main() -> None:
                         "max_abs_dqvel": float(np.abs(capped.qvel - full.qvel).max()),
                         "max_abs_dqpos": float(np.abs(capped.qpos - full.qpos).max()),
                     }
+            if "warp" in args.engines:
+                row["warp"] = engine_step(name, "warp", size, args.repeats)
+                if "c" in row:
+                    warp, c = row["warp"]["states"], row["c"]["states"]
+                    row["warp_vs_c"] = {"max_abs_dqvel": float(np.abs(warp.qvel - c.qvel).max()),
+                                        "max_abs_dqpos": float(np.abs(warp.qpos - c.qpos).max())}
             if size <= args.networks_max_size:
                 row["networks"] = networks(name, size, args.repeats)
-            for key in ("c", "mjx", "mjx_uncapped"):
+            for key in ("c", "mjx", "mjx_uncapped", "warp"):
                 if key in row:
                     row[key].pop("states")
             record["rows"].append(row)
@@ -192,11 +201,19 @@ def main() -> None:
             print(f"{name:<15}{size:>6}{ms('c')}{ms('c_physics')}"
                   f"{row.get('c_callback_ms', float('nan')):9.2f}{ms('mjx')}{' ' + ms('mjx_uncapped')}"
                   f"{row['networks']['step_ms'] if 'networks' in row else float('nan'):10.2f}  "
-                  f"{check.get('max_abs_dqvel', '')}", flush=True)
+                  f"{check.get('max_abs_dqvel', '')}"
+                  + (f"  warp {ms('warp')} ms, vs c max|dqvel| {row['warp_vs_c']['max_abs_dqvel']:.2e}"
+                     if "warp_vs_c" in row else ""), flush=True)
+            _write(args.out, record)  # each row as it lands: a run cut short keeps what it measured
     record["machine"]["load_average_1_5_15min_at_end"] = list(os.getloadavg())
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
+    _write(args.out, record)
     print(f"wrote {args.out}")
+
+
+def _write(path: str, record: dict) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
