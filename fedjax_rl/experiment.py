@@ -407,6 +407,7 @@ def _read_finished(plan: RunPlan, on_block) -> dict | None:
 def _check_before_compiling(plan: RunPlan) -> None:
     """Refuse a run whose state cannot fit, warn about one that never trains, report the traffic."""
     check_memory(plan.trainer, plan.num_runs, checkpoints=plan.out_dir is not None)
+    _check_warp_worlds(plan.config, min(plan.num_runs, plan.run_batch or plan.num_runs))
     _warn_if_never_trains(plan.config)
     comm = plan.communication
     plan.say(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per "
@@ -415,6 +416,21 @@ def _check_before_compiling(plan: RunPlan) -> None:
              f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
     if plan.out_dir is not None:
         _check_resume_layout(plan.out_dir, plan.config_dict)
+
+
+def _check_warp_worlds(config: TrainConfig, num_runs: int) -> None:
+    """MuJoCo Warp's contact buffers hold a fixed number of worlds (envs.mujoco_engines.WARP_MAX_WORLDS):
+    more environments stepped at once (runs in one program x agents) would lose contacts."""
+    if config.engine != "warp":
+        return
+    from fedjax_rl.envs import mujoco_engines  # the MuJoCo tasks only
+
+    worlds = num_runs * config.num_agents
+    if worlds > mujoco_engines.WARP_MAX_WORLDS:
+        raise ValueError(
+            f"engine 'warp' steps at most {mujoco_engines.WARP_MAX_WORLDS} environments at once (its contact "
+            f"buffers), but this run steps {num_runs} runs x {config.num_agents} agents = {worlds}; use a "
+            f"smaller run_batch, fewer seeds or grid points, or engine 'c'")
 
 
 def compile_programs(plan: RunPlan) -> Programs:

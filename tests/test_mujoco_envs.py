@@ -408,6 +408,27 @@ HEALTH_CASES = {
 }
 
 
+def test_warp_runs_too_wide_for_its_contact_buffers_are_refused(monkeypatch):
+    from fedjax_rl import configs, experiment
+
+    monkeypatch.setattr(mujoco_engines, "check_engine", lambda engine: None)  # no GPU needed to refuse
+    monkeypatch.setattr(mujoco_engines, "WARP_MAX_WORLDS", 12)
+    config = configs.train_config("ddpgavg1", "Hopper-v4", engine="warp", num_agents=3, steps_per_agent=200)
+    class Compiling(Exception):
+        pass
+
+    def compile_programs(*args, **kwargs):
+        raise Compiling
+
+    monkeypatch.setattr(experiment, "compile_programs", compile_programs)
+    with pytest.raises(ValueError, match=r"engine 'warp' steps at most 12 .* 6 runs x 3 agents = 18; use a smaller run_batch"):
+        experiment.run(config, num_seeds=6, progress=False)
+    with pytest.raises(ValueError, match=r"5 runs x 3 agents = 15"):  # with run_batch: one program's runs
+        experiment.run(config, num_seeds=6, progress=False, run_batch=5)
+    with pytest.raises(Compiling):  # 4 x 3 = 12 worlds fit
+        experiment.run(config, num_seeds=6, progress=False, run_batch=4)
+
+
 def test_engines_are_checked_before_compiling(monkeypatch):
     with pytest.raises(ValueError, match="engine for Hopper-v4 must be one of c, mjx, warp, got 'bullet'"):
         make("Hopper-v4", engine="bullet")
