@@ -9,7 +9,9 @@ anything compiles, and later calls cost nothing.
 `train_config(algo, env_name, ...)` is the one place defaults are
 resolved, for the Python API and the command line alike (`fedjax-rl train` builds its config with
 it): the settings' declared defaults, the algorithm's, the task's (RL-Zoo3, see each agent module's
-table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives.
+table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives. `agent_config` does this for
+the algorithm's own settings, building its declared config class here (README, "How omega reaches
+the loss").
 
 Training-loop defaults resolved per task:
   physics            the task's first perturbed parameter (the paper's order, `envs.get_spec`).
