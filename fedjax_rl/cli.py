@@ -97,13 +97,13 @@ def flag_table() -> dict:
     for name in AGENT_FLAGS:
         defaults = {}
         for algorithm in agents.ALGORITHMS.values():
-            value = getattr(algorithm.agent_config(DEFAULT_ENV), name)
+            value = getattr(configs.agent_config(algorithm.name, DEFAULT_ENV), name)
             defaults.setdefault(value, []).append(algorithm.name)
         declared = next(s for s in agents.ALGORITHMS["fedrdqn"].config.SETTINGS if s.name == name)
         shown = "; ".join(f"{v:g} for {', '.join(algos)}" for v, algos in defaults.items()) if len(defaults) > 1 \
             else f"{next(iter(defaults)):g}"
         fixed = " (fixed: the *Avg baselines have no robust term)" if name == "omega" else ""
-        train.append({"dest": name, "flags": [_flag(name)],
+        train.append({"dest": name, "flags": [_flag(name)], "type": declared.kind.__name__,
                       "help": f"{declared.help}, as --set {name}=... (default: {shown}{fixed})"})
     set_help = ("override a setting of the algorithm, repeatable: --set learning_rate=1e-3 --set hidden_sizes=64,64. "
                 + " ".join(f"{family}: {', '.join(names)}." for family, names in family_settings.items())
@@ -144,10 +144,15 @@ def _set_pairs(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+# The Python types a flag's entry may name: its setting's declared kind (`--omega` is a float).
+# The other flags stay text and are parsed by their setting (`Setting.parse`: "ints", bools).
+FLAG_TYPES = {"str": str, "float": float}
+
+
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     for entry in cli_flags.TABLE["train"]:
         extra = {k: entry[k] for k in ("choices", "metavar") if k in entry}
-        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=str,
+        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=FLAG_TYPES[entry.get("type", "str")],
                        help=entry["help"].replace("%", "%%"), **extra)
     p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program (default: 1)")
     p.add_argument("--seed", type=int, default=0,
@@ -218,9 +223,9 @@ def config_from_args(args):
         if setting.name in ("algo", "env_name", "agent") or text is None:
             continue
         fields[setting.name] = setting.parse(text)
-    given = _set_pairs(args.set)
-    given.update({name: getattr(args, name) for name in AGENT_FLAGS if getattr(args, name) is not None})
-    agent = _parse_agent_settings(algorithm, given, f"{algorithm.family} settings")
+    agent = _parse_agent_settings(algorithm, _set_pairs(args.set), f"{algorithm.family} settings")
+    # --omega and --tau arrive as floats (argparse, by their declared kind); a flag wins over --set.
+    agent.update({name: getattr(args, name) for name in AGENT_FLAGS if getattr(args, name) is not None})
     return configs.train_config(algo, env_name, agent_overrides=agent, **fields)
 
 

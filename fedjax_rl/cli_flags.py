@@ -87,11 +87,13 @@ TABLE = {'train': [{'dest': 'algo',
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},
            {'dest': 'omega',
             'flags': ['--omega'],
+            'type': 'float',
             'help': 'robustness level of the covering set, as --set omega=... (default: 0.1 for fedrdqn, '
                     'fedrddpg, fedrtd3, fedrsac; 0 for dqnavg, ddpgavg1, ddpgavg2, td3avg, sacavg (fixed: '
                     'the *Avg baselines have no robust term))'},
            {'dest': 'tau',
             'flags': ['--tau'],
+            'type': 'float',
             'help': 'expectile level of the degree network D(s), as --set tau=... (default: 0.01)'}],
  'set_help': 'override a setting of the algorithm, repeatable: --set learning_rate=1e-3 --set '
              'hidden_sizes=64,64. DQN: batch_size, buffer_size, exploration_final_eps, exploration_fraction, '

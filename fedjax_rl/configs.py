@@ -9,7 +9,9 @@ anything compiles, and later calls cost nothing.
 `train_config(algo, env_name, ...)` is the one place defaults are
 resolved, for the Python API and the command line alike (`fedjax-rl train` builds its config with
 it): the settings' declared defaults, the algorithm's, the task's (RL-Zoo3, see each agent module's
-table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives.
+table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives. `agent_config` does this for
+the algorithm's own settings, building its declared config class here (README, "How omega reaches
+the loss").
 
 Training-loop defaults resolved per task:
   physics            the task's first perturbed parameter (the paper's order, `envs.get_spec`).
@@ -31,6 +33,23 @@ from fedjax_rl.settings import Setting, at_least, interval
 
 DEFAULT_ALGO = "fedrdqn"
 DEFAULT_ENV = "CartPole-v1"
+
+
+def agent_config(algo: str, env_name: str, **overrides):
+    """The settings of `algo` (its declared config class) for `env_name`: the declared defaults,
+    then the algorithm's, then the task's, then `overrides` (which may not change a setting the
+    algorithm's name fixes, such as `robust`). Raises a ValueError naming an unknown setting."""
+    algorithm = agents.get(algo)
+    fields = [s.name for s in algorithm.config.SETTINGS]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown {algorithm.family} settings {unknown}; allowed: {sorted(fields)}")
+    for name, value in algorithm.fixed.items():
+        if name in overrides and overrides[name] != value:
+            raise ValueError(f"{name} is fixed to {value} by algo={algo!r}, got {overrides[name]}")
+    task = {k: v for k, v in algorithm.task_defaults(env_name).items() if k != "steps"}
+    return algorithm.config(**{**algorithm.defaults, **task, **overrides, **algorithm.fixed})
+
 
 TRAIN_SETTINGS = (
     Setting("algo", DEFAULT_ALGO, lambda v: None if v in agents.ALGORITHMS else f"must be one of {agents.names()}",
@@ -64,7 +83,7 @@ TRAIN_SETTINGS = (
     federated.TRIM,
     Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
             help="shard the agent axis over this many devices"),
-    Setting("agent", agents.get(DEFAULT_ALGO).agent_config(DEFAULT_ENV), kind=None,
+    Setting("agent", agent_config(DEFAULT_ALGO, DEFAULT_ENV), kind=None,
             help="the algorithm's settings (its own declarations)"),
 )
 
@@ -155,7 +174,7 @@ def default_eval_every(steps_per_agent: int, sync_every: int) -> int:
 
 def dqn_config(algo: str, env_name: str, **overrides):
     """RL-Zoo3 DQN defaults for `env_name` with the paper's federated replay settings."""
-    return agents.get(algo).agent_config(env_name, **overrides)
+    return agent_config(algo, env_name, **overrides)
 
 
 def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, **overrides):
@@ -171,7 +190,7 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ValueError(f"unknown settings {unknown}; allowed: {sorted(fields)}")
-    agent = algorithm.agent_config(env_name, **(agent_overrides or {}))
+    agent = agent_config(algo, env_name, **(agent_overrides or {}))
     resolved = dict(overrides)
     if resolved.get("physics") is None:
         resolved["physics"] = envs.get_spec(env_name).perturbed[:1]

@@ -343,14 +343,28 @@ class RunPlan:
             print(text, flush=True)
 
 
+class _WithHparams(NamedTuple):
+    """A jitted part of the loop, `fn(state, hparams, *rest)`, called with the run's hyperparameters
+    bound: they stay an argument of the program (a grid's points share one compile), and no caller
+    handles them."""
+
+    fn: Any
+    hparams: Any  # settings.Hyperparams: the config's, or [grid points] stacked
+
+    def __call__(self, state, *rest):
+        return self.fn(state, self.hparams, *rest)
+
+    def compiled_for(self, state, *rest) -> "_WithHparams":
+        """The same part compiled ahead of time for these arguments' shapes."""
+        return self._replace(fn=self.fn.lower(state, self.hparams, *rest).compile())
+
+
 class Programs(NamedTuple):
-    """The run's compiled entry points, over every run (seeds, grid points), and the hyperparameters
-    they are called with."""
+    """The run's compiled entry points, over every run (seeds, grid points)."""
 
     init: Any  # seed keys -> state
-    run_block: Any  # (state, hparams, block) -> (state, block metrics); donates its state
-    finalize: Any  # (state, hparams) -> final metrics
-    hparams: Any  # settings.Hyperparams: the config's, or [grid points] stacked
+    run_block: _WithHparams  # (state, block) -> (state, block metrics); donates its state
+    finalize: _WithHparams  # state -> final metrics
 
 
 @dataclasses.dataclass
@@ -434,8 +448,9 @@ def _check_warp_worlds(config: TrainConfig, num_runs: int) -> None:
 
 
 def compile_programs(plan: RunPlan) -> Programs:
-    """The trainer's parts mapped over the runs and jitted, and the hyperparameters they take: made
-    here, from the config (or the grid's points), where the programs are called with them."""
+    """The trainer's parts mapped over the runs and jitted, with the hyperparameters they take bound
+    to them: made here, once, from the config (or the grid's points, stacked), where the programs
+    are made."""
     trainer, points = plan.trainer, plan.points
     init = jax.vmap(trainer.init)
     if points:
@@ -447,8 +462,8 @@ def compile_programs(plan: RunPlan) -> Programs:
     finalize = over_runs(trainer.finalize, plan.run_shape, plan.run_batch)
     # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
     # held twice while a block runs.
-    return Programs(init=jax.jit(init), run_block=jax.jit(run_block, donate_argnums=0),
-                    finalize=jax.jit(finalize), hparams=hparams)
+    return Programs(init=jax.jit(init), run_block=_WithHparams(jax.jit(run_block, donate_argnums=0), hparams),
+                    finalize=_WithHparams(jax.jit(finalize), hparams))
 
 
 def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Programs]:
@@ -463,8 +478,7 @@ def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Pro
     if done.start_block:
         plan.say(f"resuming from block {done.start_block} of {plan.config.num_evals} ({plan.checkpoint_path})")
     if done.start_block < plan.config.num_evals:
-        programs = programs._replace(
-            run_block=programs.run_block.lower(state, programs.hparams, done.start_block).compile())
+        programs = programs._replace(run_block=programs.run_block.compiled_for(state, done.start_block))
     plan.say(f"compiled in {time.perf_counter() - compile_started:.0f} s")
     return state, programs
 
@@ -481,7 +495,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
         blocks = tqdm(blocks, initial=done.start_block, total=num_blocks, unit="block",
                       desc=f"training {config.algo} on {config.env_name}")
     for block in blocks:
-        state, metrics = programs.run_block(state, programs.hparams, block)
+        state, metrics = programs.run_block(state, block)
         metrics = distributed.to_host(metrics)
         try:
             check_finite(metrics, plan.trainer, plan.seed, block, grid=plan.points)
@@ -513,7 +527,7 @@ def _evaluate(plan: RunPlan, programs: Programs, state) -> dict:
     plan.say(f"final evaluation: the global policy in each of the {config.num_agents} agents' environments and at "
              f"{config.sweep_points} robustness-sweep points, {config.eval_episodes} episode(s) each, for "
              f"{plan.num_runs} run(s) (compiling and running; this can take minutes)")
-    final = distributed.to_host(programs.finalize(state, programs.hparams))
+    final = distributed.to_host(programs.finalize(state))
     plan.say(f"final evaluation done in {time.perf_counter() - evaluation_started:.0f} s")
     return final
 

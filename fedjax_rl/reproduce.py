@@ -1,8 +1,9 @@
 """`fedjax-rl reproduce table1|table2`: the paper's Tables 1 and 2 and its figures, row by row.
 
-This module declares the tables (`TABLES`: the command line takes its choices from it, through the
-generated flag table) and runs them (plan, `status`, `reproduce`); `fedjax_rl.reproduce_report`
-turns finished rows into tables, comparisons and figures.
+This module runs the tables (plan, `status`, `reproduce`); `fedjax_rl.reproduce_tables` declares
+them (`TABLES`: the command line takes its choices from it, through the generated flag table) and
+`fedjax_rl.reproduce_report` turns finished rows into tables, comparisons and figures. Running
+imports reporting, never the other way round.
 
     fedjax-rl reproduce table1 --out results/table1                       # paper budgets, 5 + 3 seeds
     fedjax-rl reproduce table1 --rows CartPole-v1/length --budget 0.1 --out results/t1_small
@@ -69,7 +70,6 @@ time. `write_outputs` (`--report-only`) rebuilds all of these from the finished 
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import json
 import os
@@ -79,64 +79,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedjax_rl import agents, configs, paper
+from fedjax_rl import agents, configs, paper, reproduce_report
 from fedjax_rl.machine import describe as describe_machine
 from fedjax_rl.machine import summary as machine_summary
+# The tables' declarations, shared with the reporting half; TABLES and Program are kept as this
+# module's names too (`reproduce.TABLES`, `reproduce.get_table`).
+from fedjax_rl.reproduce_tables import (  # noqa: F401
+    OMEGA_RULE, ROW_RESULT, TABLES, Program, Table, get_table, load_run, row_dir)
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_SEEDS = paper.NUM_SEEDS
 DEFAULT_TUNING_SEEDS = 3
 CPU_RUN_BATCH = 20  # runs per vmap on a CPU (default_run_batch)
-ROW_RESULT = "row.json"
-OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "
-              "(ties: the smaller omega); never chosen on the reported seeds")
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
-
-
-@dataclasses.dataclass(frozen=True)
-class Program:
-    """One compiled program of a row. name: its sub-directory. zero_label: the baseline name of
-    its omega = 0 grid point (None: no omega grid; the whole program is `label`)."""
-
-    name: str
-    algo: str
-    label: str
-    zero_label: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-    name: str
-    title: str
-    rows: tuple[paper.PaperRow, ...]
-    programs: tuple[Program, ...]
-    robust_label: str
-    baselines: tuple[str, ...]
-    paper_baseline: str  # the baseline the paper's table reports: the normalisation's reference
-    missing_hint: str = ""
-
-
-TABLES = {
-    "table1": Table(
-        "table1", "Table 1: DQNAvg vs FedRDQN", paper.TABLE1,
-        programs=(Program("fedrdqn", "fedrdqn", "FedRDQN", zero_label="DQNAvg"),),
-        robust_label="FedRDQN", baselines=("DQNAvg",), paper_baseline="DQNAvg"),
-    "table2": Table(
-        "table2", "Table 2: DDPGAvg(1), DDPGAvg(2) vs FedRDDPG", paper.TABLE2,
-        programs=(Program("fedrddpg", "fedrddpg", "FedRDDPG", zero_label="DDPGAvg(1)"),
-                  Program("ddpgavg2", "ddpgavg2", "DDPGAvg(2)")),
-        robust_label="FedRDDPG", baselines=("DDPGAvg(1)", "DDPGAvg(2)"), paper_baseline="DDPGAvg(2)",
-        missing_hint=("Table 2 needs the MuJoCo robots Ant-v4, Hopper-v4, HalfCheetah-v4 and Walker2d-v4 "
-                      "with body-part physical parameters (torso, thigh, left_leg, left_foot, front_foot, "
-                      "front_shin, back_left_leg, front_right_leg) registered in fedjax_rl.envs")),
-    # Beyond the paper (REPRODUCTION.md): the robust term on SAC, on two of Table 2's rows. The paper
-    # has no numbers for it; omega = 0 of the FedRSAC grid is SACAvg (its target's omega term vanishes).
-    "beyond_sac": Table(
-        "beyond_sac", "Beyond the paper: SACAvg vs FedRSAC",
-        (paper.PaperRow("Hopper-v4", "torso", "torso"), paper.PaperRow("Walker2d-v4", "left_foot", "left foot")),
-        programs=(Program("fedrsac", "fedrsac", "FedRSAC", zero_label="SACAvg"),),
-        robust_label="FedRSAC", baselines=("SACAvg",), paper_baseline="SACAvg"),
-}
 
 
 def default_run_batch() -> int | None:
@@ -146,13 +101,6 @@ def default_run_batch() -> int | None:
     import jax
 
     return CPU_RUN_BATCH if jax.default_backend() == "cpu" else None
-
-
-def get_table(name: str) -> Table:
-    try:
-        return TABLES[name]
-    except KeyError:
-        raise ValueError(f"table must be one of {sorted(TABLES)}, got {name!r}") from None
 
 
 def parse_budget(text: str | float) -> float:
@@ -246,15 +194,6 @@ def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, tra
                                       train_overrides=train_overrides or {})))
 
 
-def row_dir(out_dir: str, table: Table, row: paper.PaperRow) -> str:
-    return os.path.join(out_dir, table.name, f"{row.env_name}__{row.param}")
-
-
-def _load_run(path: str) -> dict:
-    with open(os.path.join(path, "metrics.json")) as f:
-        return json.load(f)
-
-
 def summarize_row(directory: str, table: Table, tuning_seeds: int) -> dict:
     """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
     (so the tables equal the files), and the headline omega chosen on the tuning seeds."""
@@ -270,7 +209,7 @@ def summarize_row(directory: str, table: Table, tuning_seeds: int) -> dict:
         else:
             runs = [(program.label, program.name, None)]
         for label, rel, omega in runs:
-            final = _load_run(os.path.join(directory, rel))["final"]
+            final = load_run(os.path.join(directory, rel))["final"]
             avg, mn = np.asarray(final["local_average"], float), np.asarray(final["local_minimum"], float)
             algorithms[label] = dict(
                 dir=rel, omega=omega,
@@ -486,8 +425,6 @@ def reproduce(
                 os.remove(ckpt)
     if bar is not None:
         bar.close()
-    from fedjax_rl import reproduce_report  # reporting reads this module's declarations: imported here, no cycle
-
     return reproduce_report.write_outputs(table, out_dir)
 
 

@@ -1,5 +1,5 @@
 """Reporting of `fedjax-rl reproduce`: the finished rows of a table (`DIR/<table>/<row>/row.json`,
-written by `fedjax_rl.reproduce`) as the markdown and CSV tables beside the paper's numbers, the
+written by `fedjax_rl.reproduce`; the tables are declared in `fedjax_rl.reproduce_tables`) as the markdown and CSV tables beside the paper's numbers, the
 paired comparisons with bootstrap intervals and the IQM across rows (`fedjax_rl.stats`), and the
 figures. Computes no training; `write_outputs` is `fedjax-rl reproduce TABLE --report-only`.
 """
@@ -14,7 +14,7 @@ import numpy as np
 
 from fedjax_rl import envs, paper, stats
 from fedjax_rl.machine import summary as machine_summary
-from fedjax_rl.reproduce import OMEGA_RULE, ROW_RESULT, Table, _load_run, row_dir
+from fedjax_rl.reproduce_tables import OMEGA_RULE, ROW_RESULT, Table, load_run, row_dir
 
 
 def finished_rows(table: Table, out_dir: str) -> dict:
@@ -352,7 +352,7 @@ def write_figures(table: Table, out_dir: str, records: dict) -> list[str]:
         row_path = row_dir(out_dir, table, row)
         c_lines, s_lines = [], []
         for lab in (*table.baselines, rec["headline"]):
-            m = _load_run(os.path.join(row_path, rec["algorithms"][lab]["dir"]))
+            m = load_run(os.path.join(row_path, rec["algorithms"][lab]["dir"]))
             (curve, curve_span), (sweep, sweep_span) = (plots.band_values(m, "curve", "nominal_return"),
                                                         plots.band_values(m, "final", "sweep_returns"))
             spans |= {curve_span, sweep_span}

@@ -5,7 +5,8 @@ A `Setting` is declared once. From a tuple of them come
   * the validation (`validate`): a ValueError naming the setting and its allowed range, raised
     before anything compiles ("omega must be in [0, 1), got 1.5");
   * the numeric hyperparameters passed to the compiled program as pytree leaves (`Hyperparams`), so a
-    sweep over them is a `vmap` (settings declared with `leaf=True`);
+    sweep over them is a `vmap` (settings declared with `leaf=True`; an agent's config makes them,
+    `config.hparams()`, in `fedjax_rl.agents.robust`, which knows the *Avg baselines have no omega);
   * the command line: `--set KEY=VALUE` parses VALUE with the setting's type (`parse`), and a
     dedicated flag, where there is one, is spelled as the config name (`--sync-every` for
     `sync_every`).
@@ -187,10 +188,3 @@ class Hyperparams:
 
     def __repr__(self):
         return f"Hyperparams({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
-
-
-def hyperparams(config, owner: str, exclude: tuple[str, ...] = ()) -> Hyperparams:
-    """The `leaf=True` settings of `config` as a `Hyperparams` pytree (minus `exclude`)."""
-    return Hyperparams(
-        {s.name: getattr(config, s.name) for s in config.SETTINGS if s.leaf and s.name not in exclude}, owner
-    )

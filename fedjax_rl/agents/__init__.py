@@ -1,14 +1,15 @@
 """The algorithm registry: name -> agent class, settings, per-task defaults, validation.
 
-The command line (`--algo` choices, `--set`), `configs.train_config`, the trainer's validation,
-and the plots' labels all read `ALGORITHMS`. Adding an algorithm means one new agent module (the
+The command line (`--algo` choices, `--set`), `configs.train_config` (which builds an algorithm's
+settings from its entry: `configs.agent_config`), the trainer's validation, and the plots' labels
+all read `ALGORITHMS`. Adding an algorithm means one new agent module (the
 protocol in `agents/base.py`) and one entry here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 from fedjax_rl.agents import ddpg, dqn, sac, td3
 
@@ -29,19 +30,6 @@ class Algorithm:
     defaults: dict
     task_defaults: Callable[[str], dict]
     family: str
-
-    def agent_config(self, env_name: str, **overrides) -> Any:
-        """The algorithm's settings for `env_name`: declared defaults, then the algorithm's, then
-        the task's, then `overrides` (which may not change a fixed setting)."""
-        fields = [s.name for s in self.config.SETTINGS]
-        unknown = sorted(set(overrides) - set(fields))
-        if unknown:
-            raise ValueError(f"unknown {self.family} settings {unknown}; allowed: {sorted(fields)}")
-        for name, value in self.fixed.items():
-            if name in overrides and overrides[name] != value:
-                raise ValueError(f"{name} is fixed to {value} by algo={self.name!r}, got {overrides[name]}")
-        task = {k: v for k, v in self.task_defaults(env_name).items() if k != "steps"}
-        return self.config(**{**self.defaults, **task, **overrides, **self.fixed})
 
     def steps(self, env_name: str) -> int:
         """The default training budget (environment steps per agent) for `env_name`."""

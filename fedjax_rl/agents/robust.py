@@ -40,7 +40,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from fedjax_rl import losses, settings
+from fedjax_rl import losses
 from fedjax_rl.agents import base
 from fedjax_rl.agents.base import MLP, Transition
 from fedjax_rl.settings import Hyperparams, Setting, interval
@@ -73,13 +73,14 @@ class RobustVariantConfig(base.OffPolicyConfig):
             )
 
     def hparams(self) -> Hyperparams:
-        """The vmappable leaves. The *Avg baselines have no omega leaf (their target has no
-        robustness term), so a sweep cannot silently change their discount."""
-        if self.robust:
-            return settings.hyperparams(self, self.ROBUST_NAME)
-        return settings.hyperparams(
-            self, f"{self.AVG_NAME} (omega is {self.ROBUST_NAME}'s; use algo {self.ROBUST_ALGO} to vary it)",
-            exclude=("omega",))
+        """The vmappable leaves: the settings declared `leaf=True`, as the pytree the compiled
+        program takes (its caller, `experiment.compile_programs`, makes it here, from the config,
+        once). The *Avg baselines have no omega leaf (their target has no robustness term), so a
+        sweep cannot silently change their discount."""
+        leaves = {s.name: getattr(self, s.name) for s in self.SETTINGS if s.leaf and (self.robust or s.name != OMEGA.name)}
+        owner = self.ROBUST_NAME if self.robust else (
+            f"{self.AVG_NAME} (omega is {self.ROBUST_NAME}'s; use algo {self.ROBUST_ALGO} to vary it)")
+        return Hyperparams(leaves, owner)
 
 
 class RobustTerm:

@@ -1,0 +1,81 @@
+"""The declarations that running (`fedjax_rl.reproduce`) and reporting (`fedjax_rl.reproduce_report`)
+of `fedjax-rl reproduce` share: the tables (`TABLES`: rows and compiled programs; the command line
+takes its choices from it, through the generated flag table), where a row lives in the output
+directory, and the omega rule. Both import this module and reporting never imports running, so
+the import graph has no cycle (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from fedjax_rl import paper
+
+ROW_RESULT = "row.json"
+OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "
+              "(ties: the smaller omega); never chosen on the reported seeds")
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One compiled program of a row. name: its sub-directory. zero_label: the baseline name of
+    its omega = 0 grid point (None: no omega grid; the whole program is `label`)."""
+
+    name: str
+    algo: str
+    label: str
+    zero_label: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    name: str
+    title: str
+    rows: tuple[paper.PaperRow, ...]
+    programs: tuple[Program, ...]
+    robust_label: str
+    baselines: tuple[str, ...]
+    paper_baseline: str  # the baseline the paper's table reports: the normalisation's reference
+    missing_hint: str = ""
+
+
+TABLES = {
+    "table1": Table(
+        "table1", "Table 1: DQNAvg vs FedRDQN", paper.TABLE1,
+        programs=(Program("fedrdqn", "fedrdqn", "FedRDQN", zero_label="DQNAvg"),),
+        robust_label="FedRDQN", baselines=("DQNAvg",), paper_baseline="DQNAvg"),
+    "table2": Table(
+        "table2", "Table 2: DDPGAvg(1), DDPGAvg(2) vs FedRDDPG", paper.TABLE2,
+        programs=(Program("fedrddpg", "fedrddpg", "FedRDDPG", zero_label="DDPGAvg(1)"),
+                  Program("ddpgavg2", "ddpgavg2", "DDPGAvg(2)")),
+        robust_label="FedRDDPG", baselines=("DDPGAvg(1)", "DDPGAvg(2)"), paper_baseline="DDPGAvg(2)",
+        missing_hint=("Table 2 needs the MuJoCo robots Ant-v4, Hopper-v4, HalfCheetah-v4 and Walker2d-v4 "
+                      "with body-part physical parameters (torso, thigh, left_leg, left_foot, front_foot, "
+                      "front_shin, back_left_leg, front_right_leg) registered in fedjax_rl.envs")),
+    # Beyond the paper (REPRODUCTION.md): the robust term on SAC, on two of Table 2's rows. The paper
+    # has no numbers for it; omega = 0 of the FedRSAC grid is SACAvg (its target's omega term vanishes).
+    "beyond_sac": Table(
+        "beyond_sac", "Beyond the paper: SACAvg vs FedRSAC",
+        (paper.PaperRow("Hopper-v4", "torso", "torso"), paper.PaperRow("Walker2d-v4", "left_foot", "left foot")),
+        programs=(Program("fedrsac", "fedrsac", "FedRSAC", zero_label="SACAvg"),),
+        robust_label="FedRSAC", baselines=("SACAvg",), paper_baseline="SACAvg"),
+}
+
+
+def get_table(name: str) -> Table:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise ValueError(f"table must be one of {sorted(TABLES)}, got {name!r}") from None
+
+
+def row_dir(out_dir: str, table: Table, row: paper.PaperRow) -> str:
+    return os.path.join(out_dir, table.name, f"{row.env_name}__{row.param}")
+
+
+def load_run(path: str) -> dict:
+    """The metrics.json of the experiment.run directory `path`."""
+    with open(os.path.join(path, "metrics.json")) as f:
+        return json.load(f)

@@ -1,0 +1,93 @@
+"""The import graph of `fedjax_rl`, read from the source (ast, nothing imported): no module imports
+itself through others, function-level imports included (a lazy import hides a cycle, it does not
+remove it), and the agents never import the loop."""
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fedjax_rl"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(name: str, modules: set[str]) -> str | None:
+    """`name` (a module, or an attribute of one) as the project module it loads."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: the project modules it imports}, from every import statement anywhere in its source."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, `level - 1` packages up
+                    base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], base]).strip(".")
+                # `from pkg import name`: the submodule pkg.name where there is one, else pkg itself
+                names = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            targets |= {t for t in (_resolve(n, set(files)) for n in names) if t and t != module}
+        graph[module] = targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search)."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle_and_only_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_graph_sees_function_level_and_from_imports():
+    graph = import_graph()
+    assert "fedjax_rl.experiment" in graph["fedjax_rl.cli"]  # imported inside cmd_train
+    assert "fedjax_rl.agents.robust" in graph["fedjax_rl.agents.dqn"]  # from fedjax_rl.agents import robust
+
+
+def test_fedjax_rl_has_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_agents_never_import_the_loop():
+    graph = import_graph()
+    loop = {"fedjax_rl.train", "fedjax_rl.experiment", "fedjax_rl.cli", "fedjax_rl.configs"}
+    for module, targets in graph.items():
+        if module.startswith("fedjax_rl.agents"):
+            assert not targets & loop, f"{module} imports {sorted(targets & loop)}"
