@@ -1,7 +1,11 @@
 #!/bin/bash
-# Table 1 at the paper's full budget on a lent GPU machine (the workplace's device tool), every row
-# as its own process on the one GPU: each row's program is a launch-bound loop of small kernels, so
-# rows running side by side fill the GPU better than rows one after another.
+# A reproduction table's rows on a lent GPU machine, every row as its own process on the one GPU:
+# each row's program is a launch-bound loop of small kernels, so rows running side by side fill the
+# GPU better than rows one after another. It ran Table 1 at the paper's full budget (the defaults);
+# TABLE, BUDGET and ROWS choose others, e.g. Table 2 at 5% of the paper's steps (the MuJoCo tasks
+# step on the host's cores with the C engine, the default, fastest at these sizes on an H200):
+#   TABLE=table2 BUDGET=0.05 ROWS="Hopper-v4/torso Hopper-v4/thigh" benchmarks/gpu_table.sh start
+# (measured rates on an H200 put one such Hopper row at about 10 minutes alone; benchmarks/README.md).
 #
 # The machine has no package index and its image has jax 0.11.2 with CUDA, flax, optax and chex; the
 # rest travels as Python 3.12 wheels in .whl/ (git-ignored). Make them here, where pip works:
@@ -11,20 +15,22 @@
 #     mujoco-mjx==3.17.0 trimesh==5.2.0 gymnax==1.0.1 gymnasium==1.3.0 farama-notifications==0.0.6 \
 #     flashbax==0.1.3 glfw==2.11.0 pyopengl==3.1.10
 # and carry .whl with the call. Run from the repository root there:
-#   benchmarks/gpu_table1.sh start          # every row in the background
-#   benchmarks/gpu_table1.sh wait SECONDS   # print progress until the rows end or SECONDS pass
-#   benchmarks/gpu_table1.sh collect        # write the table, tar the results (no checkpoints) to $OUT
+#   benchmarks/gpu_table.sh start          # every row in the background
+#   benchmarks/gpu_table.sh wait SECONDS   # print progress until the rows end or SECONDS pass
+#   benchmarks/gpu_table.sh collect        # write the table, tar the results (no checkpoints) to $OUT
 set -u
-OUTDIR=/tmp/gpu_t1
-ROWS="LunarLander-v3/gravity LunarLander-v3/wind MountainCar-v0/gravity MountainCar-v0/force
-Acrobot-v1/gravity Acrobot-v1/length CartPole-v1/length CartPole-v1/masscart"
+TABLE=${TABLE:-table1}
+BUDGET=${BUDGET:-paper}
+OUTDIR=/tmp/gpu_${TABLE}_${BUDGET}
+ROWS=${ROWS:-"LunarLander-v3/gravity LunarLander-v3/wind MountainCar-v0/gravity MountainCar-v0/force
+Acrobot-v1/gravity Acrobot-v1/length CartPole-v1/length CartPole-v1/masscart"}
 
 if [ ! -d /tmp/site/gymnax ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false MPLBACKEND=Agg
-REPRODUCE="python3 -m fedjax_rl.cli reproduce table1"
-RUNNING="reproduce table1 --budget paper --rows"  # what pgrep finds while a row's process lives
+REPRODUCE="python3 -m fedjax_rl.cli reproduce $TABLE"
+RUNNING="reproduce $TABLE --budget $BUDGET --rows"  # what pgrep finds while a row's process lives
 row_log() { echo "$OUTDIR/logs/${1//\//__}.log"; }
 
 progress() {
@@ -39,7 +45,7 @@ start)
   python3 -c "import jax, flax, optax, chex, gymnax, flashbax, mujoco; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'mujoco', mujoco.__version__, jax.devices())" || exit 1
   mkdir -p $OUTDIR/logs
   for row in $ROWS; do
-    setsid nohup $REPRODUCE --budget paper --rows "$row" --out $OUTDIR > "$(row_log "$row")" 2>&1 < /dev/null &
+    setsid nohup $REPRODUCE --budget $BUDGET --rows "$row" --out $OUTDIR > "$(row_log "$row")" 2>&1 < /dev/null &
   done
   echo "started $(echo $ROWS | wc -w) rows at $(date)"
   ;;
@@ -47,15 +53,15 @@ wait)
   deadline=$(( $(date +%s) + ${2:-60} ))
   while [ "$(date +%s)" -lt $deadline ] && pgrep -f "$RUNNING" > /dev/null; do sleep 20; done
   date; progress; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
-  ls $OUTDIR/table1/*/row.json 2>/dev/null
+  ls $OUTDIR/$TABLE/*/row.json 2>/dev/null
   pgrep -f "$RUNNING" > /dev/null || grep -l Traceback $OUTDIR/logs/*.log | head -1 | xargs -r tail -25
   ;;
 collect)
   pgrep -f "$RUNNING" > /dev/null && echo "rows still running: the table holds the finished ones"
   # Every finished row is read back, none recomputed; unfinished rows are left out of the call.
-  done_rows=$(for f in $OUTDIR/table1/*/row.json; do [ -f "$f" ] && basename "$(dirname "$f")" | sed 's#__#/#'; done | paste -sd,)
-  [ -n "$done_rows" ] && $REPRODUCE --budget paper --rows "$done_rows" --out $OUTDIR --no-progress
-  tar czf "$OUT/gpu_table1.tar.gz" --exclude='*.npz' -C /tmp gpu_t1
+  done_rows=$(for f in $OUTDIR/$TABLE/*/row.json; do [ -f "$f" ] && basename "$(dirname "$f")" | sed 's#__#/#'; done | paste -sd,)
+  [ -n "$done_rows" ] && $REPRODUCE --budget $BUDGET --rows "$done_rows" --out $OUTDIR --no-progress
+  tar czf "$OUT/gpu_${TABLE}_${BUDGET}.tar.gz" --exclude='*.npz' -C /tmp "$(basename $OUTDIR)"
   ls -la "$OUT"
   ;;
 *) echo "usage: $0 start | wait SECONDS | collect"; exit 2 ;;
