@@ -57,6 +57,12 @@ NORMALISATION = (
     "the nominal physics of the row's variant), and the paper's {ref} is the one reference every row has "
     "from outside this reproduction, so it cannot move with our own results")
 
+NORMALISATION_BEYOND = (
+    "normalised score = (return - random-policy return) / (our {ref}'s mean return - random-policy return), "
+    "per row and per metric, over the row's reported seeds: 0 is a uniformly random policy and 1 our {ref} "
+    "in that row. The paper has no {ref} numbers to anchor the scale from outside, so our own baseline is "
+    "the reference: its IQM is near 1 by construction, and the robust algorithm's is read against it")
+
 
 def comparisons(table: Table, records: dict) -> list[dict]:
     """Per finished row and baseline: the headline FedR* minus the baseline on the reported seeds,
@@ -83,9 +89,14 @@ def comparisons(table: Table, records: dict) -> list[dict]:
     return out
 
 
-def _anchors(table: Table, row: paper.PaperRow, metric: str) -> tuple[float, float | None]:
-    """(random-policy return, the paper's reference-baseline `metric`) of a row: NORMALISATION's 0 and 1."""
-    reference = dict(zip(("average", "minimum"), row.paper_numbers(table.paper_baseline)))[metric]
+def _anchors(table: Table, row: paper.PaperRow, metric: str, record: dict | None = None) -> tuple[float, float | None]:
+    """(random-policy return, the reference baseline's `metric`) of a row: NORMALISATION's 0 and 1.
+    The reference is the paper's number, or for a table beyond the paper our baseline's mean over the
+    reported seeds of `record` (NORMALISATION_BEYOND)."""
+    if table.in_paper:
+        reference = dict(zip(("average", "minimum"), row.paper_numbers(table.paper_baseline)))[metric]
+    else:
+        reference = None if record is None else float(np.mean(record["algorithms"][table.paper_baseline]["reported"][metric]))
     return envs.random_return(row.env_name, (row.param,)), reference
 
 
@@ -96,7 +107,7 @@ def normalised_scores(table: Table, records: dict, algorithm: str, metric: str) 
     rows_by_key = {row.key: row for row in table.rows}
     out = {}
     for key, rec in records.items():
-        random_return, reference = _anchors(table, rows_by_key[key], metric)
+        random_return, reference = _anchors(table, rows_by_key[key], metric, rec)
         if reference is not None:
             label = rec["headline"] if algorithm == "headline" else algorithm
             out[key] = stats.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
@@ -132,21 +143,29 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
     row and baseline) for the finished rows."""
     rows_by_key = {row.key: row for row in table.rows}
     unreported = [b for b in table.baselines if b != table.paper_baseline]
-    md = [f"# {table.title}", "",
-          f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}), transcribed in fedjax_rl/paper.py "
-          "with their \"±\" as printed (the paper does not say over what)."
-          + (f" The paper's table does not report {', '.join(unreported)} (its figures do)." if unreported else ""), ""]
+    if table.in_paper:
+        md = [f"# {table.title}", "",
+              f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}), transcribed in fedjax_rl/paper.py "
+              "with their \"±\" as printed (the paper does not say over what)."
+              + (f" The paper's table does not report {', '.join(unreported)} (its figures do)." if unreported else ""), ""]
+    else:
+        md = [f"# {table.title}", "",
+              f"**Beyond the paper**: {paper.SOURCE} reports no numbers for {table.robust_label} or "
+              f"{', '.join(table.baselines)}, so this table has no paper columns. It tests the paper's claim, "
+              f"{paper.CLAIM}, on these algorithms.", ""]
     budgets = sorted({r["request"]["budget"] for r in records.values()})
     if budgets != [1.0]:
         # The steps each row ran, not only the fraction: a fraction is rounded to whole evaluation
         # blocks of at least one round (--budget 1e-6 runs 100 steps, not 0.05).
-        ran = {key: f"{_steps(r['budget']['steps_per_agent'])} steps per agent (paper "
+        full = "paper" if table.in_paper else "RL-Zoo3"  # beyond the paper the full budget is RL-Zoo3's
+        ran = {key: f"{_steps(r['budget']['steps_per_agent'])} steps per agent ({full} "
                     f"{_steps(r['budget']['paper_steps_per_agent'])})" for key, r in records.items()}
         ran = (f"{next(iter(ran.values()))} in every row" if len(set(ran.values())) == 1
                else "; ".join(f"{key}: {text}" for key, text in ran.items()))
         md += [f"**REDUCED BUDGET**: {ran} (requested fraction(s) {', '.join(f'{b:g}' for b in budgets)} of the "
-               "paper's RL-Zoo3 steps, rounded to whole evaluation blocks). These numbers are not the paper's "
-               "setting.", ""]
+               + ("paper's RL-Zoo3 steps" if table.in_paper else "RL-Zoo3's steps")
+               + ", rounded to whole evaluation blocks). These numbers are not the "
+               + ("paper's setting." if table.in_paper else "full budget."), ""]
     overrides = {k: r["request"][k] for r in records.values() for k in ("agent_overrides", "train_overrides") if r["request"][k]}
     if overrides:
         md += [f"**Settings overridden** (not the paper's): {json.dumps(overrides)}", ""]
@@ -154,8 +173,8 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
            "local environments, mean ± std (numpy, ddof 0) over the reported seeds. "
            f"{table.baselines[0]} is the omega = 0 point of the {table.programs[0].label} grid (same program, "
            "same seeds; see fedjax_rl/reproduce.py). Omega rule: " + OMEGA_RULE + ".", "",
-           "| row | algorithm | seeds | Average | Minimum | paper Average | paper Minimum |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+           "| row | algorithm | seeds | Average | Minimum |" + (" paper Average | paper Minimum |" if table.in_paper else ""),
+           "| --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
     csv_rows = []
     for key, rec in records.items():
         prow = rows_by_key[key]
@@ -171,8 +190,8 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
             avg, mn = _stats(a["reported"]["average"]), _stats(a["reported"]["minimum"])
             shown = f"**{lab}** (headline)" if role == "headline" else lab
             paper_cells = ("", "") if role == "omega grid" else (_paper_cell(p_avg, s_avg), _paper_cell(p_min, s_min))
-            md.append(f"| {key} | {shown} | {len(a['reported']['average'])} | {_fmt(avg)} | {_fmt(mn)} | "
-                      f"{paper_cells[0]} | {paper_cells[1]} |")
+            md.append(f"| {key} | {shown} | {len(a['reported']['average'])} | {_fmt(avg)} | {_fmt(mn)} |"
+                      + (f" {paper_cells[0]} | {paper_cells[1]} |" if table.in_paper else ""))
             csv_rows.append(dict(table=table.name, row=key, env_name=rec["env_name"], param=rec["param"], algorithm=lab,
                                  role=role, omega="" if a["omega"] is None else a["omega"],
                                  seeds=len(a["reported"]["average"]), average_mean=avg[0], average_std=avg[1],
@@ -192,18 +211,21 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
            "the interval lies above 0, *behind* if below, otherwise *inconclusive*; also *inconclusive* with "
            f"fewer than {stats.MIN_SEEDS} seeds, where a 95% bootstrap interval is just the range of the values. "
            "At 5 seeds the interval is narrow for its level (about 85% coverage for normal data), so a verdict "
-           "is weaker than a 95% claim. Paper: the paper's own Minimum difference in that row; sign agrees: "
-           "our mean difference has the paper's sign.", "",
+           "is weaker than a 95% claim."
+           + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
+              "paper's sign." if table.in_paper else ""), "",
            f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
-           f"P({robust} > baseline), Minimum / Average | verdict | paper's Minimum difference | sign agrees |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           f"P({robust} > baseline), Minimum / Average | verdict |"
+           + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
+           "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
     comparison_rows = []
     for line in lines:
         paper_diff = line["paper_minimum_difference"]
         agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
         md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | {line['minimum'].format()} | "
                   f"{line['average'].format()} | {line['minimum_improvement']:.2f} / {line['average_improvement']:.2f} | "
-                  f"{_verdict_cell(line['verdict'], line['seeds'])} | {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |")
+                  f"{_verdict_cell(line['verdict'], line['seeds'])} |"
+                  + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if table.in_paper else ""))
         record = dict(table=table.name, row=line["row"], robust=line["robust"], baseline=line["baseline"],
                       seeds=line["seeds"])
         for metric in METRICS:
@@ -225,16 +247,18 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
     contradicted = sum(any(line["verdict"] == stats.BEHIND for line in row) for row in by_row.values())
     signs = sum(all(line["minimum"].estimate > 0 for line in row) for row in by_row.values())
     judged = [line for line in lines if line["sign_agrees"] is not None]
-    md += [f"- The paper's claim ({paper.CLAIM}): the intervals support it in **{supported}**, contradict it "
+    claim = f"The paper's claim ({paper.CLAIM})" if table.in_paper else f"The paper's claim carried to {robust} ({paper.CLAIM})"
+    md += [f"- {claim}: the intervals support it in **{supported}**, contradict it "
            f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
            f"of {len(records)} finished rows (of {len(table.rows)} in the table).",
            f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
-           f"{len(records)} rows; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
-           f"of the {len(judged)} comparisons its table reports."]
+           f"{len(records)} rows"
+           + (f"; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
+              f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")]
 
     reference = table.paper_baseline
     md += ["", "## Across rows: IQM of normalised scores", "",
-           NORMALISATION.format(ref=reference) + ". IQM: the mean of the middle half of all (row, reported seed) "
+           (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". IQM: the mean of the middle half of all (row, reported seed) "
            "scores (rliable's interquartile mean). Intervals: 95% stratified bootstrap, the rows are the strata "
            "(seeds are resampled within each row, the same draw for both algorithms, so the difference stays "
            f"paired), {stats.REPS:,} resamples. The verdict reads the difference's interval as above; "
@@ -245,7 +269,7 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
     paper_iqm = []
     for agg in aggregates(table, records):
         a = agg["aggregate"]
-        if agg["baseline"] == reference:
+        if agg["baseline"] == reference and table.in_paper:
             paper_iqm.append(f"{paper_robust_iqm(table, agg['rows'], agg['metric']):.2f} on {agg['metric'].capitalize()}")
         seeds = sorted({len(records[k]["algorithms"][records[k]["headline"]]["reported"]["minimum"]) for k in agg["rows"]})
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
@@ -259,7 +283,8 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
     for key, rec in records.items():
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
         m = rec["machine"]
-        md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} (paper {rec['budget']['paper_steps_per_agent']}), "
+        md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} "
+                  f"({'paper' if table.in_paper else 'RL-Zoo3'} {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
                   f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}{_physics_engine(rec)}; "

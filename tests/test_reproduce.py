@@ -2,15 +2,15 @@
 reported seeds, 300 steps per agent, an 8-unit network), interrupted inside its second row and
 resumed; the written tables against the per-run metrics files; settings checked before compiling."""
 
+import copy
 import csv
 import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
-
-import shutil
 
 from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_report, stats
 
@@ -235,6 +235,32 @@ def test_table2_reports_the_baseline_the_paper_does_not():
     front = [r for r in comparison_rows if r["row"] == "Ant-v4/front_right_leg" and r["baseline"] == "DDPGAvg(1)"][0]
     assert (front["minimum_low"], front["minimum_high"]) == pytest.approx((369.4, 744.7), abs=0.05)
     assert "**inconclusive** (2 seeds < 4)" in text
+
+
+def test_a_table_beyond_the_paper_has_no_paper_columns_and_its_own_reference():
+    """beyond_sac's report, on a row relabelled from the committed reduced Table 2 (DDPGAvg(1) as
+    SACAvg, the FedRDDPG headline as FedRSAC's): no paper columns or paper wording, and the IQM
+    across rows normalised by our own baseline's mean (the paper has no SAC numbers)."""
+    _, reduced = _committed("table2", "table2_reduced")
+    rec = copy.deepcopy(reduced["Hopper-v4/torso"])
+    algs = rec["algorithms"]
+    headline = rec["headline"].replace("FedRDDPG", "FedRSAC")
+    rec["algorithms"] = {"SACAvg": algs["DDPGAvg(1)"], headline: algs[rec["headline"]]}
+    rec.update(table="beyond_sac", headline=headline)
+    table = reproduce.get_table("beyond_sac")
+    records = {"Hopper-v4/torso": rec}
+    md, csv_rows, comparison_rows = reproduce_report.table_lines(table, records)
+    text = "\n".join(md)
+    assert "**Beyond the paper**" in text and "Source of the paper's numbers" not in text
+    assert "paper Average" not in text and "sign agrees" not in text and paper.NOT_REPORTED not in text
+    assert "The paper's claim carried to FedRSAC" in text and "(RL-Zoo3 1,000,000)" in text and "(paper " not in text
+    sac = np.asarray(algs["DDPGAvg(1)"]["reported"]["minimum"])
+    random_return = envs.random_return("Hopper-v4", ("torso",))
+    scores = reproduce_report.normalised_scores(table, records, "SACAvg", "minimum")
+    np.testing.assert_allclose(scores["Hopper-v4/torso"], (sac - random_return) / (sac.mean() - random_return))
+    [minimum, average] = reproduce_report.aggregates(table, records)
+    assert minimum["rows"] == average["rows"] == ["Hopper-v4/torso"]  # the cross-row summary is not empty
+    assert "| Minimum | SACAvg | 1 x 2 |" in text and "our SACAvg's mean return" in text
 
 
 def test_normalised_scores_run_from_random_to_the_papers_baseline():
