@@ -421,7 +421,7 @@ def _read_finished(plan: RunPlan, on_block) -> dict | None:
 def _check_before_compiling(plan: RunPlan) -> None:
     """Refuse a run whose state cannot fit, warn about one that never trains, report the traffic."""
     check_memory(plan.trainer, plan.num_runs, checkpoints=plan.out_dir is not None)
-    _check_warp_worlds(plan.config, min(plan.num_runs, plan.run_batch or plan.num_runs))
+    _check_warp_worlds(plan.config, plan.run_batch or plan.num_runs)  # runs in one program
     _warn_if_never_trains(plan.config)
     comm = plan.communication
     plan.say(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per "
@@ -434,17 +434,22 @@ def _check_before_compiling(plan: RunPlan) -> None:
 
 def _check_warp_worlds(config: TrainConfig, num_runs: int) -> None:
     """MuJoCo Warp's contact buffers hold a fixed number of worlds (envs.mujoco_engines.WARP_MAX_WORLDS):
-    more environments stepped at once (runs in one program x agents) would lose contacts."""
+    more environments stepped at once would lose contacts. The widest batch of a program is its final
+    evaluation's: every run's (environment, episode) pairs in one vmap (`evaluate.returns_over_params`),
+    the agents' own environments or the sweep's points, each `eval_episodes` times; training steps
+    `num_agents` per run and the curve's evaluations `eval_episodes`, both no wider."""
     if config.engine != "warp":
         return
     from fedjax_rl.envs import mujoco_engines  # the MuJoCo tasks only
 
-    worlds = num_runs * config.num_agents
+    environments = max(config.num_agents, config.sweep_points)
+    worlds = num_runs * environments * config.eval_episodes
     if worlds > mujoco_engines.WARP_MAX_WORLDS:
         raise ValueError(
             f"engine 'warp' steps at most {mujoco_engines.WARP_MAX_WORLDS} environments at once (its contact "
-            f"buffers), but this run steps {num_runs} runs x {config.num_agents} agents = {worlds}; use a "
-            f"smaller run_batch, fewer seeds or grid points, or engine 'c'")
+            f"buffers), but this run's final evaluation steps {num_runs} runs x max({config.num_agents} agents, "
+            f"{config.sweep_points} sweep points) x {config.eval_episodes} episodes = {worlds}; use a smaller "
+            f"run_batch, fewer seeds, grid points, sweep points or evaluation episodes, or engine 'c'")
 
 
 def compile_programs(plan: RunPlan) -> Programs:

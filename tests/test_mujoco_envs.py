@@ -413,7 +413,7 @@ def test_warp_runs_too_wide_for_its_contact_buffers_are_refused(monkeypatch):
 
     monkeypatch.setattr(mujoco_engines, "check_engine", lambda engine: None)  # no GPU needed to refuse
     monkeypatch.setattr(mujoco_engines, "WARP_MAX_WORLDS", 12)
-    config = configs.train_config("ddpgavg1", "Hopper-v4", engine="warp", num_agents=3, steps_per_agent=200)
+
     class Compiling(Exception):
         pass
 
@@ -421,12 +421,20 @@ def test_warp_runs_too_wide_for_its_contact_buffers_are_refused(monkeypatch):
         raise Compiling
 
     monkeypatch.setattr(experiment, "compile_programs", compile_programs)
-    with pytest.raises(ValueError, match=r"engine 'warp' steps at most 12 .* 6 runs x 3 agents = 18; use a smaller run_batch"):
+    # One evaluation episode over 2 sweep points: the widest batch is training's, runs x 3 agents.
+    config = configs.train_config("ddpgavg1", "Hopper-v4", engine="warp", num_agents=3, steps_per_agent=200,
+                                  eval_episodes=1, sweep_points=2)
+    with pytest.raises(ValueError, match=r"engine 'warp' steps at most 12 .* 6 runs x max\(3 agents, 2 sweep points\) "
+                                         r"x 1 episodes = 18; use a smaller run_batch"):
         experiment.run(config, num_seeds=6, progress=False)
-    with pytest.raises(ValueError, match=r"5 runs x 3 agents = 15"):  # with run_batch: one program's runs
+    with pytest.raises(ValueError, match=r"5 runs x .* = 15"):  # with run_batch: one program's runs
         experiment.run(config, num_seeds=6, progress=False, run_batch=5)
     with pytest.raises(Compiling):  # 4 x 3 = 12 worlds fit
         experiment.run(config, num_seeds=6, progress=False, run_batch=4)
+    # Training fits (2 runs x 3 agents), the final evaluation does not: 2 x 4 sweep points x 2 episodes.
+    wide_evaluation = config.replace(sweep_points=4, eval_episodes=2)
+    with pytest.raises(ValueError, match=r"2 runs x max\(3 agents, 4 sweep points\) x 2 episodes = 16"):
+        experiment.run(wide_evaluation, num_seeds=2, progress=False)
 
 
 def test_engines_are_checked_before_compiling(monkeypatch):

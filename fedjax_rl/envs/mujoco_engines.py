@@ -43,8 +43,9 @@ with contextlib.redirect_stdout(io.StringIO()):
     from mujoco import mjx
 
 ENGINES = ("c", "mjx", "warp")
-# Warp's contact buffers are shared by every world of a batch: room for this many worlds (seeds x
-# omega points x agents) of this many contacts each (a robot's feet on the floor need a few).
+# Warp's contact buffers are shared by every world of a batch: room for this many worlds (runs x
+# environments x episodes at the widest, the final evaluation: experiment._check_warp_worlds) of this
+# many contacts each (a robot's feet on the floor need a few).
 WARP_MAX_WORLDS = 4096
 WARP_CONTACTS_PER_WORLD = 16
 # gymnasium's exact physics, and the fastest at federated batch sizes on every machine measured, a GPU
