@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-from fedjax_rl import configs, heterogeneity  # noqa: E402
+from fedjax_rl import checkpoint, configs, heterogeneity  # noqa: E402
 from fedjax_rl.agents.base import Transition  # noqa: E402
 from fedjax_rl.envs import get_spec, make, mujoco_engines  # noqa: E402
 
@@ -211,9 +211,8 @@ def main() -> None:
 
 
 def _write(path: str, record: dict) -> None:
-    with open(path + ".tmp", "w") as f:
+    with checkpoint.atomic_write(path) as f:
         json.dump(record, f, indent=1)
-    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

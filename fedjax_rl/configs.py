@@ -23,7 +23,7 @@ Training-loop defaults resolved per task:
 
 from __future__ import annotations
 
-import collections
+import functools
 
 import jax
 
@@ -87,11 +87,6 @@ TRAIN_SETTINGS = (
             help="the algorithm's settings (its own declarations)"),
 )
 
-# Configs that passed validation (most recent last, bounded): a config is frozen, so once is enough.
-_VALIDATED: collections.OrderedDict = collections.OrderedDict()
-_VALIDATED_KEPT = 256
-
-
 class _TrainConfigMethods(settings.SettingsConfig):
     """Static description of one federated run (hashable; the agent's numeric hyperparameters are
     also exposed as traced leaves through `agent.hparams()`)."""
@@ -118,12 +113,7 @@ class _TrainConfigMethods(settings.SettingsConfig):
         except TypeError:  # a list among the fields: validate every time, remember nothing
             super().validate()
             return
-        if self in _VALIDATED:
-            return
-        super().validate()
-        _VALIDATED[self] = None
-        if len(_VALIDATED) > _VALIDATED_KEPT:
-            _VALIDATED.popitem(last=False)
+        _validate_once(self)
 
     def check_together(self) -> None:
         algorithm = self.algorithm
@@ -159,6 +149,13 @@ TrainConfig = settings.config_class("TrainConfig", TRAIN_SETTINGS, base=_TrainCo
                                     doc=_TrainConfigMethods.__doc__)
 
 
+@functools.lru_cache(maxsize=256)
+def _validate_once(config: TrainConfig) -> None:
+    """`TrainConfig.validate`'s work, remembered for the configs that passed (a config is frozen, so
+    once is enough; one that fails raises, and an exception is not cached)."""
+    settings.SettingsConfig.validate(config)
+
+
 PAPER_FEDERATED = dict(batch_size=16, buffer_size=1000)  # the paper's DQN replay settings
 EVAL_POINTS = 20  # default number of evaluations over a run
 
@@ -173,7 +170,8 @@ def default_eval_every(steps_per_agent: int, sync_every: int) -> int:
 
 
 def dqn_config(algo: str, env_name: str, **overrides):
-    """RL-Zoo3 DQN defaults for `env_name` with the paper's federated replay settings."""
+    """`agent_config` under its old name (the paper's replay settings are `PAPER_FEDERATED`, not
+    applied here)."""
     return agent_config(algo, env_name, **overrides)
 
 

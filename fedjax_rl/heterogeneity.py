@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl.envs.base import check_scales  # noqa: F401  (envs own the scale check; kept importable here)
+from fedjax_rl.envs.base import check_scales
 
 PAPER_NUM_AGENTS = 5
 PAPER_SYNC_EVERY = 100

@@ -271,13 +271,13 @@ def _batch_against_c(name, engine):
     one vmapped program, WARP_STEPS steps from the same resets with the same actions (auto-resets
     included); asserts the terminations agree."""
     parts = get_spec(name).perturbed
+    made = {each: make(name, engine=each) for each in ("c", engine)}
     rates = jax.random.uniform(jax.random.key(5), (WARP_BATCH, len(parts)), minval=-0.5, maxval=0.5)
-    actions = jax.random.uniform(jax.random.key(6), (WARP_STEPS, WARP_BATCH, make(name)[0].num_actions),
+    actions = jax.random.uniform(jax.random.key(6), (WARP_STEPS, WARP_BATCH, made["c"][0].num_actions),
                                  minval=-1.0, maxval=1.0)
     keys = jax.random.split(jax.random.key(7), (WARP_STEPS + 1, WARP_BATCH))
     runs = {}
-    for each in ("c", engine):
-        env, nominal = make(name, engine=each)
+    for each, (env, nominal) in made.items():
         params = heterogeneity.agent_env_params(env, _strong(nominal), parts, rates)
         _, state = jax.vmap(env.reset)(keys[0], params)
         step = jax.jit(jax.vmap(env.step))
@@ -453,9 +453,9 @@ def test_engines_are_checked_before_compiling(monkeypatch):
     # MJX's line-search cap is MJX's alone: Warp's search stops when it converges, and it reached the
     # cap on an H200. (Building the engine compiles nothing; the GPU check is bypassed for that.)
     monkeypatch.setattr(mujoco_engines, "check_engine", lambda engine: None)
-    mjx_model = TASKS["Ant-v4"]("mjx").engine.mj_model
-    warp_model = TASKS["Ant-v4"]("warp").engine.mj_model
-    assert mjx_model.opt.ls_iterations == TASKS["Ant-v4"]("mjx").mjx_ls_iterations < warp_model.opt.ls_iterations == 50
+    mjx_env, warp_env = TASKS["Ant-v4"]("mjx"), TASKS["Ant-v4"]("warp")
+    mjx_cap, warp_cap = mjx_env.engine.mj_model.opt.ls_iterations, warp_env.engine.mj_model.opt.ls_iterations
+    assert mjx_cap == mjx_env.mjx_ls_iterations < warp_cap == 50
 
 
 @pytest.mark.heavy

@@ -112,11 +112,12 @@ class DDPGAgent:
     @staticmethod
     def check_env(env_name: str, action_space) -> None:
         if not isinstance(action_space, spaces.Box):
-            raise ValueError(f"the actor-critics (DDPG, TD3, SAC) need continuous (Box) actions; {env_name} has {type(action_space).__name__} "
-                             "actions (use fedrdqn or dqnavg)")
+            raise ValueError(f"the actor-critics (DDPG, TD3, SAC) need continuous (Box) actions; {env_name} has "
+                             f"{type(action_space).__name__} actions (use fedrdqn or dqnavg)")
         low, high = np.asarray(action_space.low), np.asarray(action_space.high)
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
-            raise ValueError(f"the actor-critics (DDPG, TD3, SAC) need a bounded action Box; {env_name} has low={low}, high={high}")
+            raise ValueError(f"the actor-critics (DDPG, TD3, SAC) need a bounded action Box; {env_name} has "
+                             f"low={low}, high={high}")
 
     def hparams(self) -> settings.Hyperparams:
         return self.config.hparams()

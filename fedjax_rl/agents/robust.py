@@ -77,7 +77,8 @@ class RobustVariantConfig(base.OffPolicyConfig):
         program takes (its caller, `experiment.compile_programs`, makes it here, from the config,
         once). The *Avg baselines have no omega leaf (their target has no robustness term), so a
         sweep cannot silently change their discount."""
-        leaves = {s.name: getattr(self, s.name) for s in self.SETTINGS if s.leaf and (self.robust or s.name != OMEGA.name)}
+        leaves = {s.name: getattr(self, s.name) for s in self.SETTINGS
+                  if s.leaf and (self.robust or s.name != OMEGA.name)}
         owner = self.ROBUST_NAME if self.robust else (
             f"{self.AVG_NAME} (omega is {self.ROBUST_NAME}'s; use algo {self.ROBUST_ALGO} to vary it)")
         return Hyperparams(leaves, owner)

@@ -102,19 +102,14 @@ class BraxEnv(EnvIdentity, PerturbablePhysics, environment.Environment):
     def physics_names(self, params=None) -> tuple[str, ...]:
         return (*self.link_names, "gravity")
 
-    def _check_name(self, name: str) -> None:
-        if name not in self.physics_names():
-            raise ValueError(f"unknown physical parameter {name!r} for {self.name}; "
-                             f"allowed: {', '.join(self.physics_names())}")
-
     def get_physics(self, params: BraxParams, name: str):
-        self._check_name(name)
+        self._field(params, name)  # PerturbablePhysics' check: a ValueError naming the allowed names
         if name == "gravity":
             return params.gravity
         return params.link_mass[self.link_names.index(name)]
 
     def set_physics(self, params: BraxParams, name: str, value):
-        self._check_name(name)
+        self._field(params, name)
         if name == "gravity":
             return params.replace(gravity=jnp.asarray(value, params.gravity.dtype))
         index = self.link_names.index(name)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import importlib.util
 import io
 import math
@@ -142,17 +143,17 @@ class MJXEngine:
     def initial_exact(self):
         return ()
 
+    @functools.cached_property
+    def _warp_data(self):
+        """Warp's mjx.Data, made once from the MjModel (mjx refuses an mjx.Model) with contact room for
+        `WARP_MAX_WORLDS` worlds: its contact arrays are shared by all the worlds of a batch, whose
+        size a vmapped step cannot see."""
+        with jax.ensure_compile_time_eval():
+            return mjx.make_data(self.mj_model, impl="warp", naconmax=WARP_CONTACTS_PER_WORLD * WARP_MAX_WORLDS)
+
     def data_template(self, model):
-        """mjx.Data to put a state into. Warp's is made from the MjModel (mjx refuses an mjx.Model)
-        with contact room for `WARP_MAX_WORLDS` worlds: its contact arrays are shared by all the
-        worlds of a batch, whose size a vmapped step cannot see."""
-        if self.impl != "warp":
-            return mjx.make_data(model, impl=self.impl)
-        if "warp" not in self._models:
-            with jax.ensure_compile_time_eval():
-                self._models["warp"] = mjx.make_data(
-                    self.mj_model, impl="warp", naconmax=WARP_CONTACTS_PER_WORLD * WARP_MAX_WORLDS)
-        return self._models["warp"]
+        """mjx.Data to put a state into."""
+        return self._warp_data if self.impl == "warp" else mjx.make_data(model, impl=self.impl)
 
     def step(self, model_fields: dict, qpos, qvel, qacc_warmstart, exact, ctrl) -> Stepped:
         del exact
