@@ -18,9 +18,15 @@
 #   benchmarks/gpu_table.sh start          # every row in the background
 #   benchmarks/gpu_table.sh wait SECONDS   # print progress until the rows end or SECONDS pass
 #   benchmarks/gpu_table.sh collect        # write the table, tar the results (no checkpoints) to $OUT
+# ARGS adds reproduce's own flags (e.g. ARGS="--seeds 4 --tuning-seeds 2 --omegas 0.05,0.1"). APART=1
+# runs every program of every row as its own process (benchmarks/row_program.py), each pinned to
+# CORES cores of the host (its MuJoCo threads follow), round robin; `collect` reads them back as rows.
 set -u
 TABLE=${TABLE:-table1}
 BUDGET=${BUDGET:-paper}
+ARGS=${ARGS:-}
+APART=${APART:-0}
+CORES=${CORES:-4}
 OUTDIR=/tmp/gpu_${TABLE}_${BUDGET}
 ROWS=${ROWS:-"LunarLander-v3/gravity LunarLander-v3/wind MountainCar-v0/gravity MountainCar-v0/force
 Acrobot-v1/gravity Acrobot-v1/length CartPole-v1/length CartPole-v1/masscart"}
@@ -30,13 +36,28 @@ if [ ! -d /tmp/site/gymnax ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false MPLBACKEND=Agg
 REPRODUCE="python3 -m fedjax_rl.cli reproduce $TABLE"
-RUNNING="reproduce $TABLE --budget $BUDGET --rows"  # what pgrep finds while a row's process lives
-row_log() { echo "$OUTDIR/logs/${1//\//__}.log"; }
+RUNNING="reproduce $TABLE --budget $BUDGET --rows|row_program.py $TABLE"  # what pgrep finds while a row lives
+PROGRAMS=$(python3 -c "from fedjax_rl import reproduce_tables as t; print(' '.join(p.name for p in t.get_table('$TABLE').programs))") || exit 1
+row_log() { echo "$OUTDIR/logs/${1//\//__}${2:+__$2}.log"; }
 
 progress() {
   for row in $ROWS; do
-    printf '%-24s %s\n' "$row" "$(tail -c 400 "$(row_log "$row")" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-150)"
+    for program in $([ "$APART" = 1 ] && echo $PROGRAMS || echo "-"); do
+      [ "$program" = - ] && program=
+      printf '%-34s %s\n' "$row $program" "$(tail -c 400 "$(row_log "$row" "$program")" 2>/dev/null | tr '\r' '\n' | grep -av '^$' | tail -1 | cut -c1-150)"
+    done
   done
+}
+
+# A row is finished when its row.json exists, or (APART) when every program wrote finished.json.
+finished_rows() {
+  for row in $ROWS; do
+    dir=$OUTDIR/$TABLE/${row//\//__}
+    if [ -f "$dir/row.json" ]; then echo "$row"; continue; fi
+    [ "$APART" = 1 ] || continue
+    all=1; for program in $PROGRAMS; do [ -f "$dir/$program/finished.json" ] || all=0; done
+    [ $all = 1 ] && echo "$row"
+  done | paste -sd,
 }
 
 case "${1:-}" in
@@ -44,23 +65,32 @@ start)
   nvidia-smi -L
   python3 -c "import jax, flax, optax, chex, gymnax, flashbax, mujoco; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'mujoco', mujoco.__version__, jax.devices())" || exit 1
   mkdir -p $OUTDIR/logs
+  ncores=$(nproc); slot=0
   for row in $ROWS; do
-    setsid nohup $REPRODUCE --budget $BUDGET --rows "$row" --out $OUTDIR > "$(row_log "$row")" 2>&1 < /dev/null &
+    if [ "$APART" = 1 ]; then
+      for program in $PROGRAMS; do
+        first=$(( (slot * CORES) % ncores )); slot=$((slot + 1))
+        setsid nohup taskset -c $first-$((first + CORES - 1)) python3 benchmarks/row_program.py $TABLE "$row" $program \
+          --budget $BUDGET $ARGS --out $OUTDIR > "$(row_log "$row" $program)" 2>&1 < /dev/null &
+      done
+    else
+      setsid nohup $REPRODUCE --budget $BUDGET $ARGS --rows "$row" --out $OUTDIR > "$(row_log "$row")" 2>&1 < /dev/null &
+    fi
   done
   echo "started $(echo $ROWS | wc -w) rows at $(date)"
   ;;
 wait)
   deadline=$(( $(date +%s) + ${2:-60} ))
   while [ "$(date +%s)" -lt $deadline ] && pgrep -f "$RUNNING" > /dev/null; do sleep 20; done
-  date; progress; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
-  ls $OUTDIR/$TABLE/*/row.json 2>/dev/null
-  pgrep -f "$RUNNING" > /dev/null || grep -l Traceback $OUTDIR/logs/*.log | head -1 | xargs -r tail -25
+  date; progress; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv; uptime
+  echo "finished rows: $(finished_rows)"
+  grep -l Traceback $OUTDIR/logs/*.log 2>/dev/null | head -1 | xargs -r tail -25
   ;;
 collect)
   pgrep -f "$RUNNING" > /dev/null && echo "rows still running: the table holds the finished ones"
   # Every finished row is read back, none recomputed; unfinished rows are left out of the call.
-  done_rows=$(for f in $OUTDIR/$TABLE/*/row.json; do [ -f "$f" ] && basename "$(dirname "$f")" | sed 's#__#/#'; done | paste -sd,)
-  [ -n "$done_rows" ] && $REPRODUCE --budget $BUDGET --rows "$done_rows" --out $OUTDIR --no-progress
+  done_rows=$(finished_rows)
+  [ -n "$done_rows" ] && $REPRODUCE --budget $BUDGET $ARGS --rows "$done_rows" --out $OUTDIR --no-progress
   tar czf "$OUT/gpu_${TABLE}_${BUDGET}.tar.gz" --exclude='*.npz' -C /tmp "$(basename $OUTDIR)"
   ls -la "$OUT"
   ;;
