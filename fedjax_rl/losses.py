@@ -1,4 +1,5 @@
-"""Robust TD targets, the expectile loss and clipped double Q (DESIGN.md section 1).
+"""The expectile loss, the episode-end rule and clipped double Q (DESIGN.md section 1); the robust
+TD target, where omega enters, is `agents/robust.robust_td_target`, beside the rest of the robust term.
 
 Every function here is pure and shape-polymorphic over a leading batch axis, so the same code is
 used by FedRDQN and FedRDDPG and checked by hand-computed cases in the tests.
@@ -19,23 +20,6 @@ import jax.numpy as jnp
 def next_state_value(next_value: jax.Array, terminated: jax.Array) -> jax.Array:
     """V(s') with the episode-end rule: 0 where the transition terminated, V(s') otherwise."""
     return jnp.where(terminated, 0.0, next_value)
-
-
-def robust_td_target(
-    reward: jax.Array,
-    next_value: jax.Array,
-    terminated: jax.Array,
-    degree: jax.Array,
-    gamma: float | jax.Array,
-    omega: float | jax.Array,
-) -> jax.Array:
-    """y = r + gamma (1 - omega) V(s') + gamma omega D(s), with V(s') = 0 on termination.
-
-    `next_value` is max_a' Q(s', a'; theta') (DQN) or Q(s', pi(s'; phi'); theta') (DDPG);
-    `degree` is D(s; psi). omega = 0 gives the ordinary TD target exactly.
-    """
-    bootstrap = next_state_value(next_value, terminated)
-    return reward + gamma * (1.0 - omega) * bootstrap + gamma * omega * degree
 
 
 def expectile_loss(target: jax.Array, prediction: jax.Array, tau: float | jax.Array) -> jax.Array:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import losses
+from fedjax_rl.agents import robust
 
 # Three transitions: an ordinary one, a terminated one (pole fell: V(s') = 0) and a time-limit
 # truncation, which is not a termination and therefore bootstraps.
@@ -17,7 +18,7 @@ GAMMA, OMEGA, TAU = 0.9, 0.2, 0.01
 
 
 def test_robust_td_target_by_hand():
-    y = losses.robust_td_target(REWARD, NEXT_VALUE, TERMINATED, DEGREE, GAMMA, OMEGA)
+    y = robust.robust_td_target(REWARD, NEXT_VALUE, TERMINATED, DEGREE, GAMMA, OMEGA)
     # y = r + gamma (1 - omega) V(s') + gamma omega D(s)
     expected = [
         1.0 + 0.9 * 0.8 * 10.0 + 0.9 * 0.2 * 3.0,  # 8.74
@@ -29,7 +30,7 @@ def test_robust_td_target_by_hand():
 
 
 def test_omega_zero_is_ordinary_td_target_exactly():
-    y = losses.robust_td_target(REWARD, NEXT_VALUE, TERMINATED, DEGREE, GAMMA, 0.0)
+    y = robust.robust_td_target(REWARD, NEXT_VALUE, TERMINATED, DEGREE, GAMMA, 0.0)
     np.testing.assert_array_equal(y, REWARD + GAMMA * jnp.where(TERMINATED, 0.0, NEXT_VALUE))
 
 

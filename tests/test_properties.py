@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from fedjax_rl import envs, federated, heterogeneity, losses
+from fedjax_rl.agents import robust
 from fedjax_rl.federated import FederatedState
 
 BATCH, NUM_AGENTS = 8, 5
@@ -31,15 +32,15 @@ def vectors(n, low=-100.0, high=100.0):
 
 @jax.jit
 def _targets(reward, next_value, terminated, degree, gamma):
-    robust = losses.robust_td_target(reward, next_value, terminated, degree, gamma, 0.0)
-    return robust, reward + gamma * jnp.where(terminated, 0.0, next_value)
+    target = robust.robust_td_target(reward, next_value, terminated, degree, gamma, 0.0)
+    return target, reward + gamma * jnp.where(terminated, 0.0, next_value)
 
 
 @given(vectors(BATCH), vectors(BATCH), hnp.arrays(np.bool_, (BATCH,)), vectors(BATCH), floats32(0.01, 1.0))
 def test_robust_target_at_omega_zero_is_the_td_target(reward, next_value, terminated, degree, gamma):
     """Whatever D(s) says: at omega = 0 the target is r + gamma V(s'), V(s') = 0 on termination."""
-    robust, td = _targets(reward, next_value, terminated, degree, gamma)
-    np.testing.assert_array_equal(robust, td)
+    target, td = _targets(reward, next_value, terminated, degree, gamma)
+    np.testing.assert_array_equal(target, td)
 
 
 # -- the expectile loss is minimised at the tau-expectile ----------------------------------------

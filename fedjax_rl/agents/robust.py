@@ -84,6 +84,24 @@ class RobustVariantConfig(base.OffPolicyConfig):
         return Hyperparams(leaves, owner)
 
 
+def robust_td_target(
+    reward: jax.Array,
+    next_value: jax.Array,
+    terminated: jax.Array,
+    degree: jax.Array,
+    gamma: float | jax.Array,
+    omega: float | jax.Array,
+) -> jax.Array:
+    """y = r + gamma (1 - omega) V(s') + gamma omega D(s), with V(s') = 0 on termination.
+
+    `next_value` is max_a' Q(s', a'; theta') (DQN) or Q(s', pi(s'; phi'); theta') (DDPG);
+    `degree` is D(s; psi), not masked by termination (fedjax_rl/losses.py says why). omega = 0
+    gives the ordinary TD target exactly.
+    """
+    bootstrap = losses.next_state_value(next_value, terminated)
+    return reward + gamma * (1.0 - omega) * bootstrap + gamma * omega * degree
+
+
 class RobustTerm:
     """The robust term of one agent (see the module docstring). `config` has the `SETTINGS` fields
     and `hidden_sizes`; `optimizer` is the one the agent trains its own networks with."""
@@ -115,7 +133,7 @@ class RobustTerm:
         `next_value` is the base algorithm's V(s') before the episode-end rule; for the *Avg
         baselines (omega = 0, D = 0) y is the ordinary TD target."""
         degree = self.degree(shared.degree, batch.obs) if self.enabled else jnp.zeros_like(next_value)
-        return losses.robust_td_target(batch.reward, next_value, batch.terminated, degree, hp.gamma, self.omega(hp))
+        return robust_td_target(batch.reward, next_value, batch.terminated, degree, hp.gamma, self.omega(hp))
 
     def loss(self, degree_params, batch: Transition, next_value: jax.Array, hp: Hyperparams) -> jax.Array:
         """L_D = E l_tau(V(s'), D(s; psi)), V(s') = 0 on termination."""
