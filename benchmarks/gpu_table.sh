@@ -21,6 +21,8 @@
 # ARGS adds reproduce's own flags (e.g. ARGS="--seeds 4 --tuning-seeds 2 --omegas 0.05,0.1"). APART=1
 # runs every program of every row as its own process (benchmarks/row_program.py), each pinned to
 # CORES cores of the host (its MuJoCo threads follow), round robin; `collect` reads them back as rows.
+# FROM=DIR starts from a committed results directory (e.g. results/table2_5pct_h200): its finished rows
+# and programs are read back, not run again (programs that finished are not even started).
 set -u
 TABLE=${TABLE:-table1}
 BUDGET=${BUDGET:-paper}
@@ -65,10 +67,12 @@ start)
   nvidia-smi -L
   python3 -c "import jax, flax, optax, chex, gymnax, flashbax, mujoco; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, 'chex', chex.__version__, 'mujoco', mujoco.__version__, jax.devices())" || exit 1
   mkdir -p $OUTDIR/logs
+  [ -n "${FROM:-}" ] && cp -rn "$FROM"/. $OUTDIR/
   ncores=$(nproc); slot=0
   for row in $ROWS; do
     if [ "$APART" = 1 ]; then
       for program in $PROGRAMS; do
+        [ -f "$OUTDIR/$TABLE/${row//\//__}/$program/finished.json" ] && continue
         first=$(( (slot * CORES) % ncores )); slot=$((slot + 1))
         setsid nohup taskset -c $first-$((first + CORES - 1)) python3 benchmarks/row_program.py $TABLE "$row" $program \
           --budget $BUDGET $ARGS --out $OUTDIR > "$(row_log "$row" $program)" 2>&1 < /dev/null &
@@ -91,7 +95,9 @@ collect)
   # Every finished row is read back, none recomputed; unfinished rows are left out of the call.
   done_rows=$(finished_rows)
   [ -n "$done_rows" ] && $REPRODUCE --budget $BUDGET $ARGS --rows "$done_rows" --out $OUTDIR --no-progress
-  tar czf "$OUT/gpu_${TABLE}_${BUDGET}.tar.gz" --exclude='*.npz' -C /tmp "$(basename $OUTDIR)"
+  # Checkpoints (replay buffers: GBs for a Table 2 row) and parameter files are too large to come back.
+  find $OUTDIR -size +3M | sed "s#^/tmp/##" > /tmp/too_large
+  tar czf "$OUT/gpu_${TABLE}_${BUDGET}.tar.gz" --exclude='*.npz' -X /tmp/too_large -C /tmp "$(basename $OUTDIR)"
   ls -la "$OUT"
   ;;
 *) echo "usage: $0 start | wait SECONDS | collect"; exit 2 ;;
