@@ -3,10 +3,10 @@
 A row's programs (Table 2: FedRDDPG's omega grid and DDPGAvg(2)) are independent; `reproduce` runs
 them one after another. On a GPU machine, where each program's loop waits on the host's physics
 callback and the GPU between steps, running every program of every row as its own process keeps
-the GPU and the host's cores busier. Each program here is exactly the one `reproduce` would run
-(`reproduce._plan`: the same config, omega grid, seeds and run batch, into the same directory), so
-a later `fedjax-rl reproduce` with the same request reads every finished program back and writes
-the row, computing nothing again:
+the GPU and the host's cores busier. `reproduce.run_program` runs exactly the program `reproduce`
+would (the same config, omega grid, seeds and run batch, into the same directory), so a later
+`fedjax-rl reproduce` with the same request reads every finished program back and writes the row,
+computing nothing again:
 
     python benchmarks/row_program.py table2 Hopper-v4/torso ddpgavg2 --budget 0.05 --seeds 4 \
         --tuning-seeds 2 --omegas 0.05,0.1 --out /tmp/t2
@@ -15,9 +15,8 @@ the row, computing nothing again:
 from __future__ import annotations
 
 import argparse
-import os
 
-from fedjax_rl import experiment, reproduce, reproduce_tables
+from fedjax_rl import reproduce
 
 
 def main(argv=None) -> None:
@@ -32,18 +31,10 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    omegas = [float(w) for w in args.omegas.split(",")]
-    table, selected, _, plans, run_batch = reproduce._plan(args.table, [args.row], args.seeds, args.tuning_seeds,
-                                                           omegas, args.budget, args.seed, None, None, "auto")
-    row = selected[0]
-    names = [program.name for program, _, _ in plans[row.key]]
-    if args.program not in names:
-        raise SystemExit(f"program must be one of {names} for {args.table}, got {args.program!r}")
-    program, config, grid = next(plan for plan in plans[row.key] if plan[0].name == args.program)
-    out_dir = os.path.join(reproduce_tables.row_dir(args.out, table, row), program.name)
-    result = experiment.run(config, num_seeds=args.tuning_seeds + args.seeds, seed=args.seed, out_dir=out_dir,
-                            progress=True, grid=grid, run_batch=run_batch, new_run=True)
-    print(f"{args.row} {program.label}: {result['timing']}")
+    result = reproduce.run_program(args.table, args.out, args.row, args.program, budget=args.budget,
+                                   num_seeds=args.seeds, tuning_seeds=args.tuning_seeds,
+                                   omegas=[float(w) for w in args.omegas.split(",")], seed=args.seed)
+    print(f"{args.row} {args.program}: {result['timing']}")
 
 
 if __name__ == "__main__":

@@ -245,6 +245,17 @@ def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent
     return table, selected, request, plans, run_batch
 
 
+def _bind_request(table_name: str, out_dir: str, **request) -> tuple[dict, tuple]:
+    """`reproduce`'s arguments for a request, its defaults filled in (unknown settings raise here),
+    and the request's `_plan`."""
+    import inspect
+
+    args = inspect.signature(reproduce).bind(table_name, out_dir, **request)
+    args.apply_defaults()
+    given = args.arguments
+    return given, _plan(**{name: given[name] for name in inspect.signature(_plan).parameters})
+
+
 def _finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
     """The request settings a finished row.json was computed with differently, and its record."""
     with open(row_result) as f:
@@ -258,14 +269,9 @@ def status(table_name: str, out_dir: str, **request) -> list[dict]:
     One dict per row: "row", "state" ("finished", "finished with other settings", "in progress",
     "not started"), and either the finished row's "wall_s" and "machine", or per program its
     `experiment.progress_on_disk`."""
-    import inspect
-
     from fedjax_rl import experiment
 
-    args = inspect.signature(reproduce).bind(table_name, out_dir, **request)  # unknown settings raise here
-    args.apply_defaults()
-    given = args.arguments
-    table, selected, request, plans, run_batch = _plan(**{name: given[name] for name in inspect.signature(_plan).parameters})
+    given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, **request)
     num_seeds, tuning_seeds, seed = given["num_seeds"], given["tuning_seeds"], given["seed"]
     report = []
     for row in selected:
@@ -320,6 +326,29 @@ def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]
                 parts.append(f"{p['program']} not started")
         lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(parts))
     return lines
+
+
+def _run_program(directory, program, config, grid, num_seeds, seed, run_batch, progress, on_block=None) -> dict:
+    from fedjax_rl import experiment
+
+    return experiment.run(config, num_seeds=num_seeds, seed=seed, out_dir=os.path.join(directory, program.name),
+                          progress=progress, grid=grid, on_block=on_block, run_batch=run_batch,
+                          new_run=True)  # another request's unfinished program: set aside, as --status says
+
+
+def run_program(table_name: str, out_dir: str, row: str, program: str, progress: bool = True, **request) -> dict:
+    """Run one program of one row (e.g. "ddpgavg2" of Table 2's "Hopper-v4/torso"), exactly as
+    `reproduce(table_name, out_dir, rows=[row], **request)` would run it, into the same directory,
+    and return `experiment.run`'s result. A row's programs are independent, so they can run in
+    separate processes or machines; `reproduce` with the same request then reads every finished
+    program back and writes the row, computing nothing again. `request`: `reproduce`'s settings."""
+    given, (table, selected, _, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
+    names = [p.name for p, _, _ in plans[selected[0].key]]
+    if program not in names:
+        raise ValueError(f"program must be one of {names} for {table.name}, got {program!r}")
+    plan = next(plan for plan in plans[selected[0].key] if plan[0].name == program)
+    return _run_program(row_dir(out_dir, table, selected[0]), *plan, given["tuning_seeds"] + given["num_seeds"],
+                        given["seed"], run_batch, progress)
 
 
 def reproduce(
@@ -395,9 +424,7 @@ def reproduce(
                     else:
                         bar.update(step)
 
-            result = experiment.run(config, num_seeds=num_total, seed=seed, out_dir=os.path.join(directory, program.name),
-                                    progress=False, grid=grid, on_block=on_block, run_batch=run_batch,
-                                    new_run=True)  # another request's unfinished program: set aside, as --status says
+            result = _run_program(directory, program, config, grid, num_total, seed, run_batch, False, on_block)
             timings.append(result["timing"])
             batches[program.name] = result["run_batch"]
         record = dict(

@@ -116,6 +116,21 @@ def test_status_reads_where_each_row_stands(reproduced, capsys):
     assert "wrote" not in out  # nothing rebuilt
 
 
+def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduced, tmp_path):
+    # One row's program in its own call (as benchmarks/row_program.py runs it, in its own process):
+    # the same numbers as the program the fixture's reproduce ran, and a reproduce of that row after
+    # it trains nothing (every block read back from the finished program).
+    request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
+    with pytest.raises(ValueError, match=r"program must be one of \['fedrdqn'\] for table1, got 'ddpgavg2'"):
+        reproduce.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
+    alone = reproduce.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
+    together = reproduce_report.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
+    np.testing.assert_array_equal(alone["final"]["local_returns"][2], np.asarray(together["final"]["local_returns"]))
+    row = reproduce.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
+    assert row["resumed_blocks"] == 3 and row["wall_s"] == alone["timing"]["wall_s"]
+    assert row["algorithms"] == reproduced["result"]["rows"][ROWS[0]]["algorithms"]
+
+
 def test_status_line_names_a_pending_final_evaluation():
     # Every block trained, the final evaluation not yet written: no "time left" estimate of 0.0 h.
     program = {"program": "FedRDDPG", "state": "partial", "blocks_done": 25, "num_blocks": 25, "wall_s": 9000.0}
