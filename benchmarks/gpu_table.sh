@@ -19,7 +19,7 @@
 #   benchmarks/gpu_table.sh wait SECONDS   # print progress until the rows end or SECONDS pass
 #   benchmarks/gpu_table.sh collect        # write the table, tar the results (no checkpoints) to $OUT
 # ARGS adds reproduce's own flags (e.g. ARGS="--seeds 4 --tuning-seeds 2 --omegas 0.05,0.1"). APART=1
-# runs every program of every row as its own process (benchmarks/row_program.py), each pinned to
+# runs every program of every row as its own process (`reproduce --program`), each pinned to
 # CORES cores of the host (its MuJoCo threads follow), round robin; `collect` reads them back as rows.
 # FROM=DIR starts from a committed results directory (e.g. results/table2_5pct_h200): its finished rows
 # and programs are read back, not run again (programs that finished are not even started).
@@ -38,7 +38,7 @@ if [ ! -d /tmp/site/gymnax ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false MPLBACKEND=Agg
 REPRODUCE="python3 -m fedjax_rl.cli reproduce $TABLE"
-RUNNING="reproduce $TABLE --budget $BUDGET --rows|row_program.py $TABLE"  # what pgrep finds while a row lives
+RUNNING="reproduce $TABLE --budget $BUDGET"  # what pgrep finds while a row or program runs
 PROGRAMS=$(python3 -c "from fedjax_rl import reproduce_tables as t; print(' '.join(p.name for p in t.get_table('$TABLE').programs))") || exit 1
 row_log() { echo "$OUTDIR/logs/${1//\//__}${2:+__$2}.log"; }
 
@@ -74,8 +74,8 @@ start)
       for program in $PROGRAMS; do
         [ -f "$OUTDIR/$TABLE/${row//\//__}/$program/finished.json" ] && continue
         first=$(( (slot * CORES) % ncores )); slot=$((slot + 1))
-        setsid nohup taskset -c $first-$((first + CORES - 1)) python3 benchmarks/row_program.py $TABLE "$row" $program \
-          --budget $BUDGET $ARGS --out $OUTDIR > "$(row_log "$row" $program)" 2>&1 < /dev/null &
+        setsid nohup taskset -c $first-$((first + CORES - 1)) $REPRODUCE --budget $BUDGET $ARGS --rows "$row" \
+          --program $program --out $OUTDIR > "$(row_log "$row" $program)" 2>&1 < /dev/null &
       done
     else
       setsid nohup $REPRODUCE --budget $BUDGET $ARGS --rows "$row" --out $OUTDIR > "$(row_log "$row")" 2>&1 < /dev/null &

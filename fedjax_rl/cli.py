@@ -346,6 +346,15 @@ def cmd_reproduce(args) -> None:
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        budget=args.budget, seed=args.seed, run_batch=run_batch,
                        agent_overrides=_reproduce_overrides(args.table, args.set) or None)
+        if args.program is not None:
+            if args.status or not rows or len(rows) != 1:
+                raise ValueError(f"--program runs one program of one row: give exactly one --rows and no --status "
+                                 f"(got --rows {args.rows!r}{' --status' if args.status else ''})")
+            reproduce.run_program(args.table, args.out, rows[0], args.program, progress=not args.no_progress,
+                                  **{k: v for k, v in request.items() if k != "rows"})
+            print(f"{rows[0]} {args.program}: finished in {args.out}; the same command without --program "
+                  "writes the row when its other programs have finished, reading this one back")
+            return
         if args.status:
             for line in reproduce.status_lines(args.table, args.out, reproduce.status(args.table, args.out, **request)):
                 print(line)
@@ -420,6 +429,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-only", action="store_true",
                    help="only rebuild the tables and figures from the finished rows (row.json) in --out; trains "
                         "nothing and ignores the run settings")
+    p.add_argument("--program", default=None, metavar="NAME",
+                   help="run only this program of the one row in --rows (e.g. ddpgavg2 of a Table 2 row), exactly "
+                        "as the whole row runs it, so a row's programs can run in separate processes or machines; "
+                        "the command without --program then reads it back (default: every program of each row)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_reproduce)
     return parser

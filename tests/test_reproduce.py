@@ -117,7 +117,7 @@ def test_status_reads_where_each_row_stands(reproduced, capsys):
 
 
 def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduced, tmp_path):
-    # One row's program in its own call (as benchmarks/row_program.py runs it, in its own process):
+    # One row's program in its own call (as `reproduce --program` runs it, in its own process):
     # the same numbers as the program the fixture's reproduce ran, and a reproduce of that row after
     # it trains nothing (every block read back from the finished program).
     request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
@@ -358,6 +358,10 @@ def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
         cli.main(["reproduce", "table1", "--set", "epsilon=0.1", "--out", str(tmp_path), "--no-progress"])
     with pytest.raises(SystemExit, match="learning_starts"):
         cli.main(["reproduce", "table2", "--set", "learning_starts=-5", "--out", str(tmp_path), "--no-progress"])
+    with pytest.raises(SystemExit, match="--program runs one program of one row: give exactly one --rows"):
+        cli.main(["reproduce", "table1", "--program", "fedrdqn", "--out", str(tmp_path), "--no-progress"])
+    with pytest.raises(SystemExit, match="program must be one of \\['fedrdqn'\\] for table1, got 'ddpgavg2'"):
+        cli.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--program", "ddpgavg2", "--out", str(tmp_path)])
     if "Ant-v4" not in envs.list_envs():
         with pytest.raises(SystemExit, match="table2 row Ant-v4/back_left_leg cannot run .*Ant-v4.*MuJoCo"):
             cli.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
