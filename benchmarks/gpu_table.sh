@@ -5,7 +5,7 @@
 # TABLE, BUDGET and ROWS choose others, e.g. Table 2 at 5% of the paper's steps (the MuJoCo tasks
 # step on the host's cores with the C engine, the default, fastest at these sizes on an H200):
 #   TABLE=table2 BUDGET=0.05 ROWS="Hopper-v4/torso Hopper-v4/thigh" benchmarks/gpu_table.sh start
-# (measured rates on an H200 put one such Hopper row at about 10 minutes alone; benchmarks/README.md).
+# (on an H200 with 6 such rows side by side, APART=1, a Hopper row took 13 minutes; benchmarks/README.md).
 #
 # The machine has no package index and its image has jax 0.11.2 with CUDA, flax, optax and chex; the
 # rest travels as Python 3.12 wheels in .whl/ (git-ignored). Make them here, where pip works:
