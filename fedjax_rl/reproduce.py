@@ -256,6 +256,19 @@ def _bind_request(table_name: str, out_dir: str, **request) -> tuple[dict, tuple
     return given, _plan(**{name: given[name] for name in inspect.signature(_plan).parameters})
 
 
+def _refuse_other_settings(row_result: str, request: dict) -> bool:
+    """Whether the row is finished (its row.json exists); raises if it was computed with other settings."""
+    if not os.path.exists(row_result):
+        return False
+    diff, record = _finished_row(row_result, request)
+    if diff:
+        previous = record["request"]
+        raise ValueError(f"{row_result} was computed with different settings {diff} "
+                         f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
+                         "use another --out or remove that row directory")
+    return True
+
+
 def _finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
     """The request settings a finished row.json was computed with differently, and its record."""
     with open(row_result) as f:
@@ -342,7 +355,8 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     and return `experiment.run`'s result. A row's programs are independent, so they can run in
     separate processes or machines; `reproduce` with the same request then reads every finished
     program back and writes the row, computing nothing again. `request`: `reproduce`'s settings."""
-    given, (table, selected, _, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
+    given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
+    _refuse_other_settings(os.path.join(row_dir(out_dir, table, selected[0]), ROW_RESULT), request)
     names = [p.name for p, _, _ in plans[selected[0].key]]
     if program not in names:
         raise ValueError(f"program must be one of {names} for {table.name}, got {program!r}")
@@ -376,15 +390,7 @@ def reproduce(
                                                        seed, agent_overrides, train_overrides, run_batch)
     todo = []
     for row in selected:
-        path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
-        if os.path.exists(path):
-            diff, record = _finished_row(path, request)
-            previous = record["request"]
-            if diff:
-                raise ValueError(f"{path} was computed with different settings {diff} "
-                                 f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
-                                 "use another --out or remove that row directory")
-        else:
+        if not _refuse_other_settings(os.path.join(row_dir(out_dir, table, row), ROW_RESULT), request):
             todo.append(row)
 
     blocks_per_row = {key: sum(c.num_evals for _, c, _ in plan) for key, plan in plans.items()}

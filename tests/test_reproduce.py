@@ -321,6 +321,10 @@ def test_report_only_rebuilds_the_committed_tables_without_training(tmp_path, mo
 def test_finished_rows_with_other_settings_are_refused(reproduced):
     with pytest.raises(ValueError, match=r"different settings \['budget'\]"):
         reproduce.reproduce("table1", reproduced["out"], **{**TINY, "budget": 0.01})
+    # One program of such a row, too: it would replace a program the row's record was computed from.
+    request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
+    with pytest.raises(ValueError, match=r"different settings \['budget'\]"):
+        reproduce.run_program("table1", reproduced["out"], ROWS[0], "fedrdqn", **{**request, "budget": 0.01})
 
 
 def test_budget_rounds_to_whole_evaluation_blocks():
