@@ -169,12 +169,6 @@ def default_eval_every(steps_per_agent: int, sync_every: int) -> int:
     return max(1, (steps_per_agent // max(1, sync_every)) // EVAL_POINTS)
 
 
-def dqn_config(algo: str, env_name: str, **overrides):
-    """`agent_config` under its old name (the paper's replay settings are `PAPER_FEDERATED`, not
-    applied here)."""
-    return agent_config(algo, env_name, **overrides)
-
-
 def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, **overrides):
     """A consistent `TrainConfig`: declared, algorithm and task defaults, then `overrides`
     (TrainConfig fields) and `agent_overrides` (the algorithm's settings). Raises a ValueError
