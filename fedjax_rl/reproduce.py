@@ -355,14 +355,14 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     and return `experiment.run`'s result. A row's programs are independent, so they can run in
     separate processes or machines; `reproduce` with the same request then reads every finished
     program back and writes the row, computing nothing again. `request`: `reproduce`'s settings."""
-    given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
-    _refuse_other_settings(os.path.join(row_dir(out_dir, table, selected[0]), ROW_RESULT), request)
-    names = [p.name for p, _, _ in plans[selected[0].key]]
-    if program not in names:
-        raise ValueError(f"program must be one of {names} for {table.name}, got {program!r}")
-    plan = next(plan for plan in plans[selected[0].key] if plan[0].name == program)
-    return _run_program(row_dir(out_dir, table, selected[0]), *plan, given["tuning_seeds"] + given["num_seeds"],
-                        given["seed"], run_batch, progress)
+    given, (table, [selected], request, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
+    directory = row_dir(out_dir, table, selected)
+    _refuse_other_settings(os.path.join(directory, ROW_RESULT), request)
+    by_name = {plan[0].name: plan for plan in plans[selected.key]}
+    if program not in by_name:
+        raise ValueError(f"program must be one of {list(by_name)} for {table.name}, got {program!r}")
+    return _run_program(directory, *by_name[program], given["tuning_seeds"] + given["num_seeds"], given["seed"],
+                        run_batch, progress)
 
 
 def reproduce(
