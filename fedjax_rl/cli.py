@@ -51,7 +51,7 @@ def flag_table() -> dict:
     """The help, defaults and choices of the flags that come from the settings declarations
     (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
     what `fedjax_rl/cli_flags.py` holds. Imports JAX and every settings module."""
-    from fedjax_rl import agents, configs, envs, reproduce
+    from fedjax_rl import agents, configs, envs, machine, reproduce
     from fedjax_rl.configs import TRAIN_SETTINGS
 
     resolved = {
@@ -67,6 +67,10 @@ def flag_table() -> dict:
             by_engine.setdefault(envs.get_spec(name).engines[0], []).append(name)
         resolved["engine"] = "; ".join(f"{e} for {', '.join(names)}" for e, names in by_engine.items()
                                        if e != "jax") + "; none for the tasks written in JAX"
+    by_dots = {}
+    for algorithm in agents.ALGORITHMS.values():
+        by_dots.setdefault(algorithm.agent.CPU_DOTS, []).append(algorithm.name)
+    resolved["cpu_dots"] = "; ".join(f"{dots} for {', '.join(names)}" for dots, names in by_dots.items())
     train = []
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":
@@ -76,6 +80,8 @@ def flag_table() -> dict:
                  "help": f"{setting.help} (default: {default})"}
         if setting.name == "algo":
             entry["choices"] = list(agents.names())
+        elif setting.name == "cpu_dots":
+            entry["choices"] = list(machine.CPU_DOTS)
         elif setting.name == "env_name":
             entry["help"] = f"{setting.help}: {', '.join(envs.list_envs())} (default: {default})"
             entry["metavar"] = "ENV"

@@ -46,6 +46,14 @@ TABLE = {'train': [{'dest': 'algo',
                     "environments (brax:<name>): Brax's pipeline, generalized (the default) or mjx; the "
                     'other tasks are written in JAX and have no engine setting (default: c for Hopper-v4, '
                     'Walker2d-v4, HalfCheetah-v4, Ant-v4; none for the tasks written in JAX)'},
+           {'dest': 'cpu_dots',
+            'flags': ['--cpu-dots'],
+            'help': "library for the matrix products on a CPU: eigen or ynnpack (XLA's default); unset: the "
+                    "algorithm's, the one measured faster for its networks (benchmarks/README.md). Changes "
+                    "float rounding only, like another CPU; not part of a run's identity (a run resumes with "
+                    'either); no effect on a GPU or TPU (default: ynnpack for fedrdqn, dqnavg; eigen for '
+                    'fedrddpg, ddpgavg1, ddpgavg2, fedrtd3, td3avg, fedrsac, sacavg)',
+            'choices': ['ynnpack', 'eigen']},
            {'dest': 'num_agents',
             'flags': ['--num-agents', '--agents'],
             'help': 'K, the number of agents (default: 5 (paper))'},

@@ -27,7 +27,7 @@ import functools
 
 import jax
 
-from fedjax_rl import agents, envs, federated, heterogeneity, settings
+from fedjax_rl import agents, envs, federated, heterogeneity, machine, settings
 from fedjax_rl.agents.dqn import ZOO_DQN  # noqa: F401  (the DQN per-task table, kept under its old name)
 from fedjax_rl.settings import Setting, at_least, interval
 
@@ -62,6 +62,13 @@ TRAIN_SETTINGS = (
                  "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); of Brax's "
                  "environments (brax:<name>): Brax's pipeline, generalized (the default) or mjx; the other "
                  "tasks are written in JAX and have no engine setting"),
+    Setting("cpu_dots", None,
+            lambda v: None if v is None or v in machine.CPU_DOTS else f"must be one of {list(machine.CPU_DOTS)}",
+            kind=str,
+            help="library for the matrix products on a CPU: eigen or ynnpack (XLA's default); unset: the "
+                 "algorithm's, the one measured faster for its networks (benchmarks/README.md). Changes float "
+                 "rounding only, like another CPU; not part of a run's identity (a run resumes with either); "
+                 "no effect on a GPU or TPU"),
     Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
             help="K, the number of agents", source="(paper)"),
     Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
@@ -104,6 +111,18 @@ class _TrainConfigMethods(settings.SettingsConfig):
     @property
     def algorithm(self) -> agents.Algorithm:
         return agents.get(self.algo)
+
+    @property
+    def dots(self) -> str:
+        """The CPU matrix-product library this run uses: `cpu_dots`, else the algorithm's."""
+        return self.cpu_dots or self.algorithm.agent.CPU_DOTS
+
+    @property
+    def compiler_options(self) -> dict:
+        """`jax.jit(..., compiler_options=config.compiler_options)`: what `experiment.run` compiles
+        its programs with (the matrix-product library); give it to a program made from
+        `train.make_train(config)` to compute as a run does."""
+        return machine.compiler_options(self.dots)
 
     def validate(self) -> None:
         """Every declared range and the cross-setting checks, once per config (a ValueError naming

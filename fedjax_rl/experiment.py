@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import glob
 import itertools
 import json
@@ -80,7 +81,12 @@ class Interrupted(KeyboardInterrupt):
 
 
 def config_to_dict(config) -> dict:
-    return dataclasses.asdict(config)
+    """What a run directory records as its configuration: every setting but `cpu_dots`, which only
+    rounds differently (like another CPU), so a run resumes and reads back with either library;
+    the library a run used is in its metrics.json ("cpu_dots")."""
+    recorded = dataclasses.asdict(config)
+    recorded.pop("cpu_dots", None)
+    return recorded
 
 
 def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | None = None) -> None:
@@ -335,6 +341,11 @@ class RunPlan:
         return (len(self.points), self.num_seeds) if self.points else (self.num_seeds,)
 
     @property
+    def cpu_dots(self) -> str | None:
+        """The matrix-product library of this run's programs on a CPU (None on other backends)."""
+        return self.config.dots if jax.default_backend() == "cpu" else None
+
+    @property
     def checkpoint_path(self) -> str | None:
         return None if self.out_dir is None else os.path.join(self.out_dir, CHECKPOINT)
 
@@ -465,10 +476,11 @@ def compile_programs(plan: RunPlan) -> Programs:
         hparams = plan.config.agent.hparams()
     run_block = over_runs(trainer.run_block, plan.run_shape, plan.run_batch)
     finalize = over_runs(trainer.finalize, plan.run_shape, plan.run_batch)
+    jit = functools.partial(jax.jit, compiler_options=plan.config.compiler_options)
     # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
     # held twice while a block runs.
-    return Programs(init=jax.jit(init), run_block=_WithHparams(jax.jit(run_block, donate_argnums=0), hparams),
-                    finalize=_WithHparams(jax.jit(finalize), hparams))
+    return Programs(init=jit(init), run_block=_WithHparams(jit(run_block, donate_argnums=0), hparams),
+                    finalize=_WithHparams(jit(finalize), hparams))
 
 
 def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Programs]:
@@ -542,7 +554,7 @@ def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
     this_process = time.perf_counter() - plan.started
     total = done.wall_before + this_process
     result = {"curve": _stack(done.curve), "final": final, "communication": plan.communication,
-              "run_batch": plan.run_batch,
+              "run_batch": plan.run_batch, "cpu_dots": plan.cpu_dots,
               # Wall time (compilation included) over every process that worked on this run; None when
               # a resumed checkpoint predates this record.
               "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,

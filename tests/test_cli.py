@@ -88,13 +88,16 @@ def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
     dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The
     fields config.json may leave out are `engine`, recorded only where a task has a choice of engine,
-    and `aggregation` and `trim`, recorded only for a rule other than the mean."""
+    `aggregation` and `trim`, recorded only for a rule other than the mean, and `cpu_dots`, never
+    recorded (metrics.json says which matrix-product library ran)."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
         if "engine" in fields and "engine" not in values:
             values = {**values, "engine": None}
         if "aggregation" in fields:
             values = {"aggregation": "mean", "trim": fields["trim"].default, **values}
+        if "cpu_dots" in fields:
+            values = {"cpu_dots": None, **values}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
@@ -117,6 +120,7 @@ def test_written_files_hold_the_run(trained_run):
         "fedrdqn", 0.2, 2, 10, (8,))
 
     metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cpu_dots"] == "ynnpack"  # DQN's matrix-product library on a CPU
     curve, final = metrics["curve"], metrics["final"]
     assert _f32(curve["nominal_return"]).shape == (2, 2)  # seeds x evaluations
     np.testing.assert_array_equal(curve["env_steps"], [[20, 40], [20, 40]])

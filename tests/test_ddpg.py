@@ -208,6 +208,8 @@ def test_cli_train_compare_plot(tmp_path, capsys):
     config = json.loads((out / "config.json").read_text())
     assert config["algo"] == "fedrddpg" and config["agent"]["omega"] == 0.2 and config["agent"]["num_critics"] == 1
     metrics = json.loads((out / "metrics.json").read_text())
+    # The run used DDPG's CPU matrix-product library and says so; its identity leaves it out.
+    assert metrics["cpu_dots"] == "eigen" and "cpu_dots" not in config
     assert np.asarray(metrics["curve"]["nominal_return"]).shape == (2, 2)
     capsys.readouterr()
     assert cli.main(["compare", str(out)]) == 0
@@ -235,7 +237,9 @@ def learn_config(algo):
 
 def learn_returns(algo):
     """Per-seed (nominal return at the end, local-environment average), seeds vmapped in one program."""
-    _, metrics = jax.jit(jax.vmap(train.make_train(learn_config(algo))))(train.seed_keys(0, LEARN_SEEDS))
+    config = learn_config(algo)  # compiled as `experiment.run` compiles it (its matrix-product library)
+    _, metrics = jax.jit(jax.vmap(train.make_train(config)), compiler_options=config.compiler_options)(
+        train.seed_keys(0, LEARN_SEEDS))
     return np.asarray(metrics["curve"]["nominal_return"][:, -1]), np.asarray(metrics["final"]["local_average"])
 
 
@@ -246,7 +250,12 @@ def test_learns_pendulum_with_perturbed_mass(algo):
     its average over the agents' own environments must reach -600 (half of random's cost).
 
     Measured on an AMD EPYC (AVX-512), per seed 0..3, identical under the default ISA and under
-    XLA_FLAGS=--xla_cpu_max_isa=AVX2:
+    XLA_FLAGS=--xla_cpu_max_isa=AVX2, with DDPG's CPU matrix-product library, Eigen (2026-11-26):
+      fedrddpg  nominal -175.1 -126.3 -135.9 -328.6 (median -155.5)
+                local   -132.6 -172.0 -439.9 -611.8 (median -306.0; margin 294 to -600)
+      ddpgavg2  nominal -177.3 -213.1 -136.2 -411.8 (median -195.2)
+                local   -212.2 -164.4 -569.7 -822.2 (median -391.0; margin 209 to -600)
+    With YNNPACK's (cpu_dots="ynnpack", XLA's default; the numbers below all are), default and AVX2:
       fedrddpg  nominal -175.4 -127.1 -135.6 -174.0 (median -154.8)
                 local   -132.8 -164.9 -413.5 -388.6 (median -276.7; margin 323 to -600)
       ddpgavg2  nominal -174.2 -135.2 -136.0 -414.3 (median -155.1)

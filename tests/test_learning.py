@@ -22,7 +22,9 @@ NUM_SEEDS = 4
 
 
 def _median_returns(config, seed=0):
-    _, metrics = jax.jit(jax.vmap(train.make_train(config)))(train.seed_keys(seed, NUM_SEEDS))
+    # compiled as `experiment.run` compiles it (its matrix-product library)
+    _, metrics = jax.jit(jax.vmap(train.make_train(config)), compiler_options=config.compiler_options)(
+        train.seed_keys(seed, NUM_SEEDS))
     nominal = np.asarray(metrics["curve"]["nominal_return"])[:, -3:].mean(axis=1)
     local = np.asarray(metrics["final"]["local_average"])
     print(f"{config.algo} {config.env_name}: nominal per seed {np.round(nominal, 1)}, local per seed {np.round(local, 1)}")

@@ -250,3 +250,19 @@ def test_over_runs_maps_each_run_once_on_one_flat_axis(run_batch):
         for j in range(seeds):
             np.testing.assert_allclose(out[i, j], one_run({"x": state["x"][i, j]}, hparams[i]), rtol=1e-6)
     assert max_dot_batch_dims(jax.make_jaxpr(mapped)(state, hparams).jaxpr) == 1
+
+
+def test_cpu_matrix_products_library_is_the_algorithms_reaches_xla_and_is_not_a_runs_identity():
+    ddpg = configs.train_config("fedrddpg", "Pendulum-v1")
+    assert (ddpg.dots, configs.train_config("fedrdqn", "CartPole-v1").dots) == ("eigen", "ynnpack")
+    ynnpack = configs.train_config("fedrddpg", "Pendulum-v1", cpu_dots="ynnpack")
+    assert ynnpack.dots == "ynnpack" and ynnpack.compiler_options == {}
+    with pytest.raises(ValueError, match=r"cpu_dots must be one of \['ynnpack', 'eigen'\], got 'mkl'"):
+        configs.train_config("fedrddpg", "Pendulum-v1", cpu_dots="mkl")
+    # XLA takes the option: without it a batched dot of these shapes is a YNNPACK fusion, with it not.
+    x, w = jnp.ones((4, 64, 400)), jnp.ones((4, 400, 300))
+    compiled = {c.dots: jax.jit(lambda x, w: jnp.einsum("abi,aio->abo", x, w), compiler_options=c.compiler_options)
+                .lower(x, w).compile().as_text() for c in (ddpg, ynnpack)}
+    assert "__ynn_fusion" in compiled["ynnpack"] and "__ynn_fusion" not in compiled["eigen"]
+    # It only rounds differently: a run directory resumes and reads back with either library.
+    assert experiment.recorded_config(ddpg, 2, 0) == experiment.recorded_config(ynnpack, 2, 0)

@@ -332,7 +332,9 @@ def learn_config(algo, steps=LEARN_STEPS):
 def learn_returns(algo, steps=LEARN_STEPS, seeds=LEARN_SEEDS):
     """Per seed: the nominal return at every evaluation, and the local-environment average at the end;
     seeds vmapped in one program."""
-    _, metrics = jax.jit(jax.vmap(train.make_train(learn_config(algo, steps))))(train.seed_keys(0, seeds))
+    config = learn_config(algo, steps)  # compiled as `experiment.run` compiles it (its matrix-product library)
+    _, metrics = jax.jit(jax.vmap(train.make_train(config)), compiler_options=config.compiler_options)(
+        train.seed_keys(0, seeds))
     return np.asarray(metrics["curve"]["nominal_return"]), np.asarray(metrics["final"]["local_average"])
 
 
@@ -342,8 +344,11 @@ def test_fedrsac_learns_pendulum_with_perturbed_mass():
     its average over the agents' own environments must reach -600 (half of random's cost), as the
     DDPG test in tests/test_ddpg.py asks.
 
-    Measured on the shared 2-core AMD EPYC (AVX-512; load average 12-15), per seed 0..3, identical
-    under the default ISA and under XLA_FLAGS=--xla_cpu_max_isa=AVX2:
+    Measured on the shared 2-core AMD EPYC (AVX-512), per seed 0..3, identical under the default
+    ISA and under XLA_FLAGS=--xla_cpu_max_isa=AVX2, with SAC's CPU matrix-product library, Eigen:
+      nominal -310.1 -325.2 -130.2 -160.9 (median -235.5; margin 364 to -600)
+      local   -163.4 -176.0 -304.6 -247.9 (median -212.0; margin 388 to -600)
+    and with YNNPACK's (cpu_dots="ynnpack"; load average 12-15), default and AVX2 identical:
       nominal -175.7 -101.4 -129.9 -161.3 (median -145.6; margin 454 to -600)
       local   -136.2 -166.2 -222.8 -233.9 (median -194.5; margin 405 to -600)
     The evaluations at 1000, 2000 and 3000 steps are about -1600, -1250 and -460: 4000 steps is the
@@ -368,11 +373,15 @@ def test_fedrtd3_learns_pendulum_with_perturbed_mass():
     the local average at least -600, half of random's cost -1199), with 8000 steps per agent.
 
     Measured on the shared 2-core AMD EPYC (AVX-512), per seed 0..3, identical under the default ISA
-    and under XLA_FLAGS=--xla_cpu_max_isa=AVX2:
+    and under XLA_FLAGS=--xla_cpu_max_isa=AVX2, with TD3's CPU matrix-product library, Eigen:
+      nominal  -97.9 -153.0 -103.7 -129.3 (median -116.5; margin 484 to -600)
+      local   -159.3 -150.3 -124.1 -303.5 (median -154.8; margin 445 to -600)
+    and with YNNPACK's (cpu_dots="ynnpack"), default and AVX2 identical:
       nominal  -97.8 -126.7 -103.4 -131.6 (median -115.1; margin 485 to -600)
       local   -158.9 -144.6 -123.3 -251.1 (median -151.8; margin 448 to -600)
-    The median nominal returns at 4000, 5000, 6000 and 7000 steps are -932, -721, -353 and -231 (at
-    6000 one seed is still at -729 and the local median is -422): 8000 steps is the budget with a
+    With Eigen the median nominal returns at 4000, 5000, 6000 and 7000 steps are -926, -663, -299 and
+    -215 (with YNNPACK -932, -721, -353 and -231; at 6000 one seed was still at -729 and the local
+    median -422): 8000 steps is the budget with a
     margin. With the actor's update negated (gradient ascent) the medians stay near -1680: the test
     fails. Cost: 46 s including compilation at load average 2, the FedRSAC test 37 s in the same run.
     """

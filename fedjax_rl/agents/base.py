@@ -49,6 +49,9 @@ class Agent(Protocol):
     loss_names: ClassVar[tuple[str, ...]]
     #: loss name -> how a message names it when it turns non-finite ("Q loss")
     loss_descriptions: ClassVar[dict[str, str]]
+    #: the CPU matrix-product library measured faster for this agent's networks (`machine.CPU_DOTS`;
+    #: a run's `cpu_dots` setting overrides it)
+    CPU_DOTS: ClassVar[str]
 
     def __init__(self, config: Any, obs_shape: tuple[int, ...], action_space: Any, total_steps: int): ...
 

@@ -91,6 +91,10 @@ class DDPGAgent:
     loss_names = ("critic_loss", "actor_loss", robust.LOSS_NAME)
     loss_descriptions = {"critic_loss": "Q loss (critic_loss)", "actor_loss": "actor loss (actor_loss)",
                          **robust.LOSS_DESCRIPTIONS}
+    # Eigen: 2-7% more agent-steps per CPU-second for DDPGAvg(1) and FedRDDPG (400-300 networks,
+    # batch 64) on Hopper and Ant, side by side on a 2-core AVX-512 EPYC (benchmarks/README.md,
+    # "Matrix products on a CPU"); TD3 inherits it.
+    CPU_DOTS = "eigen"
 
     def __init__(self, config, obs_shape: tuple[int, ...], action_space, total_steps: int):
         config.validate()

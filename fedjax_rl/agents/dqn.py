@@ -93,6 +93,9 @@ class DQNAgent:
 
     loss_names = ("td_loss", robust.LOSS_NAME)
     loss_descriptions = {"td_loss": "Q loss (td_loss)", **robust.LOSS_DESCRIPTIONS}
+    # YNNPACK (XLA's default): at DQN's batch of 16, Eigen's input-gradient products run at 0.43x
+    # (benchmarks/README.md, "Matrix products on a CPU").
+    CPU_DOTS = "ynnpack"
 
     def __init__(self, config, obs_shape: tuple[int, ...], action_space, total_steps: int):
         config.validate()
