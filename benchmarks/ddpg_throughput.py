@@ -35,6 +35,8 @@ Writes benchmarks/results/ddpg_throughput.json (or --out).
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import os
 import statistics
@@ -49,7 +51,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-from fedjax_rl import agents, configs, envs, train  # noqa: E402
+from fedjax_rl import agents, configs, envs, experiment, machine, train  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "ddpg_throughput.json")
@@ -95,21 +97,25 @@ def sb3_family(algo) -> str:
     return "sac" if agents.get(algo).family == "SAC" else "ddpg"
 
 
-def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_size=100_000, engine=None):
+def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_size=100_000, engine=None,
+              cpu_dots=None, run_batch=None):
     """Build and compile one case; returns its record and a `call()` that times one block."""
     steps = rounds_per_call * SYNC_EVERY * (calls + 2)
     config = configs.train_config(
-        algo, env_name, physics=(param,), engine=engine, num_agents=K, sync_every=SYNC_EVERY, steps_per_agent=steps,
+        algo, env_name, physics=(param,), engine=engine, cpu_dots=cpu_dots, num_agents=K, sync_every=SYNC_EVERY, steps_per_agent=steps,
         eval_every_rounds=rounds_per_call, eval_episodes=1, sweep_points=2,
         agent_overrides=dict(hidden_sizes=HIDDEN, batch_size=BATCH, buffer_size=buffer_size, learning_starts=BATCH),
     )
     trainer = train.make_trainer(config)
     hp = trainer.hparams
-    state = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
+    options = config.compiler_options  # the matrix-product library a run uses
+    state = jax.jit(jax.vmap(trainer.init), compiler_options=options)(train.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
     rss = dict(after_init=current_rss())
     t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)), donate_argnums=0).lower(
+    # The seeds mapped as `experiment.run` maps them: all in one vmap, or `run_batch` at a time.
+    compiled = jax.jit(experiment.over_runs(trainer.run_block, (num_seeds,), run_batch), donate_argnums=0,
+                       compiler_options=options).lower(
         state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
     rss["after_compile"] = current_rss()
@@ -131,7 +137,7 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
     act_size = int(np.prod(trainer.agent.action_shape))
     flop = (sac_update_flop if sb3_family(algo) == "sac" else update_flop)(
         obs_size, act_size, config.agent.num_critics, config.agent.robust)
-    row = dict(algo=algo, env=env_name, param=param, engine=config.engine, num_seeds=num_seeds, num_agents=K,
+    row = dict(algo=algo, env=env_name, param=param, engine=config.engine, cpu_dots=config.dots, run_batch=run_batch, num_seeds=num_seeds, num_agents=K,
                compile_s=compile_s,
                agent_steps_per_call=agent_steps, flop_per_agent_step=flop,
                xla_cost_analysis_flop=float(cost.get("flops", float("nan"))),
@@ -190,9 +196,17 @@ def run_sb3(env_name, body, num_seeds, steps, threads, python=BENCH_PYTHON, algo
     return json.loads(out[out.index("{"):])
 
 
-def matmul_rate(copies, obs_size, act_size, repeats=20):
+def label(row) -> str:
+    """'ddpgavg1 (eigen)': the algorithm and the CPU matrix-product library its program used, and
+    'batch 1' when its seeds were vmapped that many at a time."""
+    batch = f", batch {row['run_batch']}" if row.get("run_batch") else ""
+    return f"{row['algo']} ({row['cpu_dots']}{batch})"
+
+
+def matmul_rate(copies, obs_size, act_size, repeats=20, cpu_dots=None):
     """FLOP/s of batched matmuls with the critic's and actor's layer shapes at batch 64 (forward,
-    input-gradient and weight-gradient products), `copies` independent networks (seeds x agents)."""
+    input-gradient and weight-gradient products), `copies` independent networks (seeds x agents),
+    computed by the CPU matrix-product library `cpu_dots` (None: XLA's default)."""
     layers = []
     for n_in in (obs_size + act_size, obs_size):  # critic, actor
         sizes = [n_in, *HIDDEN, 1 if n_in == obs_size + act_size else act_size]
@@ -203,7 +217,7 @@ def matmul_rate(copies, obs_size, act_size, repeats=20):
     gs = [jax.random.normal(key, (copies, BATCH, o)) for _, o in layers]
     flop_once = sum(3 * 2 * copies * BATCH * i * o for i, o in layers)
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=machine.compiler_options(cpu_dots))
     def work(xs, ws, gs):
         def body(_, acc):
             total = acc
@@ -230,6 +244,12 @@ def main() -> None:
     p.add_argument("--env", default="Hopper-v4")
     p.add_argument("--param", default=None, help="perturbed parameter (default: the task's first)")
     p.add_argument("--engine", default=None, help="physics engine of a MuJoCo task: c (default), mjx, warp")
+    p.add_argument("--cpu-dots", default="",
+                   help="CPU matrix-product libraries, comma-separated (eigen,ynnpack: each algorithm once per "
+                        "library, side by side); default: the algorithm's (TrainConfig.cpu_dots)")
+    p.add_argument("--run-batch", default="",
+                   help="seeds vmapped at a time, comma-separated for several cases side by side (experiment.run's "
+                        "run_batch; 'all': every seed in one vmap, the default)")
     p.add_argument("--algos", default="fedrddpg,ddpgavg1,ddpgavg2")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--rounds-per-call", type=int, default=2)
@@ -277,22 +297,29 @@ def main() -> None:
 
     cases = []
     for algo in a.algos.split(","):
-        row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine)
-        cases.append((row, call, []))
-        print(f"compiled {algo} {a.env}: {row['compile_s']:.0f}s", flush=True)
+        for dots, run_batch in itertools.product(a.cpu_dots.split(",") if a.cpu_dots else [None],
+                                                 a.run_batch.split(",") if a.run_batch else ["all"]):
+            row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine,
+                                        cpu_dots=dots, run_batch=experiment.parse_run_batch(run_batch))
+            cases.append((row, call, []))
+            print(f"compiled {label(row)} {a.env}: {row['compile_s']:.0f}s", flush=True)
     body = envs.get_spec(a.env).perturbed[0] if param is None else param
     families = sorted({sb3_family(row["algo"]) for row, _, _ in cases})  # the SB3 algorithms to run
     sb3_runs = {family: [] for family in families}
     for r in range(a.repeats):
         for row, call, calls in cases:
             calls.append(call())
-            print(f"  rep {r}: ours {row['algo']}: {calls[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
+            print(f"  rep {r}: ours {label(row)}: {calls[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
                   f"(load {calls[-1]['load_avg_1min']:.1f})", flush=True)
         for family in families if not a.no_sb3 else ():
             sb3_runs[family].append(run_sb3(a.env, body, a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python, family))
             print(f"  rep {r}: sb3 {family.upper()}: {sb3_runs[family][-1]['agent_steps_per_sec']:.1f} agent-steps/s "
                   f"(load {sb3_runs[family][-1]['load_avg_1min_at_end']:.1f})", flush=True)
-    peak = matmul_rate(a.seeds * K, cases[0][0]["obs_size"], cases[0][0]["action_size"])
+    # The ceiling is the faster library's rate at these shapes (on a CPU they differ by 10-50% per
+    # product: benchmarks/README.md, "Matrix products on a CPU").
+    matmul_by_library = {dots: matmul_rate(a.seeds * K, cases[0][0]["obs_size"], cases[0][0]["action_size"],
+                                           cpu_dots=dots) for dots in machine.CPU_DOTS}
+    peak = max(matmul_by_library.values())
     sb3_by_family = {}
     for family, runs in sb3_runs.items():
         if runs:
@@ -314,11 +341,12 @@ def main() -> None:
 
     print(f"\n{a.env} ({param}, engine {rows[0]['engine']}), K={K} x {a.seeds} seeds, E={SYNC_EVERY}, {HIDDEN[0]}-{HIDDEN[1]} nets, batch {BATCH}; "
           f"one env step + one gradient update per agent-step; medians of {a.repeats} interleaved repeats")
-    print(f"batched-matmul rate at these shapes (this run): {peak / 1e9:.2f} GFLOP/s")
+    print(f"batched-matmul rate at these shapes (this run, the faster library): {peak / 1e9:.2f} GFLOP/s ("
+          + ", ".join(f"{dots} {rate / 1e9:.2f}" for dots, rate in matmul_by_library.items()) + ")")
     print(f"{'impl':<28}{'agent-steps/s':>14}{'per CPU-s':>10}{'MFLOP/step':>11}{'GFLOP/s':>8}{'of matmul':>10}"
           f"{'x SB3':>7}{'x SB3/CPU-s':>12}")
     for r in rows:
-        print(f"{'fedjax_rl ' + r['algo']:<28}{r['agent_steps_per_sec']:>14.1f}{r['agent_steps_per_cpu_sec']:>10.1f}"
+        print(f"{'fedjax_rl ' + label(r):<28}{r['agent_steps_per_sec']:>14.1f}{r['agent_steps_per_cpu_sec']:>10.1f}"
               f"{r['flop_per_agent_step'] / 1e6:>11.1f}{r['flop_per_sec'] / 1e9:>8.2f}{r['fraction_of_matmul_rate']:>10.1%}"
               f"{r.get('ratio_vs_sb3', float('nan')):>7.2f}{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.2f}")
     for family, summary in sb3_by_family.items():
@@ -335,7 +363,7 @@ def main() -> None:
                          sync_every=SYNC_EVERY,
                          hidden_sizes=list(HIDDEN), batch_size=BATCH, buffer_size=100_000, learning_starts=BATCH,
                          rounds_per_call=a.rounds_per_call),
-            matmul_flop_per_sec=peak, ours=rows, sb3=sb3, sb3_sac=sb3_sac, memory=memory,
+            matmul_flop_per_sec=peak, matmul_flop_per_sec_by_library=matmul_by_library, ours=rows, sb3=sb3, sb3_sac=sb3_sac, memory=memory,
             targets=dict(
                 sb3_ratio=dict(required=3, case=f"{target['algo']} (the same work as SB3 DDPG)",
                                ratio=target.get("ratio_vs_sb3") if sb3 else None,
