@@ -28,6 +28,7 @@ Results go to benchmarks/results/mujoco_engines.json (or --out).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -131,7 +132,9 @@ def networks(name: str, size: int, repeats: int) -> dict:
     step = jnp.int32(config.agent.learning_starts + 1)
     obs = jax.random.normal(jax.random.key(7), (size, obs_size))
 
-    @jax.jit
+    # Compiled as a run compiles it: with DDPG's CPU matrix-product library, Eigen (the rows in
+    # results/mujoco_engines.json, measured before that setting existed, used YNNPACK).
+    @functools.partial(jax.jit, compiler_options=config.compiler_options)
     def agent_step(learners, keys):
         def one(learner, o, key):
             act_key, learn_key = jax.random.split(key)
