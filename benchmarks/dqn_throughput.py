@@ -61,19 +61,20 @@ AGENT = dict(
 )  # the rest (lr, gamma, target interval, exploration) are configs.ZOO_DQN["CartPole-v1"] = SB3's
 
 
-def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int):
-    """Compile one vmapped-seeds `run_block`; return a callable that times one more block."""
+def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int, cpu_dots: str | None = None):
+    """Compile one vmapped-seeds `run_block` (with `cpu_dots`' matrix products on a CPU, default the
+    algorithm's); return a callable that times one more block."""
     steps_per_agent = rounds_per_call * SYNC_EVERY * (calls + 1)
     cfg = configs.train_config(
         algo, "CartPole-v1", agent_overrides=AGENT, num_agents=K, sync_every=SYNC_EVERY,
         max_rate=MAX_RATE, steps_per_agent=steps_per_agent, eval_every_rounds=rounds_per_call,
-        eval_episodes=1,
+        eval_episodes=1, cpu_dots=cpu_dots,
     )
     trainer = train.make_trainer(cfg)
     hp = trainer.hparams
-    state = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
+    state = jax.jit(jax.vmap(trainer.init), compiler_options=cfg.compiler_options)(train.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
-    run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
+    run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)), compiler_options=cfg.compiler_options)
     t0 = time.perf_counter()
     compiled = run_block.lower(state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
@@ -93,7 +94,7 @@ def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int):
                     train_return=float(np.mean(metrics["train_return"])))
 
     warmup = call()  # block 0: first execution, crosses learning_starts
-    return dict(algo=algo, num_seeds=num_seeds, num_agents=K, compile_s=compile_s,
+    return dict(algo=algo, cpu_dots=cfg.dots, num_seeds=num_seeds, num_agents=K, compile_s=compile_s,
                 rounds_per_call=rounds_per_call, agent_steps_per_call=agent_steps_per_call,
                 first_call_s=warmup["seconds"], call=call, calls=[], max_calls=calls,
                 config=dict(steps_per_agent=steps_per_agent, eval_every_rounds=rounds_per_call,
@@ -144,6 +145,9 @@ def main() -> None:
     p.add_argument("--seeds-scaling", type=int, nargs="*", default=[25],
                    help="extra FedRDQN rows with more vmapped seeds")
     p.add_argument("--algos", default="fedrdqn,dqnavg")
+    p.add_argument("--cpu-dots", default="",
+                   help="CPU matrix-product libraries, comma-separated (eigen,ynnpack: each algorithm once per "
+                        "library, side by side); default: the algorithm's (TrainConfig.cpu_dots)")
     p.add_argument("--rounds-per-call", type=int, default=5, help="federated rounds (of E steps) per run_block")
     p.add_argument("--scaling-rounds-per-call", type=int, default=None)
     p.add_argument("--no-sb3", action="store_true", help="ours only (e.g. on a GPU machine)")
@@ -163,11 +167,12 @@ def main() -> None:
 
     cases = []
     for algo in a.algos.split(","):
-        cases.append(make_case(algo, a.seeds, a.rounds_per_call, a.repeats))
+        for dots in a.cpu_dots.split(",") if a.cpu_dots else [None]:
+            cases.append(make_case(algo, a.seeds, a.rounds_per_call, a.repeats, dots))
     for s in a.seeds_scaling:
         cases.append(make_case("fedrdqn", s, a.scaling_rounds_per_call or a.rounds_per_call, a.repeats))
     for c in cases:
-        print(f"compiled {c['algo']} x{c['num_seeds']} seeds: compile {c['compile_s']:.1f}s, "
+        print(f"compiled {c['algo']} ({c['cpu_dots']}) x{c['num_seeds']} seeds: compile {c['compile_s']:.1f}s, "
               f"first call {c['first_call_s']:.1f}s", flush=True)
 
     sb3_runs = []
@@ -175,7 +180,7 @@ def main() -> None:
         for c in cases:
             c["calls"].append(c["call"]())
             x = c["calls"][-1]
-            print(f"  rep {r}: ours {c['algo']} x{c['num_seeds']}: {x['agent_steps_per_sec']:.0f} agent-steps/s "
+            print(f"  rep {r}: ours {c['algo']} ({c['cpu_dots']}) x{c['num_seeds']}: {x['agent_steps_per_sec']:.0f} agent-steps/s "
                   f"(load {x['load_avg_1min']:.1f})", flush=True)
             if not a.no_sb3 and c is cases[0]:
                 res = run_sb3(a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python)
@@ -203,7 +208,7 @@ def main() -> None:
     print(f"{'impl':<26}{'seeds':>6}{'agent-steps/s':>15}{'per CPU-s':>11}{'x SB3':>8}{'x SB3/CPU-s':>12}"
           f"{'compile s':>11}")
     for r in rows:
-        print(f"{'fedjax_rl ' + r['algo']:<26}{r['num_seeds']:>6}{r['agent_steps_per_sec']:>15.0f}"
+        print(f"{'fedjax_rl ' + r['algo'] + ' (' + r['cpu_dots'] + ')':<26}{r['num_seeds']:>6}{r['agent_steps_per_sec']:>15.0f}"
               f"{r['agent_steps_per_cpu_sec']:>11.0f}{r.get('ratio_vs_sb3', float('nan')):>8.1f}"
               f"{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.1f}{r['compile_s']:>11.1f}")
     if sb3:

@@ -93,8 +93,9 @@ class DQNAgent:
 
     loss_names = ("td_loss", robust.LOSS_NAME)
     loss_descriptions = {"td_loss": "Q loss (td_loss)", **robust.LOSS_DESCRIPTIONS}
-    # YNNPACK (XLA's default): at DQN's batch of 16, Eigen's input-gradient products run at 0.43x
-    # (benchmarks/README.md, "Matrix products on a CPU").
+    # YNNPACK (XLA's default): with Eigen, FedRDQN and DQNAvg on CartPole ran at 0.75-0.80x, side by
+    # side (its input-gradient products at batch 16: 0.43x; benchmarks/README.md, "Matrix products
+    # on a CPU").
     CPU_DOTS = "ynnpack"
 
     def __init__(self, config, obs_shape: tuple[int, ...], action_space, total_steps: int):
