@@ -20,6 +20,13 @@ def machine_line(info: dict) -> str:
     return f"machine: {summary(info)}, jax {info['jax']}; load average {load} (shared machine)"
 
 
+def add_cpu_dots_argument(parser) -> None:
+    """`--cpu-dots eigen,ynnpack`: every case once per CPU matrix-product library, side by side."""
+    parser.add_argument("--cpu-dots", default="", type=lambda text: text.split(",") if text else [None],
+                        help="CPU matrix-product libraries, comma-separated (eigen,ynnpack: each algorithm once "
+                             "per library, side by side); default: the algorithm's (TrainConfig.cpu_dots)")
+
+
 def median_rates(calls: list[dict], sb3: dict | None = None) -> dict:
     """Median agent-steps/s and agent-steps per CPU-second over timed calls (dicts with those two
     keys), with the ratios to an SB3 summary of the same two keys when one is given."""

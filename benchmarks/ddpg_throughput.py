@@ -102,7 +102,8 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
     """Build and compile one case; returns its record and a `call()` that times one block."""
     steps = rounds_per_call * SYNC_EVERY * (calls + 2)
     config = configs.train_config(
-        algo, env_name, physics=(param,), engine=engine, cpu_dots=cpu_dots, num_agents=K, sync_every=SYNC_EVERY, steps_per_agent=steps,
+        algo, env_name, physics=(param,), engine=engine, cpu_dots=cpu_dots, num_agents=K, sync_every=SYNC_EVERY,
+        steps_per_agent=steps,
         eval_every_rounds=rounds_per_call, eval_episodes=1, sweep_points=2,
         agent_overrides=dict(hidden_sizes=HIDDEN, batch_size=BATCH, buffer_size=buffer_size, learning_starts=BATCH),
     )
@@ -137,7 +138,8 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
     act_size = int(np.prod(trainer.agent.action_shape))
     flop = (sac_update_flop if sb3_family(algo) == "sac" else update_flop)(
         obs_size, act_size, config.agent.num_critics, config.agent.robust)
-    row = dict(algo=algo, env=env_name, param=param, engine=config.engine, cpu_dots=config.dots, run_batch=run_batch, num_seeds=num_seeds, num_agents=K,
+    row = dict(algo=algo, env=env_name, param=param, engine=config.engine, cpu_dots=config.dots, run_batch=run_batch,
+               num_seeds=num_seeds, num_agents=K,
                compile_s=compile_s,
                agent_steps_per_call=agent_steps, flop_per_agent_step=flop,
                xla_cost_analysis_flop=float(cost.get("flops", float("nan"))),
@@ -244,9 +246,7 @@ def main() -> None:
     p.add_argument("--env", default="Hopper-v4")
     p.add_argument("--param", default=None, help="perturbed parameter (default: the task's first)")
     p.add_argument("--engine", default=None, help="physics engine of a MuJoCo task: c (default), mjx, warp")
-    p.add_argument("--cpu-dots", default="",
-                   help="CPU matrix-product libraries, comma-separated (eigen,ynnpack: each algorithm once per "
-                        "library, side by side); default: the algorithm's (TrainConfig.cpu_dots)")
+    common.add_cpu_dots_argument(p)
     p.add_argument("--run-batch", default="",
                    help="seeds vmapped at a time, comma-separated for several cases side by side (experiment.run's "
                         "run_batch; 'all': every seed in one vmap, the default)")
@@ -297,8 +297,7 @@ def main() -> None:
 
     cases = []
     for algo in a.algos.split(","):
-        for dots, run_batch in itertools.product(a.cpu_dots.split(",") if a.cpu_dots else [None],
-                                                 a.run_batch.split(",") if a.run_batch else ["all"]):
+        for dots, run_batch in itertools.product(a.cpu_dots, a.run_batch.split(",") if a.run_batch else ["all"]):
             row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine,
                                         cpu_dots=dots, run_batch=experiment.parse_run_batch(run_batch))
             cases.append((row, call, []))
@@ -363,7 +362,8 @@ def main() -> None:
                          sync_every=SYNC_EVERY,
                          hidden_sizes=list(HIDDEN), batch_size=BATCH, buffer_size=100_000, learning_starts=BATCH,
                          rounds_per_call=a.rounds_per_call),
-            matmul_flop_per_sec=peak, matmul_flop_per_sec_by_library=matmul_by_library, ours=rows, sb3=sb3, sb3_sac=sb3_sac, memory=memory,
+            matmul_flop_per_sec=peak, matmul_flop_per_sec_by_library=matmul_by_library, ours=rows, sb3=sb3,
+            sb3_sac=sb3_sac, memory=memory,
             targets=dict(
                 sb3_ratio=dict(required=3, case=f"{target['algo']} (the same work as SB3 DDPG)",
                                ratio=target.get("ratio_vs_sb3") if sb3 else None,

@@ -31,6 +31,7 @@ Writes benchmarks/results/dqn_throughput.json (or --out; the GPU run uses dqn_th
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -72,9 +73,10 @@ def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int, cpu_d
     )
     trainer = train.make_trainer(cfg)
     hp = trainer.hparams
-    state = jax.jit(jax.vmap(trainer.init), compiler_options=cfg.compiler_options)(train.seed_keys(0, num_seeds))
+    jit = functools.partial(jax.jit, compiler_options=cfg.compiler_options)  # the run's matrix-product library
+    state = jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
-    run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)), compiler_options=cfg.compiler_options)
+    run_block = jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
     t0 = time.perf_counter()
     compiled = run_block.lower(state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
@@ -145,9 +147,7 @@ def main() -> None:
     p.add_argument("--seeds-scaling", type=int, nargs="*", default=[25],
                    help="extra FedRDQN rows with more vmapped seeds")
     p.add_argument("--algos", default="fedrdqn,dqnavg")
-    p.add_argument("--cpu-dots", default="",
-                   help="CPU matrix-product libraries, comma-separated (eigen,ynnpack: each algorithm once per "
-                        "library, side by side); default: the algorithm's (TrainConfig.cpu_dots)")
+    common.add_cpu_dots_argument(p)
     p.add_argument("--rounds-per-call", type=int, default=5, help="federated rounds (of E steps) per run_block")
     p.add_argument("--scaling-rounds-per-call", type=int, default=None)
     p.add_argument("--no-sb3", action="store_true", help="ours only (e.g. on a GPU machine)")
@@ -167,7 +167,7 @@ def main() -> None:
 
     cases = []
     for algo in a.algos.split(","):
-        for dots in a.cpu_dots.split(",") if a.cpu_dots else [None]:
+        for dots in a.cpu_dots:
             cases.append(make_case(algo, a.seeds, a.rounds_per_call, a.repeats, dots))
     for s in a.seeds_scaling:
         cases.append(make_case("fedrdqn", s, a.scaling_rounds_per_call or a.rounds_per_call, a.repeats))
@@ -180,8 +180,8 @@ def main() -> None:
         for c in cases:
             c["calls"].append(c["call"]())
             x = c["calls"][-1]
-            print(f"  rep {r}: ours {c['algo']} ({c['cpu_dots']}) x{c['num_seeds']}: {x['agent_steps_per_sec']:.0f} agent-steps/s "
-                  f"(load {x['load_avg_1min']:.1f})", flush=True)
+            print(f"  rep {r}: ours {c['algo']} ({c['cpu_dots']}) x{c['num_seeds']}: {x['agent_steps_per_sec']:.0f} "
+                  f"agent-steps/s (load {x['load_avg_1min']:.1f})", flush=True)
             if not a.no_sb3 and c is cases[0]:
                 res = run_sb3(a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python)
                 sb3_runs.append(res)
@@ -208,7 +208,8 @@ def main() -> None:
     print(f"{'impl':<26}{'seeds':>6}{'agent-steps/s':>15}{'per CPU-s':>11}{'x SB3':>8}{'x SB3/CPU-s':>12}"
           f"{'compile s':>11}")
     for r in rows:
-        print(f"{'fedjax_rl ' + r['algo'] + ' (' + r['cpu_dots'] + ')':<26}{r['num_seeds']:>6}{r['agent_steps_per_sec']:>15.0f}"
+        print(f"{'fedjax_rl ' + r['algo'] + ' (' + r['cpu_dots'] + ')':<26}{r['num_seeds']:>6}"
+              f"{r['agent_steps_per_sec']:>15.0f}"
               f"{r['agent_steps_per_cpu_sec']:>11.0f}{r.get('ratio_vs_sb3', float('nan')):>8.1f}"
               f"{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.1f}{r['compile_s']:>11.1f}")
     if sb3:

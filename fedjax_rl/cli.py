@@ -47,6 +47,14 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _defaults_by_value(default_of: dict[str, str]) -> list[str]:
+    """{"Hopper-v4": "c", "Ant-v4": "c"} -> ["c for Hopper-v4, Ant-v4"], in first-seen order."""
+    names_of = {}
+    for name, value in default_of.items():
+        names_of.setdefault(value, []).append(name)
+    return [f"{value} for {', '.join(names)}" for value, names in names_of.items()]
+
+
 def flag_table() -> dict:
     """The help, defaults and choices of the flags that come from the settings declarations
     (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
@@ -62,15 +70,11 @@ def flag_table() -> dict:
         "num_devices": "none: every agent on one device",
     }
     if "engine" in {s.name for s in TRAIN_SETTINGS}:
-        by_engine = {}
-        for name in envs.list_envs():
-            by_engine.setdefault(envs.get_spec(name).engines[0], []).append(name)
-        resolved["engine"] = "; ".join(f"{e} for {', '.join(names)}" for e, names in by_engine.items()
-                                       if e != "jax") + "; none for the tasks written in JAX"
-    by_dots = {}
-    for algorithm in agents.ALGORITHMS.values():
-        by_dots.setdefault(algorithm.agent.CPU_DOTS, []).append(algorithm.name)
-    resolved["cpu_dots"] = "; ".join(f"{dots} for {', '.join(names)}" for dots, names in by_dots.items())
+        by_engine = _defaults_by_value({name: envs.get_spec(name).engines[0] for name in envs.list_envs()})
+        resolved["engine"] = "; ".join(part for part in by_engine if not part.startswith("jax ")) + \
+            "; none for the tasks written in JAX"
+    resolved["cpu_dots"] = "; ".join(_defaults_by_value(
+        {name: algorithm.agent.CPU_DOTS for name, algorithm in agents.ALGORITHMS.items()}))
     train = []
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":

@@ -29,7 +29,7 @@ import jax
 
 from fedjax_rl import agents, envs, federated, heterogeneity, machine, settings
 from fedjax_rl.agents.dqn import ZOO_DQN  # noqa: F401  (the DQN per-task table, kept under its old name)
-from fedjax_rl.settings import Setting, at_least, interval
+from fedjax_rl.settings import Setting, at_least, interval, one_of
 
 DEFAULT_ALGO = "fedrdqn"
 DEFAULT_ENV = "CartPole-v1"
@@ -62,9 +62,7 @@ TRAIN_SETTINGS = (
                  "default), mjx (JAX, any device, differentiable) or warp (NVIDIA GPUs); of Brax's "
                  "environments (brax:<name>): Brax's pipeline, generalized (the default) or mjx; the other "
                  "tasks are written in JAX and have no engine setting"),
-    Setting("cpu_dots", None,
-            lambda v: None if v is None or v in machine.CPU_DOTS else f"must be one of {list(machine.CPU_DOTS)}",
-            kind=str,
+    Setting("cpu_dots", None, lambda v: None if v is None else one_of(*machine.CPU_DOTS)(v), kind=str,
             help="library for the matrix products on a CPU: eigen or ynnpack (XLA's default); unset: the "
                  "algorithm's, the one measured faster for its networks (benchmarks/README.md). Changes float "
                  "rounding only, like another CPU; not part of a run's identity (a run resumes with either); "

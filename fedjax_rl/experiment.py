@@ -343,7 +343,7 @@ class RunPlan:
     @property
     def cpu_dots(self) -> str | None:
         """The matrix-product library of this run's programs on a CPU (None on other backends)."""
-        return self.config.dots if jax.default_backend() == "cpu" else None
+        return machine.dots_in_effect(self.config.dots)
 
     @property
     def checkpoint_path(self) -> str | None:

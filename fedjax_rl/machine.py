@@ -61,19 +61,25 @@ def _widest_isa(machine: dict) -> str:
 
 
 # XLA's CPU backend computes a matrix product with one of two libraries: YNNPACK (its default for
-# single products in jaxlib 0.10.2, the version we pin) or Eigen. Neither wins everywhere on the machines we measured
-# (benchmarks/README.md, "Matrix products on a CPU"), so the library is a setting (`cpu_dots`) and
-# each agent declares the one measured faster for its networks (`CPU_DOTS`). The choice changes
-# float rounding only, as another CPU's instruction set does.
+# single products in jaxlib 0.10.2, the version we pin) or Eigen. Neither wins everywhere on the
+# machines we measured (benchmarks/README.md, "Matrix products on a CPU"), so the library is a
+# setting (`cpu_dots`) and each agent declares the one measured faster for its networks
+# (`CPU_DOTS`). The choice changes float rounding only, as another CPU's instruction set does.
 CPU_DOTS = ("ynnpack", "eigen")
+
+
+def dots_in_effect(cpu_dots: str | None) -> str | None:
+    """The library that computes the products of a program compiled now: `cpu_dots` on a CPU,
+    None on other backends, which have no such choice."""
+    import jax
+
+    return cpu_dots if jax.default_backend() == "cpu" else None
 
 
 def compiler_options(cpu_dots: str | None) -> dict:
     """`jax.jit`'s compiler_options that give XLA's CPU matrix products to `cpu_dots`: {} for
-    YNNPACK (XLA's default) and on other backends, which have no such choice."""
-    import jax
-
-    if cpu_dots == "eigen" and jax.default_backend() == "cpu":
+    YNNPACK (XLA's default) and off a CPU."""
+    if dots_in_effect(cpu_dots) == "eigen":
         return {"xla_cpu_experimental_ynn_fusion_type": ""}  # no YNNPACK fusions: Eigen's dots
     return {}
 
