@@ -169,7 +169,7 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
 
 
 def _omega_dir(omega: float) -> str:
-    return f"omega={omega:g}"  # experiment.grid_label's spelling
+    return f"omega={omega:g}"  # run_directory.grid_label's spelling
 
 
 def versions() -> dict:
@@ -281,8 +281,8 @@ def status(table_name: str, out_dir: str, **request) -> list[dict]:
     with its defaults; `progress` aside), read from its files: nothing compiles, runs or is written.
     One dict per row: "row", "state" ("finished", "finished with other settings", "in progress",
     "not started"), and either the finished row's "wall_s" and "machine", or per program its
-    `experiment.progress_on_disk`."""
-    from fedjax_rl import experiment
+    `run_directory.progress_on_disk`."""
+    from fedjax_rl import run_directory
 
     given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, **request)
     num_seeds, tuning_seeds, seed = given["num_seeds"], given["tuning_seeds"], given["seed"]
@@ -298,8 +298,8 @@ def status(table_name: str, out_dir: str, **request) -> list[dict]:
             continue
         programs = []
         for program, config, grid in plans[row.key]:
-            recorded, _ = experiment.recorded_config(config, tuning_seeds + num_seeds, seed, grid, run_batch)
-            on_disk = experiment.progress_on_disk(os.path.join(directory, program.name), recorded, config.num_evals)
+            recorded, _ = run_directory.recorded_config(config, tuning_seeds + num_seeds, seed, grid, run_batch)
+            on_disk = run_directory.progress_on_disk(os.path.join(directory, program.name), recorded, config.num_evals)
             programs.append(dict(program=program.label, num_blocks=config.num_evals, **on_disk))
         started = any(p["state"] in ("partial", "finished") for p in programs)
         report.append(dict(row=row.key, state="in progress" if started else "not started", programs=programs))
@@ -384,7 +384,7 @@ def reproduce(
     the paper's settings (tests use tiny networks); they are recorded and printed with the results.
     `run_batch`: runs vmapped at a time (`experiment.run`); "auto" is `default_run_batch()`.
     Returns {"rows": {key: row record}, "paths": [written files]}."""
-    from fedjax_rl import experiment
+    from fedjax_rl import run_directory
 
     table, selected, request, plans, run_batch = _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget,
                                                        seed, agent_overrides, train_overrides, run_batch)
@@ -439,7 +439,7 @@ def reproduce(
                        note="indices into train.seed_keys(seed, tuning + reported)"),
             budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in plans[row.key]},
                         paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in plans[row.key]}),
-            configs={p.name: dict(config=experiment.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
+            configs={p.name: dict(config=run_directory.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
             # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
             run_batch=batches,
             versions=versions(), machine=describe_machine(), resumed_blocks=sum(t["resumed_at_block"] for t in timings),
@@ -453,7 +453,7 @@ def reproduce(
         os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
         for program, _, _ in plans[row.key]:  # a finished row never resumes; its checkpoints (replay
             # buffers included, ~90 MB for a 40-run CartPole row) only cost disk
-            ckpt = os.path.join(directory, program.name, experiment.CHECKPOINT)
+            ckpt = os.path.join(directory, program.name, run_directory.CHECKPOINT)
             if os.path.exists(ckpt):
                 os.remove(ckpt)
     if bar is not None:

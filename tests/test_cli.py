@@ -372,22 +372,22 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
 def test_ctrl_c_says_how_to_resume_and_the_rerun_resumes(trained_run, tmp_path, monkeypatch, capsys):
     """Ctrl-C right after block 1's checkpoint: "stopped at block 1 of 2", a readable checkpoint, and the
     same command resumes ("resuming from block 1 of 2") to the fixture's numbers, bit for bit."""
-    import fedjax_rl.experiment as experiment
+    from fedjax_rl import checkpoint
 
     out = tmp_path / "interrupted"
-    real_save = experiment.checkpoint.save
+    real_save = checkpoint.save
 
     def save_then_ctrl_c(path, tree, **extra):
         real_save(path, tree, **extra)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(experiment.checkpoint, "save", save_then_ctrl_c)
+    monkeypatch.setattr(checkpoint, "save", save_then_ctrl_c)
     assert cli.main(["train", "--out", str(out), *SAME]) == 130
     stderr = capsys.readouterr().err
     assert f"fedjax-rl: stopped at block 1 of 2: 1 block(s) saved in {out}; rerun the same command to resume" in stderr
     assert "Traceback" not in stderr
-    monkeypatch.setattr(experiment.checkpoint, "save", real_save)
-    assert int(experiment.checkpoint.read_extras(str(out / "checkpoint.npz"), ("blocks_done",))["blocks_done"]) == 1
+    monkeypatch.setattr(checkpoint, "save", real_save)
+    assert int(checkpoint.read_extras(str(out / "checkpoint.npz"), ("blocks_done",))["blocks_done"]) == 1
 
     assert cli.main(["train", "--out", str(out), *[a for a in SAME if a != "--no-progress"]]) == 0
     printed = capsys.readouterr().out

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import configs, experiment, train
+from fedjax_rl import checkpoint, configs, experiment, train
 from fedjax_rl.agents.dqn import DQNAgent, DQNConfig, Transition
 from references import numpy_mlp
 
@@ -304,14 +304,14 @@ def test_checkpoint_from_another_version_is_kept_and_the_run_starts_afresh(fedrd
     out.mkdir()
     config_dict, _ = experiment.recorded_config(trainer.config, num_seeds=2, seed=0)  # what run() records
     (out / "config.json").write_text(json.dumps(config_dict))
-    experiment.checkpoint.save(str(out / "checkpoint.npz"), {"old": np.zeros(3)}, blocks_done=1, curve="[]")
+    checkpoint.save(str(out / "checkpoint.npz"), {"old": np.zeros(3)}, blocks_done=1, curve="[]")
     with pytest.warns(UserWarning, match="another version of fedjax_rl"):
         result = experiment.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
     assert (out / "checkpoint.incompatible.1.npz").exists()
     np.testing.assert_array_equal(result["curve"]["env_steps"], metrics["curve"]["env_steps"])
     np.testing.assert_allclose(result["curve"]["nominal_return"], metrics["curve"]["nominal_return"], rtol=1e-5, atol=1e-6)
     # The new checkpoint fits the state.
-    experiment.checkpoint.load(str(out / "checkpoint.npz"), jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, 2)))
+    checkpoint.load(str(out / "checkpoint.npz"), jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, 2)))
 
 
 @pytest.mark.parametrize(

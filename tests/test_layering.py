@@ -1,6 +1,6 @@
-"""The import graph of `fedjax_rl`, read from the source (ast, nothing imported): no module imports
+"""The structure of `fedjax_rl`, read from the source (ast, nothing imported): no module imports
 itself through others, function-level imports included (a lazy import hides a cycle, it does not
-remove it), and the agents never import the loop."""
+remove it); no room imports one on a higher floor, and the agents never import the loop."""
 
 import ast
 import pathlib
@@ -91,3 +91,45 @@ def test_the_agents_never_import_the_loop():
     for module, targets in graph.items():
         if module.startswith("fedjax_rl.agents"):
             assert not targets & loop, f"{module} imports {sorted(targets & loop)}"
+
+
+# The rooms (a top-level module, or a subpackage with everything in it) by floor, bottom first. A room
+# imports rooms on its own floor or below, never above. A new module takes a place here.
+FLOORS = (
+    {"fedjax_rl", "checkpoint", "cli_flags", "distributed", "envs", "evaluate", "losses", "machine", "settings",
+     "stats"},
+    {"federated", "heterogeneity"},
+    {"agents", "paper", "tabular"},
+    {"configs", "plots", "reproduce_tables"},
+    {"reproduce_report", "run_directory", "train"},
+    {"experiment"},
+    {"reproduce"},
+    {"cli"},
+)
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def upward_imports(graph: dict[str, set[str]], floors=FLOORS) -> list[str]:
+    """Every import from a room to one on a higher floor, as "module -> module"."""
+    floor = {room: level for level, rooms in enumerate(floors) for room in rooms}
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                  if floor[_room(target)] > floor[_room(module)])
+
+
+def test_the_floor_check_sees_an_upward_import_and_allows_the_rest():
+    floors = ({"fedjax_rl", "a"}, {"b", "c"})
+    graph = {"fedjax_rl.b": {"fedjax_rl.a", "fedjax_rl.c.x"}, "fedjax_rl.c.x": {"fedjax_rl.c"}, "fedjax_rl.a": set()}
+    assert upward_imports(graph, floors) == []
+    graph["fedjax_rl.a"] = {"fedjax_rl.c.x"}
+    assert upward_imports(graph, floors) == ["fedjax_rl.a -> fedjax_rl.c.x"]
+
+
+def test_no_room_imports_one_on_a_higher_floor():
+    graph = import_graph()
+    unplaced = sorted({_room(m) for m in graph} - set().union(*FLOORS))
+    assert not unplaced, f"rooms on no floor (add them to FLOORS): {unplaced}"
+    upward = upward_imports(graph)
+    assert not upward, "imports from a lower floor to a higher one: " + ", ".join(upward)

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl import distributed, experiment
+from fedjax_rl import distributed, experiment, run_directory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -111,10 +111,10 @@ def test_fedrdqn_on_two_processes_equals_single_process_vmap(tmp_path):
 def test_resuming_on_another_process_layout_is_a_clear_error():
     two_processes = {"layout": json.dumps({"num_processes": 2, "local_devices": 2, "platform": "cpu"})}
     with pytest.raises(ValueError, match=r"written by 2 process\(es\) x 2 devices; this run has 1 x \d+ devices"):
-        experiment._check_layout("run/checkpoint.npz", two_processes)
-    experiment._check_layout("run/checkpoint.npz", {})  # written before layouts were recorded: one process
+        run_directory.check_layout("run/checkpoint.npz", two_processes)
+    run_directory.check_layout("run/checkpoint.npz", {})  # written before layouts were recorded: one process
     one_process = {"layout": json.dumps({"num_processes": 1, "local_devices": 1, "platform": "cpu"})}
-    experiment._check_layout("run/checkpoint.npz", one_process)  # one process: any device count restores it
+    run_directory.check_layout("run/checkpoint.npz", one_process)  # one process: any device count restores it
 
 
 def test_to_host_and_put_like_round_trip_on_one_process():

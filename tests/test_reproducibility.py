@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, configs, experiment, train
+from fedjax_rl import checkpoint, cli, configs, experiment, train
 from references import max_dot_batch_dims
 
 AGENT = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
@@ -33,16 +33,16 @@ def _assert_results_identical(a: dict, b: dict) -> None:
 
 def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
     """experiment.run that dies (a simulated crash) right after writing its first checkpoint."""
-    real_save = experiment.checkpoint.save
+    real_save = checkpoint.save
 
     def save_then_die(path, tree, **extra):
         real_save(path, tree, **extra)
         raise KeyboardInterrupt("simulated crash after the first block")
 
-    monkeypatch.setattr(experiment.checkpoint, "save", save_then_die)
+    monkeypatch.setattr(checkpoint, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         experiment.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
-    monkeypatch.setattr(experiment.checkpoint, "save", real_save)
+    monkeypatch.setattr(checkpoint, "save", real_save)
 
 
 def _rerun_without_compiling(monkeypatch, config, **run_kwargs) -> dict:

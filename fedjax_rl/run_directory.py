@@ -1,0 +1,477 @@
+"""The run directory: what a training run writes to `out_dir`, how a finished run is recognised and
+read back, how another configuration's run is set aside, and what counts as damaged.
+
+A run directory holds config.json (the settings it was started with, `recorded_config`), a
+checkpoint after every evaluation block, and once the run is done metrics.json, metrics.csv,
+final.csv and global_params.npz (one directory per grid point), then finished.json, written last.
+
+A run directory is never silently overwritten. Another configuration on a directory that holds a
+run stops with `RunExists`, listing every differing setting, before anything compiles; with
+`new_run=True` the old run moves to `DIR/set_aside/<n>/` (numbered, never overwritten) and the new
+one starts, and a later call with the old configuration moves it back and resumes it. Every file is
+written atomically (`checkpoint.atomic_write`); a damaged one (truncated, empty, garbage) is named,
+set aside beside itself as `NAME.damaged.<n>.EXT`, and the run goes on from what is still good: a
+finished run's checkpoint evaluates again, otherwise training restarts at block 0.
+
+`fedjax_rl.experiment.run` drives a run through these steps (`prepare`, `check_resume_layout`,
+`load_finished` or `open_run`, then `write_run` and `mark_finished`); `progress_on_disk` reads
+where a run stands without computing or writing anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import glob
+import itertools
+import json
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from fedjax_rl import checkpoint, distributed
+from fedjax_rl.checkpoint import DamagedFile, read_json
+from fedjax_rl.configs import TrainConfig
+
+CHECKPOINT = "checkpoint.npz"
+CONFIG = "config.json"
+METRICS = "metrics.json"
+# Written last, holding the run's config: its outputs are complete, and a rerun reads them instead
+# of evaluating again (an Ant program's final sweep is over an hour on a 2-core CPU).
+FINISHED = "finished.json"
+# DIR/set_aside/<n>/: runs of other configurations moved out of DIR (`new_run=True`), one per number.
+SET_ASIDE = "set_aside"
+# What a run writes into its directory (grid points add one directory each, named in config.json).
+_RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz")
+
+
+class LayoutMismatch(ValueError):
+    """A checkpoint written on one process layout was asked to resume on another."""
+
+
+class RunExists(ValueError):
+    """out_dir holds a run of another configuration; nothing was changed."""
+
+
+class OutDirError(ValueError):
+    """out_dir cannot hold a run (an existing file, or not writable)."""
+
+
+# -- what a run directory records -----------------------------------------------------------------
+
+
+def config_to_dict(config) -> dict:
+    """What a run directory records as its configuration: every setting but `cpu_dots`, which only
+    rounds differently (like another CPU), so a run resumes and reads back with either library;
+    the library a run used is in its metrics.json ("cpu_dots")."""
+    recorded = dataclasses.asdict(config)
+    recorded.pop("cpu_dots", None)
+    return recorded
+
+
+def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,
+                    run_batch: int | None = None) -> tuple[dict, int | None]:
+    """What a run directory's config.json records (a checkpoint resumes only into the same), and the
+    run_batch that shapes the program: None when every run fits in one vmap."""
+    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
+    if config_dict.get("engine") is None:
+        # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
+        # tasks, written before engines existed, still resume and read back as finished.
+        del config_dict["engine"]
+    # The aggregation rule likewise only when it is not the mean (trim only for the trimmed mean):
+    # run directories written before the rule was a setting hold the mean's runs.
+    if config_dict["aggregation"] != "trimmed_mean":
+        del config_dict["trim"]
+    if config_dict["aggregation"] == "mean":
+        del config_dict["aggregation"]
+    num_runs = num_seeds
+    if grid:
+        config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
+        num_runs *= math.prod(len(values) for values in grid.values())
+    if run_batch is not None and run_batch < num_runs:
+        # Recorded only when it shapes the program: run directories written before this setting
+        # existed (every run in one vmap) still resume.
+        config_dict["run_batch"] = run_batch
+    else:
+        run_batch = None
+    return config_dict, run_batch
+
+
+def grid_label(point: TrainConfig, grid: dict) -> str:
+    """`omega=0.05,learning_rate=0.001`: the sub-directory name of one grid point."""
+    return ",".join(f"{name}={getattr(point.agent, name):g}" for name in grid)
+
+
+def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """Every setting that differs between two recorded configs, by its full name with both values:
+    ['agent.omega: 0.1 -> 0.05', 'num_seeds: 1 -> 2']."""
+    old, new = _as_json(old), _as_json(new)
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, _NOT_SET), new.get(key, _NOT_SET)
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {_shown(a)} -> {_shown(b)}")
+    return lines
+
+
+_NOT_SET = object()
+
+
+def _shown(value) -> str:
+    if value is _NOT_SET:
+        return "(not set)"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
+def _holds(path: str, config_dict: dict) -> bool:
+    """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`
+    (`DamagedFile` if it cannot be read)."""
+    if not os.path.exists(path):
+        return False
+    return read_json(path) == _as_json(config_dict)
+
+
+def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
+    """How far `out_dir` holds the run recorded as `config_dict`, of `num_blocks` evaluation blocks,
+    read without computing or writing:
+    {"state": "finished" | "partial" | "other settings" | "not started", "blocks_done", "wall_s"}
+    ("other settings": the directory holds another configuration's run; a damaged file counts as
+    absent, as `run` sets it aside)."""
+    def holds(name):
+        try:
+            return _holds(os.path.join(out_dir, name), config_dict)
+        except DamagedFile:
+            return False
+
+    if holds(FINISHED):
+        return {"state": "finished", "blocks_done": num_blocks, "wall_s": None}
+    if not os.path.exists(os.path.join(out_dir, CONFIG)):
+        return {"state": "not started", "blocks_done": 0, "wall_s": None}
+    if not holds(CONFIG):
+        return {"state": "other settings", "blocks_done": 0, "wall_s": None}
+    if not os.path.exists(os.path.join(out_dir, CHECKPOINT)):
+        return {"state": "not started", "blocks_done": 0, "wall_s": None}
+    try:
+        extra = checkpoint.read_extras(os.path.join(out_dir, CHECKPOINT), ("blocks_done", "wall_s"))
+        blocks_done = int(extra["blocks_done"])
+    except (DamagedFile, KeyError):
+        return {"state": "not started", "blocks_done": 0, "wall_s": None}
+    wall = float(extra["wall_s"]) if "wall_s" in extra else None
+    return {"state": "partial", "blocks_done": blocks_done, "wall_s": wall}
+
+
+# -- making out_dir hold this run: other runs set aside, set-aside runs brought back -----------------
+
+
+def check_out_dir(out_dir: str) -> None:
+    """Raise `OutDirError` unless `out_dir` is a writable directory or can be created as one (its
+    nearest existing ancestor is a writable directory). Writes nothing."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise OutDirError(f"out_dir {out_dir} is an existing file, not a directory; choose a directory "
+                          "(it is created if missing)")
+    existing = os.path.abspath(out_dir)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutDirError(f"out_dir {out_dir} cannot be created: {existing} is a file; choose another directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutDirError(f"out_dir {out_dir} is not writable ({existing}: permission denied); choose another "
+                          "directory")
+
+
+def prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
+    """Make `out_dir` hold this configuration's run, or nothing, without losing another's: a
+    set-aside run of this configuration comes back (the current one, if any, goes aside); another
+    configuration's run raises `RunExists` listing the differences, or with `new_run` is set aside."""
+    on_disk = _recorded_run(out_dir, repair=True)
+    if on_disk == _as_json(config_dict):
+        if not os.path.exists(os.path.join(out_dir, CONFIG)):  # read from another record: write it again
+            with checkpoint.atomic_write(os.path.join(out_dir, CONFIG)) as f:
+                json.dump(config_dict, f, indent=2)
+        return
+    holds_run = on_disk is not None or any(os.path.exists(os.path.join(out_dir, n)) for n in _RUN_FILES)
+    match = next((slot for slot in _slots(out_dir) if _recorded_run(slot, repair=False) == _as_json(config_dict)),
+                 None)
+    if holds_run and match is None and not new_run:
+        if on_disk is None:
+            what = "files of a run whose settings cannot be read (no readable config.json)"
+        else:
+            what = "a run of other settings:\n  " + "\n  ".join(config_differences(on_disk, config_dict))
+        base = out_dir.rstrip(os.sep)
+        free = next(f"{base}-{n}" for n in itertools.count(2) if not os.path.exists(f"{base}-{n}"))
+        raise RunExists(f"{out_dir} holds {what}\nNothing was changed. To keep both, choose another directory "
+                        f"(e.g. --out {free}), or pass --new-run (new_run=True) to move that run to "
+                        f"{os.path.join(out_dir, SET_ASIDE, '<n>')} and start this one here.")
+    if holds_run:
+        slot = _set_aside_run(out_dir)
+        what = "" if on_disk is None else f" ({'; '.join(config_differences(on_disk, config_dict))})"
+        warnings.warn(f"{out_dir} held a run of other settings{what}: moved to {slot}", UserWarning, stacklevel=3)
+    if match is not None:
+        _move_run(match, out_dir)
+        os.rmdir(match)
+        warnings.warn(f"{match} held a run of these settings: moved back into {out_dir} to resume it",
+                      UserWarning, stacklevel=3)
+
+
+def _recorded_run(directory: str, repair: bool) -> dict | None:
+    """The config a run directory records (config.json, else finished.json, else the checkpoint's own
+    copy), or None if it holds none. With `repair`, a damaged record is set aside (and warned about);
+    without, it is skipped."""
+    for name in (CONFIG, FINISHED, CHECKPOINT):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            if name == CHECKPOINT:
+                extra = checkpoint.read_extras(path, ("config",))
+                if "config" in extra:
+                    return json.loads(str(extra["config"]))
+            else:
+                return read_json(path)
+        except DamagedFile as error:
+            if repair:
+                _damaged(error, "the run's settings are read from its other files" if name != CHECKPOINT
+                         else "training starts again from block 0")
+    return None
+
+
+def _slots(out_dir: str) -> list[str]:
+    """The set-aside runs of `out_dir`, oldest first."""
+    root = os.path.join(out_dir, SET_ASIDE)
+    if not os.path.isdir(root):
+        return []
+    return [os.path.join(root, n) for n in sorted((n for n in os.listdir(root) if n.isdigit()), key=int)]
+
+
+def _move_run(source: str, target: str) -> None:
+    """Every entry of `source` except the set-aside folder, into `target` (created)."""
+    os.makedirs(target, exist_ok=True)
+    for name in os.listdir(source):
+        if name != SET_ASIDE:
+            os.replace(os.path.join(source, name), os.path.join(target, name))
+
+
+def _set_aside_run(out_dir: str) -> str:
+    root = os.path.join(out_dir, SET_ASIDE)
+    numbers = [int(os.path.basename(p)) for p in _slots(out_dir)]
+    slot = os.path.join(root, str(max(numbers, default=0) + 1))
+    _move_run(out_dir, slot)
+    return slot
+
+
+# -- damaged files -------------------------------------------------------------------------------
+
+
+def set_aside_file(path: str, why: str) -> str:
+    """Move `path` to NAME.<why>.<n>.EXT beside it (n = 1, 2, ...: never over an earlier one)."""
+    stem, ext = os.path.splitext(path)
+    n = 1
+    while os.path.exists(f"{stem}.{why}.{n}{ext}"):
+        n += 1
+    kept = f"{stem}.{why}.{n}{ext}"
+    os.replace(path, kept)
+    return kept
+
+
+def _damaged(error: DamagedFile, consequence: str) -> str:
+    """Set the damaged file aside and warn, naming it, where it went, and what happens next."""
+    kept = set_aside_file(error.path, "damaged")
+    warnings.warn(f"{error}: set aside as {kept}; {consequence}. Delete {kept} once you have looked at it.",
+                  UserWarning, stacklevel=3)
+    return kept
+
+
+# -- resuming from the checkpoint ------------------------------------------------------------------
+
+
+def check_resume_layout(out_dir: str, config_dict: dict) -> None:
+    """Raise `LayoutMismatch` if `out_dir` holds a checkpoint of this configuration written on
+    another process layout."""
+    ckpt_path = os.path.join(out_dir, CHECKPOINT)
+    if not os.path.exists(ckpt_path):
+        return  # nothing to resume
+    try:
+        extra = checkpoint.read_extras(ckpt_path, ("layout",))
+    except DamagedFile:
+        return  # set aside when the run tries to resume from it
+    check_layout(ckpt_path, extra)
+
+
+def check_layout(path: str, extra: dict) -> None:
+    """A run resumes on the process layout that wrote its checkpoint (files written before layouts
+    were recorded came from one process)."""
+    written = json.loads(str(extra["layout"])) if "layout" in extra else {"num_processes": 1}
+    now = distributed.layout()
+    # One process: the checkpoint holds global values, so any device count restores it.
+    multi = written["num_processes"] > 1 or now["num_processes"] > 1
+    if written["num_processes"] != now["num_processes"] or (multi and written.get("local_devices") != now["local_devices"]):
+        raise LayoutMismatch(
+            f"checkpoint {path} was written by {written['num_processes']} process(es)"
+            f"{' x ' + str(written['local_devices']) + ' devices' if 'local_devices' in written else ''}; this run has "
+            f"{now['num_processes']} x {now['local_devices']} devices. Resume it on the same process layout, "
+            "or start it in a new out_dir"
+        )
+
+
+def save_checkpoint(path: str, host_state, blocks_done: int, curve: list, config_dict: dict, wall_s: float) -> None:
+    """The checkpoint after a block: the training state, and what resuming reads back with it (`open_run`,
+    `progress_on_disk`): the blocks done, their curve records, the process layout that wrote it, the
+    wall time so far, and the configuration (`_recorded_run`'s last resort)."""
+    checkpoint.save(path, host_state, blocks_done=blocks_done, curve=json.dumps(curve),
+                    layout=json.dumps(distributed.layout()), wall_s=wall_s, config=json.dumps(config_dict))
+
+
+def blocks_saved(out_dir: str) -> int:
+    """The blocks `out_dir`'s checkpoint holds (0: none, or unreadable)."""
+    try:
+        return int(checkpoint.read_extras(os.path.join(out_dir, CHECKPOINT), ("blocks_done",))["blocks_done"])
+    except (OSError, KeyError, DamagedFile):
+        return 0
+
+
+def open_run(out_dir: str, state, config_dict: dict) -> tuple:
+    """(state, blocks done, curve, wall time so far) to start from: this configuration's checkpoint
+    in `out_dir`, or the fresh `state` at block 0. Process 0 then records the configuration."""
+    start = (state, 0, [], 0.0)
+    resumed = _resume(os.path.join(out_dir, CHECKPOINT), state)
+    if resumed is not None:
+        start = resumed
+    if jax.process_count() > 1:
+        # Every process must resume from the same block: they all read out_dir (a shared
+        # filesystem), only process 0 writes it.
+        from jax.experimental import multihost_utils
+
+        multihost_utils.assert_equal(start[1], "processes found different checkpoints in out_dir "
+                                               "(multi-process runs need out_dir on a shared filesystem)")
+    if distributed.is_writer():
+        os.makedirs(out_dir, exist_ok=True)
+        for stale in glob.glob(os.path.join(glob.escape(out_dir), ".*.tmp")):
+            os.remove(stale)  # a process killed (SIGKILL) mid-write left its temporary file behind
+        if os.path.exists(os.path.join(out_dir, FINISHED)):
+            os.remove(os.path.join(out_dir, FINISHED))  # its outputs are about to be written again
+        with checkpoint.atomic_write(os.path.join(out_dir, CONFIG)) as f:
+            json.dump(config_dict, f, indent=2)
+    return start
+
+
+def _resume(ckpt_path: str, state) -> tuple | None:
+    """(state, blocks done, curve, wall time so far) from this configuration's checkpoint, or None:
+    no checkpoint, or one that is damaged or from another library version (set aside, warned)."""
+    if not os.path.exists(ckpt_path):
+        return None
+    try:
+        restored, extra = checkpoint.load(ckpt_path, state)
+        wall = float(extra["wall_s"]) if "wall_s" in extra else math.nan
+        return (distributed.put_like(restored, state), int(extra["blocks_done"]), json.loads(str(extra["curve"])),
+                wall)
+    except DamagedFile as error:
+        if distributed.is_writer():
+            _damaged(error, "training starts again from block 0")
+    except checkpoint.CheckpointMismatch as error:
+        # Same configuration, different state layout: written by another version of this library.
+        if distributed.is_writer():
+            kept = set_aside_file(ckpt_path, "incompatible")
+            warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
+                          "starting this run from block 0.", UserWarning, stacklevel=3)
+    return None
+
+
+# -- the outputs, written and read back ----------------------------------------------------------
+
+
+def to_lists(tree: Any) -> Any:
+    """Arrays as nested lists: what JSON (metrics.json, the checkpoint's curve) holds."""
+    return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
+
+
+def write_run(out_dir, result, points, grid, num_seeds, seed, shared) -> None:
+    """metrics.json, the CSV files and (with `shared`) the global parameters, in `out_dir` or, for a
+    grid, in one directory per point."""
+    if points is None:
+        _write_outputs(out_dir, result, shared)
+        return
+    for i, point in enumerate(points):
+        point_dir = os.path.join(out_dir, grid_label(point, grid))
+        os.makedirs(point_dir, exist_ok=True)
+        with checkpoint.atomic_write(os.path.join(point_dir, CONFIG)) as f:
+            json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
+        one = {part: jax.tree.map(lambda x, i=i: x[i], result[part]) for part in ("curve", "final")}
+        one.update({k: v for k, v in result.items() if k not in ("curve", "final", "grid")})
+        _write_outputs(point_dir, one, None if shared is None else jax.tree.map(lambda x, i=i: x[i], shared))
+
+
+def _write_outputs(out_dir: str, result: dict, shared) -> None:
+    """metrics.json and metrics.csv; final.csv when the run finished (a stopped run has no final
+    evaluation); global_params.npz when `shared` is given. Each file atomically."""
+    with checkpoint.atomic_write(os.path.join(out_dir, METRICS)) as f:
+        json.dump(to_lists(result), f)
+    curve = result["curve"]
+    keys = [k for k in sorted(curve) if np.ndim(curve[k]) == 2]  # [seeds, blocks]; per-round records stay in the JSON
+    with checkpoint.atomic_write(os.path.join(out_dir, "metrics.csv"), newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["seed", *keys])
+        num_seeds, num_blocks = np.shape(curve[keys[0]]) if keys else (0, 0)
+        for s in range(num_seeds):
+            for b in range(num_blocks):
+                writer.writerow([s, *(curve[k][s, b] for k in keys)])
+    final = result["final"]
+    if final:
+        with checkpoint.atomic_write(os.path.join(out_dir, "final.csv"), newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["seed", "local_average", "local_minimum",
+                             *[f"sweep_{c:.1f}" for c in final["sweep_scales"][0]]])
+            for s in range(len(final["local_average"])):
+                writer.writerow([s, final["local_average"][s], final["local_minimum"][s], *final["sweep_returns"][s]])
+    if shared is not None:
+        # The global model: agent 0's shared leaves (identical on every agent after the last sync).
+        global_params = jax.tree.map(lambda leaf: leaf[:, 0], shared)
+        checkpoint.save(os.path.join(out_dir, "global_params.npz"), global_params)
+
+
+def mark_finished(out_dir: str, config_dict: dict) -> None:
+    with checkpoint.atomic_write(os.path.join(out_dir, FINISHED)) as f:
+        json.dump(config_dict, f, indent=2)
+
+
+def load_finished(out_dir: str, config_dict: dict, points: list | None, grid: dict | None) -> dict | None:
+    """The result a finished run of exactly this configuration wrote to `out_dir` (its metrics
+    files, one per grid point, stacked into `run`'s layout), or None if there is none. A damaged
+    metrics file is set aside (process 0) and the run evaluated again from its checkpoint."""
+    try:
+        if not _holds(os.path.join(out_dir, FINISHED), config_dict):
+            return None
+    except DamagedFile as error:
+        if distributed.is_writer():
+            _damaged(error, "the run's outputs are written again")
+        return None
+    dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(p, grid)) for p in points]
+    if not all(os.path.exists(os.path.join(d, METRICS)) for d in dirs):
+        return None  # outputs removed since: evaluate again from the checkpoint
+    runs = []
+    for directory in dirs:
+        try:
+            runs.append(read_json(os.path.join(directory, METRICS)))
+        except DamagedFile as error:
+            if distributed.is_writer():
+                again = ("evaluating the run again from its checkpoint"
+                         if os.path.exists(os.path.join(out_dir, CHECKPOINT)) else "training the run again")
+                _damaged(error, again)
+            return None
+    stack = (lambda *xs: np.asarray(xs[0])) if points is None else (lambda *xs: np.stack([np.asarray(x) for x in xs]))
+    result = {part: {name: stack(*(run[part][name] for run in runs)) for name in runs[0][part]}
+              for part in ("curve", "final")}
+    result.update(run_batch=runs[0]["run_batch"], timing=dict(runs[0]["timing"]))
+    if points is not None:
+        result["grid"] = points
+    return result
