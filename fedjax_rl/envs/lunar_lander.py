@@ -87,7 +87,7 @@ Every function uses ``jax.lax``-friendly control flow only, and everything is vm
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -390,20 +390,105 @@ def _point_jacobian(ra, rb, r_point, direction):
     )
 
 
+class _Contacts(NamedTuple):
+    """The legs' feet contacts found at the start of the step: over the moon, the terrain plane
+    (a point, the upward normal), and touching (within the contact skin)."""
+
+    active: jax.Array  # (2 legs, 2 feet)
+    p1: jax.Array  # (2, 2, 2)
+    n: jax.Array  # (2, 2, 2)
+    touching: jax.Array  # (2, 2)
+
+
+class _JointRows(NamedTuple):
+    """Each leg's joint row (its angle relative to the lander): motor and one-sided limit."""
+
+    rows: jax.Array  # (2, 5)
+    w: jax.Array  # rows @ inverse generalised mass
+    eff: jax.Array  # effective masses
+    limit_state: jax.Array  # 0 free, 1 at the lower limit, 2 at the upper
+    max_motor: jax.Array  # the motor's impulse bound this step
+
+
+class _FootRows(NamedTuple):
+    """Each foot's normal and friction rows (2 legs, 2 feet, 5)."""
+
+    normal: jax.Array
+    normal_w: jax.Array
+    normal_eff: jax.Array
+    tangent: jax.Array
+    tangent_w: jax.Array
+    tangent_eff: jax.Array
+
+
+class _SweptFeet(NamedTuple):
+    """Where the step's motion alone takes the legs' feet (Box2D's TOI sweep): the legs' centres,
+    the feet, the terrain normals under them, the feet's heights over it, and which reach the
+    time-of-impact distance."""
+
+    legs: jax.Array
+    feet: jax.Array
+    normal: jax.Array
+    core: jax.Array
+    toi: jax.Array
+
+
 def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iterations, position_iterations):
-    """One b2World::Step(1/FPS) of the lander scene. Returns the new state (contacts refreshed)."""
+    """One b2World::Step(1/FPS) of the lander scene, in Box2D's order: collide, the island's velocity
+    and position solves, the sleep test, then the time-of-impact sub-step. Returns the new state
+    (contacts refreshed)."""
     m, inertia = _mass_properties(params)
     p0, a0, al = state.pos[0], state.angle[0], state.angle[1:]
     ra, rb, pl = _kinematics(p0, a0, al)
+    contacts, game_over, (leg_contact, edge_touching, edge_order) = _collide(state, p0, a0, al, pl)
+    inv_mass, u = _free_velocity(state, params, m, inertia, ra, rb, force, torque)
+    joints, u, motor_impulse, limit_impulse = _joint_rows(state, params, inv_mass, a0, al, u)
+    feet, u, cimp_n, cimp_t = _foot_rows(state, ra, rb, pl, al, contacts, inv_mass, u)
+    u, motor_impulse, limit_impulse, cimp_n, cimp_t = _solve_velocities(
+        u, motor_impulse, limit_impulse, cimp_n, cimp_t, joints, feet, contacts, velocity_iterations)
+    u, q_swept = _integrate_positions(u, p0, a0, al)
+    q = _solve_positions(q_swept, joints, feet, contacts, position_iterations)
+    p0, a0, al, pl, vel, angvel = _bodies(q, u)
+    solved = _position_solved(joints, contacts, a0, al, pl)
+    swept, leg_contact, edge_touching, game_over = _time_of_impact(state, q_swept, leg_contact, edge_touching,
+                                                                   game_over)
+    sleep_time, asleep = _island_sleep(state, vel, angvel, solved)
+    vel, angvel = _toi_leg_impacts(vel, angvel, m, inertia, swept.feet - swept.legs[:, None], swept.normal,
+                                   swept.core, swept.toi)
 
-    # Collide: contacts and listener flags from the positions at the start of the step.
+    return state.replace(
+        pos=jnp.concatenate([p0[None], pl], 0),
+        angle=jnp.concatenate([a0[None], al]),
+        vel=vel,
+        angvel=angvel,
+        limit_impulse=limit_impulse,
+        motor_impulse=motor_impulse,
+        limit_state=joints.limit_state,
+        contact_impulse=jnp.stack([cimp_n, cimp_t], -1),
+        leg_contact=leg_contact,
+        edge_touching=edge_touching,
+        edge_contact_order=edge_order,
+        game_over=game_over,
+        sleep_time=sleep_time,
+        awake=state.awake & ~asleep,
+    )
+
+
+def _collide(state: EnvState, p0, a0, al, pl):
+    """b2World::Collide: the feet's contacts, whether the lander touches the ground, and the
+    listener's leg flags, from the positions at the start of the step."""
     contact_active, contact_p1, contact_n, contact_sep = _leg_contacts(state.terrain_y, pl, al)
     touching = contact_active & (contact_sep < 0.0)
     game_over = state.game_over | _lander_touches(state.terrain_y, p0, a0)
-    leg_contact, edge_touching, edge_order = _listener_flags(state, *_leg_edge_pairs(state.terrain_y, pl, al))
+    flags = _listener_flags(state, *_leg_edge_pairs(state.terrain_y, pl, al))
+    return _Contacts(contact_active, contact_p1, contact_n, touching), game_over, flags
 
-    # Generalised mass, and the momentum-preserving projection of the body velocities (which
-    # carry this step's engine impulses on the lander) onto the joints.
+
+def _free_velocity(state: EnvState, params: EnvParams, m, inertia, ra, rb, force, torque):
+    """The inverse generalised mass, and the generalised velocity before the constraints: the
+    momentum-preserving projection of the body velocities (which carry this step's engine impulses
+    on the lander) onto the joints, then gravity on every body, wind and the initial push on the
+    lander."""
     jac = _body_jacobians(ra, rb)  # (3, 3, 5)
     diag = jnp.stack([m, m, inertia], -1)  # (3, 3)
     mass = jnp.einsum("bki,bk,bkj->ij", jac, diag, jac)
@@ -411,13 +496,16 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
     body_vel = jnp.concatenate([state.vel, state.angvel[:, None]], -1)  # (3, 3)
     u = inv_mass @ jnp.einsum("bki,bk,bk->i", jac, diag, body_vel)
 
-    # Integrate velocities: gravity on every body, wind and the initial push on the lander.
     gravity = jnp.stack([jnp.zeros_like(params.gravity), params.gravity])
     body_force = jnp.concatenate([m[:, None] * gravity, jnp.zeros((3, 1))], -1)
     body_force = body_force.at[0].add(jnp.concatenate([force, torque[None]]))
     u = u + DT * inv_mass @ jnp.einsum("bki,bk->i", jac, body_force)
+    return inv_mass, u
 
-    # Constraint rows: joint motors and limits (relative angle of each leg), leg feet contacts.
+
+def _joint_rows(state: EnvState, params: EnvParams, inv_mass, a0, al, u):
+    """The joints' motor and limit rows, and `u` warm-started with the impulses they carry over
+    from the last step (a limit's only while it stays at the same limit)."""
     joint_rows = jnp.concatenate([jnp.zeros((2, 2)), -jnp.ones((2, 1)), jnp.eye(2)], -1)  # (2, 5)
     joint_w = joint_rows @ inv_mass
     joint_eff = 1.0 / jnp.sum(joint_rows * joint_w, -1)
@@ -427,18 +515,34 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
     motor_impulse = state.motor_impulse
     max_motor = DT * params.leg_spring_torque
     u = u + joint_w.T @ (motor_impulse + limit_impulse)
+    return _JointRows(joint_rows, joint_w, joint_eff, limit_state, max_motor), u, motor_impulse, limit_impulse
 
+
+def _foot_rows(state: EnvState, ra, rb, pl, al, contacts: _Contacts, inv_mass, u):
+    """The feet's normal and friction rows, and `u` warm-started with the impulses of the feet that
+    still touch."""
     feet = _leg_feet(pl, al)  # (2, 2, 2)
-    tangent = jnp.stack([contact_n[..., 1], -contact_n[..., 0]], -1)
-    normal_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], contact_n)  # (2, 2, 5)
+    tangent = jnp.stack([contacts.n[..., 1], -contacts.n[..., 0]], -1)
+    normal_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], contacts.n)  # (2, 2, 5)
     tangent_rows = _point_jacobian(ra, rb, feet - pl[:, None, :], tangent)
     normal_w = normal_rows @ inv_mass
     tangent_w = tangent_rows @ inv_mass
     normal_eff = 1.0 / jnp.sum(normal_rows * normal_w, -1)
     tangent_eff = 1.0 / jnp.sum(tangent_rows * tangent_w, -1)
-    cimp = jnp.where(touching[..., None], state.contact_impulse, 0.0)
+    cimp = jnp.where(contacts.touching[..., None], state.contact_impulse, 0.0)
     cimp_n, cimp_t = cimp[..., 0], cimp[..., 1]
     u = u + jnp.einsum("lsi,ls->i", normal_w, cimp_n) + jnp.einsum("lsi,ls->i", tangent_w, cimp_t)
+    rows = _FootRows(normal_rows, normal_w, normal_eff, tangent_rows, tangent_w, tangent_eff)
+    return rows, u, cimp_n, cimp_t
+
+
+def _solve_velocities(u, motor_impulse, limit_impulse, cimp_n, cimp_t, joints: _JointRows, feet: _FootRows,
+                      contacts: _Contacts, iterations):
+    """Box2D's sequential impulses: per iteration the motors, the limits, then the feet's friction
+    and normal rows, as b2ContactSolver orders them. Returns `u` and the impulses."""
+    joint_rows, joint_w, joint_eff, limit_state, max_motor = joints
+    normal_rows, normal_w, normal_eff, tangent_rows, tangent_w, tangent_eff = feet
+    touching = contacts.touching
 
     def velocity_iteration(_, carry):
         u, motor_impulse, limit_impulse, cimp_n, cimp_t = carry
@@ -466,50 +570,64 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
                 cimp_n = cimp_n.at[i, s].set(new)
         return u, motor_impulse, limit_impulse, cimp_n, cimp_t
 
-    u, motor_impulse, limit_impulse, cimp_n, cimp_t = jax.lax.fori_loop(
-        0, velocity_iterations, velocity_iteration, (u, motor_impulse, limit_impulse, cimp_n, cimp_t)
-    )
+    return jax.lax.fori_loop(0, iterations, velocity_iteration, (u, motor_impulse, limit_impulse, cimp_n, cimp_t))
 
-    # Integrate positions, with Box2D's per-step clamps on the lander.
+
+def _integrate_positions(u, p0, a0, al):
+    """`u` with Box2D's per-step clamps on the lander's translation and rotation, and the
+    coordinates it takes the bodies to (what Box2D's TOI sweep sees)."""
     trans = DT * jnp.linalg.norm(u[:2])
     u = u.at[:2].multiply(jnp.where(trans > MAX_TRANSLATION, MAX_TRANSLATION / jnp.maximum(trans, 1e-12), 1.0))
     rot = DT * jnp.abs(u[2:])
     u = u.at[2:].multiply(jnp.where(rot > MAX_ROTATION, MAX_ROTATION / jnp.maximum(rot, 1e-12), 1.0))
-    q = jnp.concatenate([p0, a0[None], al]) + DT * u
+    return u, jnp.concatenate([p0, a0[None], al]) + DT * u
 
-    # Position pass (non-linear Gauss-Seidel): feet out of the ground, legs into their limits.
+
+def _solve_positions(q, joints: _JointRows, feet: _FootRows, contacts: _Contacts, iterations):
+    """The position pass (non-linear Gauss-Seidel): feet out of the ground, legs into their limits."""
     def position_iteration(_, q):
         for i in range(2):
             for s in range(2):
                 foot = _foot(q, i, s)
-                sep = jnp.sum((foot - contact_p1[i, s]) * contact_n[i, s]) - CONTACT_SKIN
+                sep = jnp.sum((foot - contacts.p1[i, s]) * contacts.n[i, s]) - CONTACT_SKIN
                 c = jnp.clip(BAUMGARTE * (sep + LINEAR_SLOP), -MAX_LINEAR_CORRECTION, 0.0)
-                q = q + normal_w[i, s] * jnp.where(contact_active[i, s], -c * normal_eff[i, s], 0.0)
+                q = q + feet.normal_w[i, s] * jnp.where(contacts.active[i, s], -c * feet.normal_eff[i, s], 0.0)
         for i in range(2):
             ja = q[3 + i] - q[2] - REF_ANGLE[i]
             c_low = jnp.clip(ja - LOWER_ANGLE[i] + ANGULAR_SLOP, -MAX_ANGULAR_CORRECTION, 0.0)
             c_up = jnp.clip(ja - UPPER_ANGLE[i] - ANGULAR_SLOP, 0.0, MAX_ANGULAR_CORRECTION)
-            c = jnp.where(limit_state[i] == 1, c_low, jnp.where(limit_state[i] == 2, c_up, 0.0))
-            q = q + joint_w[i] * (-c * joint_eff[i])
+            c = jnp.where(joints.limit_state[i] == 1, c_low, jnp.where(joints.limit_state[i] == 2, c_up, 0.0))
+            q = q + joints.w[i] * (-c * joints.eff[i])
         return q
 
-    q_swept = q  # where the step's motion alone takes the bodies (what Box2D's TOI sweep sees)
-    q = jax.lax.fori_loop(0, position_iterations, position_iteration, q)
+    return jax.lax.fori_loop(0, iterations, position_iteration, q)
+
+
+def _bodies(q, u):
+    """The lander's and legs' positions, angles and velocities at generalised coordinates `q` and
+    velocity `u`."""
     p0, a0, al = q[:2], q[2], q[3:]
     ra, rb, pl = _kinematics(p0, a0, al)
     vel = jnp.concatenate([u[None, :2], u[:2] + u[2] * _perp(ra) - u[3:, None] * _perp(rb)], 0)
     angvel = jnp.concatenate([u[2:3], u[3:]])
+    return p0, a0, al, pl, vel, angvel
 
-    # Position solved (Box2D's test before an island may sleep)?
+
+def _position_solved(joints: _JointRows, contacts: _Contacts, a0, al, pl):
+    """Whether the position constraints are solved (Box2D's test before an island may sleep)."""
     ja = al - a0 - REF_ANGLE
-    ang_err = jnp.where(limit_state == 1, LOWER_ANGLE - ja, jnp.where(limit_state == 2, ja - UPPER_ANGLE, 0.0))
+    ang_err = jnp.where(joints.limit_state == 1, LOWER_ANGLE - ja,
+                        jnp.where(joints.limit_state == 2, ja - UPPER_ANGLE, 0.0))
     solved = jnp.all(ang_err <= ANGULAR_SLOP)
     feet = _leg_feet(pl, al)
-    sep = jnp.sum((feet - contact_p1) * contact_n, -1) - CONTACT_SKIN
-    solved = solved & jnp.all(jnp.where(contact_active, sep, 0.0) >= -3.0 * LINEAR_SLOP)
+    sep = jnp.sum((feet - contacts.p1) * contacts.n, -1) - CONTACT_SKIN
+    return solved & jnp.all(jnp.where(contacts.active, sep, 0.0) >= -3.0 * LINEAR_SLOP)
 
-    # Continuous collision (b2World::SolveTOI): a foot or the lander whose swept motion reaches the
-    # time-of-impact distance touches within this step and calls BeginContact.
+
+def _time_of_impact(state: EnvState, q_swept, leg_contact, edge_touching, game_over):
+    """Continuous collision (b2World::SolveTOI): a foot or the lander whose swept motion reaches the
+    time-of-impact distance touches within this step and calls BeginContact. Returns the swept
+    feet, and the leg flags, touching edges and `game_over` with those contacts."""
     _, _, swept_pl = _kinematics(q_swept[:2], q_swept[2], q_swept[3:])
     end_feet = _leg_feet(swept_pl, q_swept[3:])
     end_p1, end_n, end_inside = _terrain_under(state.terrain_y, end_feet[..., 0])
@@ -521,30 +639,16 @@ def _world_step(state: EnvState, params: EnvParams, force, torque, velocity_iter
     leg_contact = leg_contact | jnp.any(toi_edges & ~edge_touching, -1)
     edge_touching = edge_touching | toi_edges
     game_over = game_over | _lander_touches(state.terrain_y, q_swept[:2], q_swept[2], TOI_TARGET)
+    return _SweptFeet(swept_pl, end_feet, end_n, end_core, toi), leg_contact, edge_touching, game_over
 
-    # Island sleep (decided in the island solve, before the TOI sub-steps).
+
+def _island_sleep(state: EnvState, vel, angvel, solved):
+    """Box2D's island sleep, decided in the island solve (before the TOI sub-steps): every body still
+    for TIME_TO_SLEEP with the positions solved. Returns the bodies' still time and whether the
+    island sleeps."""
     still = (jnp.sum(vel * vel, -1) <= LINEAR_SLEEP_TOL**2) & (angvel * angvel <= ANGULAR_SLEEP_TOL**2)
     sleep_time = jnp.where(still, state.sleep_time + DT, 0.0)
-    asleep = (jnp.min(sleep_time) >= TIME_TO_SLEEP) & solved
-
-    vel, angvel = _toi_leg_impacts(vel, angvel, m, inertia, end_feet - swept_pl[:, None], end_n, end_core, toi)
-
-    return state.replace(
-        pos=jnp.concatenate([p0[None], pl], 0),
-        angle=jnp.concatenate([a0[None], al]),
-        vel=vel,
-        angvel=angvel,
-        limit_impulse=limit_impulse,
-        motor_impulse=motor_impulse,
-        limit_state=limit_state,
-        contact_impulse=jnp.stack([cimp_n, cimp_t], -1),
-        leg_contact=leg_contact,
-        edge_touching=edge_touching,
-        edge_contact_order=edge_order,
-        game_over=game_over,
-        sleep_time=sleep_time,
-        awake=state.awake & ~asleep,
-    )
+    return sleep_time, (jnp.min(sleep_time) >= TIME_TO_SLEEP) & solved
 
 
 def _toi_leg_impacts(vel, angvel, m, inertia, lever, normal, core, toi, iterations=8):
