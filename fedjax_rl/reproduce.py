@@ -384,25 +384,11 @@ def reproduce(
     the paper's settings (tests use tiny networks); they are recorded and printed with the results.
     `run_batch`: runs vmapped at a time (`experiment.run`); "auto" is `default_run_batch()`.
     Returns {"rows": {key: row record}, "paths": [written files]}."""
-    from fedjax_rl import run_directory
-
     table, selected, request, plans, run_batch = _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget,
                                                        seed, agent_overrides, train_overrides, run_batch)
-    todo = []
-    for row in selected:
-        if not _refuse_other_settings(os.path.join(row_dir(out_dir, table, row), ROW_RESULT), request):
-            todo.append(row)
-
-    blocks_per_row = {key: sum(c.num_evals for _, c, _ in plan) for key, plan in plans.items()}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        total = sum(blocks_per_row.values())
-        done_rows = sum(blocks_per_row[r.key] for r in selected if r not in todo)
-        bar = tqdm(total=total, initial=done_rows, unit="block",
-                   desc=f"{table.name}: {len(selected) - len(todo)}/{len(selected)} rows done")
-
+    todo = [row for row in selected
+            if not _refuse_other_settings(os.path.join(row_dir(out_dir, table, row), ROW_RESULT), request)]
+    bar = _rows_bar(table, selected, todo, plans) if progress else None
     num_total = tuning_seeds + num_seeds
     for index, row in enumerate(todo):
         directory = row_dir(out_dir, table, row)
@@ -410,55 +396,93 @@ def reproduce(
         start = time.time()
         timings, batches = [], {}
         for program, config, grid in plans[row.key]:
-            seen = {"blocks": None}
-
-            def on_block(done, total, seen=seen, config=config, grid=grid):
-                resumed = seen["blocks"] is None  # the first call reports what the checkpoint holds
-                step = done - (seen["blocks"] or 0)
-                seen["blocks"] = done
-                if bar is not None:
-                    bar.set_description(f"{table.name} {row.key} ({program.label}), row {len(selected) - len(todo) + index + 1}/{len(selected)}")
-                    points = len(next(iter(grid.values()))) if grid else 1
-                    # The final evaluation (local environments and the 19-point sweep) comes after the
-                    # last block: most of an Ant program's wall time on a CPU, so say it is running.
-                    stage = ", final evaluation" if done == total else ""
-                    bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} omega(s), step "
-                                        f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent"
-                                        f"{stage}", refresh=False)
-                    if resumed:
-                        begin_program(bar, step)
-                    else:
-                        bar.update(step)
-
+            description = (f"{table.name} {row.key} ({program.label}), "
+                           f"row {len(selected) - len(todo) + index + 1}/{len(selected)}")
+            on_block = _program_progress(bar, description, num_total, tuning_seeds, config, grid)
             result = _run_program(directory, program, config, grid, num_total, seed, run_batch, False, on_block)
             timings.append(result["timing"])
             batches[program.name] = result["run_batch"]
-        record = dict(
-            table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
-            seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_total)),
-                       note="indices into train.seed_keys(seed, tuning + reported)"),
-            budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in plans[row.key]},
-                        paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in plans[row.key]}),
-            configs={p.name: dict(config=run_directory.config_to_dict(c), grid=g) for p, c, g in plans[row.key]},
-            # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
-            run_batch=batches,
-            versions=versions(), machine=describe_machine(), resumed_blocks=sum(t["resumed_at_block"] for t in timings),
-            # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
-            wall_s=None if any(t["wall_s"] is None for t in timings) else sum(t["wall_s"] for t in timings),
-            wall_s_this_process=time.time() - start,
-            **summarize_row(directory, table, tuning_seeds),
-        )
-        with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
-            json.dump(record, f, indent=2, default=str)
-        os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
-        for program, _, _ in plans[row.key]:  # a finished row never resumes; its checkpoints (replay
-            # buffers included, ~90 MB for a 40-run CartPole row) only cost disk
-            ckpt = os.path.join(directory, program.name, run_directory.CHECKPOINT)
-            if os.path.exists(ckpt):
-                os.remove(ckpt)
+        record = _row_record(directory, table, row, plans[row.key], request, budget, seed, tuning_seeds, num_total,
+                             batches, timings, start)
+        _write_row(directory, record, plans[row.key])
     if bar is not None:
         bar.close()
     return reproduce_report.write_outputs(table, out_dir)
+
+
+def _rows_bar(table: Table, selected: list, todo: list, plans: dict):
+    """One progress bar over every requested row's blocks, the finished rows' counted as done."""
+    from tqdm.auto import tqdm
+
+    blocks_per_row = {key: sum(c.num_evals for _, c, _ in plan) for key, plan in plans.items()}
+    total = sum(blocks_per_row.values())
+    done_rows = sum(blocks_per_row[r.key] for r in selected if r not in todo)
+    return tqdm(total=total, initial=done_rows, unit="block",
+                desc=f"{table.name}: {len(selected) - len(todo)}/{len(selected)} rows done")
+
+
+def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, config, grid):
+    """`experiment.run`'s `on_block` for one program of a row: the rows' bar (None: no bar) says which
+    program runs and how far, and counts its blocks, those a resumed checkpoint holds as a head start
+    (`begin_program`)."""
+    seen = {"blocks": None}
+
+    def on_block(done, total):
+        resumed = seen["blocks"] is None  # the first call reports what the checkpoint holds
+        step = done - (seen["blocks"] or 0)
+        seen["blocks"] = done
+        if bar is not None:
+            bar.set_description(description)
+            points = len(next(iter(grid.values()))) if grid else 1
+            # The final evaluation (local environments and the 19-point sweep) comes after the
+            # last block: most of an Ant program's wall time on a CPU, so say it is running.
+            stage = ", final evaluation" if done == total else ""
+            bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} omega(s), step "
+                                f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent"
+                                f"{stage}", refresh=False)
+            if resumed:
+                begin_program(bar, step)
+            else:
+                bar.update(step)
+
+    return on_block
+
+
+def _row_record(directory, table: Table, row, programs: list, request: dict, budget, seed: int, tuning_seeds: int,
+                num_total: int, batches: dict, timings: list, start: float) -> dict:
+    """A finished row's row.json: the request, the seeds, the budget and configs of its programs,
+    versions, machine and wall time, and its numbers (`summarize_row`)."""
+    from fedjax_rl import run_directory
+
+    return dict(
+        table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
+        seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_total)),
+                   note="indices into train.seed_keys(seed, tuning + reported)"),
+        budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in programs},
+                    paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in programs}),
+        configs={p.name: dict(config=run_directory.config_to_dict(c), grid=g) for p, c, g in programs},
+        # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
+        run_batch=batches,
+        versions=versions(), machine=describe_machine(), resumed_blocks=sum(t["resumed_at_block"] for t in timings),
+        # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
+        wall_s=None if any(t["wall_s"] is None for t in timings) else sum(t["wall_s"] for t in timings),
+        wall_s_this_process=time.time() - start,
+        **summarize_row(directory, table, tuning_seeds),
+    )
+
+
+def _write_row(directory: str, record: dict, programs: list) -> None:
+    """row.json, atomically; then the programs' checkpoints go: a finished row never resumes, and
+    they (replay buffers included, ~90 MB for a 40-run CartPole row) only cost disk."""
+    from fedjax_rl import run_directory
+
+    with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
+        json.dump(record, f, indent=2, default=str)
+    os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
+    for program, _, _ in programs:
+        ckpt = os.path.join(directory, program.name, run_directory.CHECKPOINT)
+        if os.path.exists(ckpt):
+            os.remove(ckpt)
 
 
 def begin_program(bar, checkpointed_blocks: int) -> None:
