@@ -89,6 +89,11 @@ def flag_table() -> dict:
         elif setting.name == "env_name":
             entry["help"] = f"{setting.help}: {', '.join(envs.list_envs())} (default: {default})"
             entry["metavar"] = "ENV"
+        elif setting.kind is bool:  # a switch: --no-NAME for a setting on by default, --NAME otherwise
+            entry["flags"] = [_flag(("no_" if setting.default else "") + setting.name)]
+            entry["const"] = "false" if setting.default else "true"
+            entry["help"] = (f"without {setting.help} (default: with)" if setting.default
+                             else f"with {setting.help} (default: without)")
         elif setting.name == "physics":
             per_env = []
             for name in envs.list_envs():
@@ -159,11 +164,24 @@ def _set_pairs(pairs: list[str]) -> dict[str, str]:
 FLAG_TYPES = {"str": str, "float": float}
 
 
+def _add_flag(p: argparse.ArgumentParser, entry: dict) -> None:
+    """One flag of the table; a switch stores its setting's text ("false"), parsed like any other."""
+    if "const" in entry:
+        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, action="store_const", const=entry["const"],
+                       help=entry["help"].replace("%", "%%"))
+        return
+    extra = {k: entry[k] for k in ("choices", "metavar") if k in entry}
+    p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=FLAG_TYPES[entry.get("type", "str")],
+                   help=entry["help"].replace("%", "%%"), **extra)
+
+
+def _table_entry(dest: str) -> dict:
+    return next(entry for entry in cli_flags.TABLE["train"] if entry["dest"] == dest)
+
+
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     for entry in cli_flags.TABLE["train"]:
-        extra = {k: entry[k] for k in ("choices", "metavar") if k in entry}
-        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=FLAG_TYPES[entry.get("type", "str")],
-                       help=entry["help"].replace("%", "%%"), **extra)
+        _add_flag(p, entry)
     p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program (default: 1)")
     p.add_argument("--seed", type=int, default=0,
                    help="the first seed: runs use seeds seed, seed+1, ... (default: 0)")
@@ -336,6 +354,15 @@ def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
     return _parse_agent_settings(agents.get(table.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
 
 
+def _switches(args, names: tuple[str, ...]) -> dict:
+    """The run settings among `names` whose switch was given, parsed by their declarations."""
+    from fedjax_rl import settings
+    from fedjax_rl.configs import TRAIN_SETTINGS
+
+    declared = settings.by_name(TRAIN_SETTINGS)
+    return {name: declared[name].parse(getattr(args, name)) for name in names if getattr(args, name) is not None}
+
+
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
     from fedjax_rl import experiment, reproduce, reproduce_report
@@ -355,7 +382,8 @@ def cmd_reproduce(args) -> None:
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        budget=args.budget, seed=args.seed, run_batch=run_batch,
-                       agent_overrides=_reproduce_overrides(args.table, args.set) or None)
+                       agent_overrides=_reproduce_overrides(args.table, args.set) or None,
+                       train_overrides=_switches(args, ("tensorboard",)) or None)
         if args.program is not None:
             if args.status or not rows or len(rows) != 1:
                 raise ValueError(f"--program runs one program of one row: give exactly one --rows and no --status "
@@ -444,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "as the whole row runs it, so a row's programs can run in separate processes or machines; "
                         "the command without --program then reads it back (default: every program of each row)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_flag(p, _table_entry("tensorboard"))  # not part of a row's recorded settings
     p.set_defaults(func=cmd_reproduce)
     return parser
 

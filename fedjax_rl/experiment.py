@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import checkpoint, distributed, federated, machine
+from fedjax_rl import checkpoint, configs, distributed, federated, machine, tensorboard_log
 from fedjax_rl.checkpoint import DamagedFile, read_json
 from fedjax_rl.configs import TrainConfig
 from fedjax_rl.train import make_trainer, seed_keys
@@ -81,12 +81,11 @@ class Interrupted(KeyboardInterrupt):
 
 
 def config_to_dict(config) -> dict:
-    """What a run directory records as its configuration: every setting but `cpu_dots`, which only
-    rounds differently (like another CPU), so a run resumes and reads back with either library;
-    the library a run used is in its metrics.json ("cpu_dots")."""
-    recorded = dataclasses.asdict(config)
-    recorded.pop("cpu_dots", None)
-    return recorded
+    """What a run directory records as its configuration: every setting but those that change no
+    number (`configs.NOT_IDENTITY`): `cpu_dots`, which only rounds differently (like another CPU;
+    the library a run used is in its metrics.json, "cpu_dots"), and `tensorboard`. A run resumes and
+    reads back with either value of them."""
+    return configs.identity_fields(dataclasses.asdict(config))
 
 
 def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | None = None) -> None:
@@ -511,6 +510,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
 
         blocks = tqdm(blocks, initial=done.start_block, total=num_blocks, unit="block",
                       desc=f"training {config.algo} on {config.env_name}")
+    board = tensorboard_log.open_board(plan, done.start_block, grid_label)  # writes nothing without out_dir
     for block in blocks:
         state, metrics = programs.run_block(state, block)
         metrics = distributed.to_host(metrics)
@@ -520,6 +520,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
             raise _stopped(error, plan.out_dir, done.curve, block, num_blocks, plan.communication, plan.run_batch,
                            plan.points, plan.grid, plan.num_seeds, plan.seed) from None
         done.curve.append(_to_lists(metrics))
+        board.write(done.curve[-1], wall_s=done.wall_before + time.perf_counter() - plan.started)  # then checkpoint
         if plan.progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
         if ckpt_path is not None:
@@ -532,6 +533,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
         done.blocks = block + 1
         if on_block is not None:
             on_block(block + 1, num_blocks)
+    board.close()
     if plan.progress:
         blocks.close()
     return state

@@ -88,8 +88,9 @@ def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
     dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The
     fields config.json may leave out are `engine`, recorded only where a task has a choice of engine,
-    `aggregation` and `trim`, recorded only for a rule other than the mean, and `cpu_dots`, never
-    recorded (metrics.json says which matrix-product library ran)."""
+    `aggregation` and `trim`, recorded only for a rule other than the mean, and `cpu_dots` and
+    `tensorboard`, never recorded (they change no number; metrics.json says which matrix-product
+    library ran)."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
         if "engine" in fields and "engine" not in values:
@@ -97,7 +98,7 @@ def _config_from_json(data: dict, like):
         if "aggregation" in fields:
             values = {"aggregation": "mean", "trim": fields["trim"].default, **values}
         if "cpu_dots" in fields:
-            values = {"cpu_dots": None, **values}
+            values = {"cpu_dots": None, "tensorboard": True, **values}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
@@ -156,6 +157,17 @@ def test_written_files_hold_the_run(trained_run):
         expected = [final["local_average"][seed], final["local_minimum"][seed], *final["sweep_returns"][seed]]
         assert int(row[0]) == seed
         np.testing.assert_array_equal(_f32([float(x) for x in row[1:]]), _f32(expected))
+
+    # TensorBoard's scalars: one point per evaluation block, the curve's mean over seeds in the run
+    # directory and each seed's own under by_seed/seed_<n> (tests/test_tensorboard.py: every tag, grids,
+    # a resumed run).
+    from references import tensorboard_scalars as scalars
+
+    for run_dir, values in [(out, np.mean(np.asarray(curve["nominal_return"], np.float64), axis=0)),
+                            *[(out / "by_seed" / f"seed_{s}", curve["nominal_return"][s]) for s in range(2)]]:
+        shown = scalars(str(run_dir))
+        assert [step for step, _ in shown["eval/nominal_return"]] == [20, 40]
+        np.testing.assert_array_equal([v for _, v in shown["eval/nominal_return"]], _f32(values))
 
     # The printed summary: seed means of the same numbers.
     average, minimum = np.mean(final["local_average"]), np.mean(final["local_minimum"])
@@ -301,6 +313,17 @@ def test_bad_inputs_stop_with_a_message_and_change_no_finished_file(run_copy, no
     assert not (run_copy.parent / "run-big").exists()
 
 
+def test_no_tensorboard_reads_back_the_finished_run(run_copy, nothing_compiles, capsys):
+    """`--no-tensorboard` is not part of a run's identity: the same command with it reads the finished
+    run back (nothing compiles) and changes no file."""
+    before = _hashes(run_copy)
+    assert cli.main(["train", "--out", str(run_copy), *SAME, "--no-tensorboard"]) == 0
+    assert "holds this finished run" in capsys.readouterr().out
+    assert _hashes(run_copy) == before
+    args = cli.build_parser().parse_args(["train", "--no-tensorboard"])
+    assert cli.config_from_args(args).tensorboard is False
+
+
 def test_a_finished_run_is_set_aside_on_request_and_comes_back(run_copy, trained_run, capsys):
     """`--new-run` moves the finished omega 0.2 run, whole and unchanged, to set_aside/1 and trains
     omega 0.1 (a vmapped leaf: the same compiled program). The original command then moves it back
@@ -365,6 +388,12 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
         assert {k: v for k, v in _hashes(run_copy).items() if k not in (name, f"{stem}.damaged.1.{ext}")} == others
     else:
         assert written["timing"]["resumed_at_block"] == {"final": 2, "everything": 0}[recomputes]
+    if recomputes == "everything":  # trained again: TensorBoard shows the new points only, once each
+        from references import tensorboard_raw_steps as raw_steps
+        from references import tensorboard_scalars as scalars
+
+        assert [step for step, _ in scalars(str(run_copy))["eval/nominal_return"]] == [20, 40]
+        assert raw_steps(str(run_copy), "eval/nominal_return") == [20, 40, 20, 40]
     assert experiment.progress_on_disk(str(run_copy), json.loads((run_copy / "config.json").read_text()), 2)[
         "state"] == "finished"
 
