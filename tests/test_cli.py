@@ -435,7 +435,7 @@ def test_train_without_out_says_nothing_is_saved(monkeypatch, capsys):
     assert "no --out: results are printed only, nothing is saved" in capsys.readouterr().out
 
 
-HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["demo"], ["reproduce"]]
+HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["render"], ["demo"], ["reproduce"]]
 
 
 def test_help_imports_no_jax_and_answers_at_once():
@@ -462,7 +462,7 @@ def test_every_flag_has_help_with_its_default_and_choices():
     parser = cli.build_parser()
     commands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
                 for name, sub in action.choices.items()}
-    assert sorted(commands) == ["compare", "demo", "plot", "reproduce", "train"]
+    assert sorted(commands) == ["compare", "demo", "plot", "render", "reproduce", "train"]
     for name, sub in commands.items():
         for action in sub._actions:
             if action.dest == "help":
@@ -528,3 +528,47 @@ def test_a_config_is_validated_once_before_anything_compiles(monkeypatch):
         config.replace(num_agents=0).validate()
     with pytest.raises(ValueError, match="num_agents"):
         train.make_setup(config.replace(num_agents=0))
+
+
+@pytest.mark.parametrize("address,public", [
+    ("8.8.8.8:12345", True), ("[2001:4860:4860::8888]:12345", True), ("1.1.1.1", True),
+    ("127.0.0.1:12345", False), ("10.0.0.1:12345", False), ("172.16.5.4:1", False), ("192.168.1.2:1", False),
+    ("[::1]:12345", False), ("[fd00::1]:1", False), ("100.64.0.1:1", False), ("localhost:12345", False),
+])
+def test_a_coordinator_outside_private_networks_is_a_risk(address, public):
+    from fedjax_rl import distributed
+
+    risk = distributed.coordinator_risk(address)
+    assert (risk is not None) == public, risk
+    if public:
+        assert "authenticates nobody" in risk and "--aggregation median or trimmed_mean" in risk
+
+
+@pytest.mark.parametrize("address,warns", [("8.8.8.8:12345", True), ("127.0.0.1:12345", False),
+                                           ("10.0.0.1:12345", False)])
+def test_train_warns_before_connecting_to_a_public_coordinator(monkeypatch, capsys, address, warns):
+    """The warning comes before jax.distributed connects (here: a stand-in that stops the command), as
+    the command line's own warning line; loopback and private addresses connect without one."""
+    import warnings
+
+    import jax
+
+    calls, seen = [], []
+    monkeypatch.setattr(jax.config, "update", lambda *args: None)  # gloo stays unset in this process
+
+    def connect(**kwargs):
+        calls.append((kwargs, len(seen)))  # how many warnings came before connecting
+        raise RuntimeError("no coordinator in a test")
+
+    monkeypatch.setattr(jax.distributed, "initialize", connect)
+    argv = ["train", "--coordinator", address, "--num-processes", "2", "--process-id", "1"]
+    with warnings.catch_warnings(record=True) as recorded, pytest.raises(RuntimeError, match="no coordinator"):
+        warnings.simplefilter("always")
+        seen = recorded
+        cli.main(argv)
+    risks = [w for w in seen if "authenticates nobody" in str(w.message)]
+    assert calls == [(dict(coordinator_address=address, num_processes=2, process_id=1), len(risks))]
+    assert len(risks) == warns
+    if warns:
+        text = cli._format_warning(risks[0].message, risks[0].category, "", 0)
+        assert text.startswith(f"fedjax-rl: warning: the coordinator {address} is at a public address")
