@@ -312,10 +312,14 @@ def compose(episodes: list[Episode]) -> list[np.ndarray]:
             panel = Image.fromarray(e.frames[j])
             canvas.paste(panel, (x, 0))
             lines = panel_lines(e, e.frame_steps[j])
-            draw = ImageDraw.Draw(canvas)
-            box = draw.multiline_textbbox((x + 6, 4), "\n".join(lines), font=font)
-            draw.rectangle((box[0] - 3, box[1] - 3, box[2] + 3, box[3] + 3), fill=(255, 255, 255))  # over any sky
-            draw.multiline_text((x + 6, 4), "\n".join(lines), fill=PANEL_TEXT, font=font)
+            # At the bottom, where CartPole has nothing to draw and the long pole's top stays in view,
+            # on white over a MuJoCo floor.
+            draw, text = ImageDraw.Draw(canvas), "\n".join(lines)
+            height_of = draw.multiline_textbbox((0, 0), "\n".join(["Ag(ω)"] * len(lines)), font=font)[3]
+            top = panel.height - 6 - height_of  # the same in every panel
+            box = draw.multiline_textbbox((x + 6, top), text, font=font)
+            draw.rectangle((box[0] - 3, box[1] - 3, box[2] + 3, box[3] + 3), fill=(255, 255, 255))
+            draw.multiline_text((x + 6, top), text, fill=PANEL_TEXT, font=font)
             x += panel.width + 4
         frames.append(np.asarray(canvas))
     return frames
