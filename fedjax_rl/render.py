@@ -62,8 +62,8 @@ class Episode:
     run_dir: str
     description: str  # the perturbation, e.g. "length ×1.9"
     rewards: np.ndarray  # [steps] of the episode, to its end
-    frames: list  # [steps + 1] RGB arrays: the initial state, then after every step (or every k-th)
-    frame_steps: list  # the step each frame shows
+    frames: list  # RGB arrays: the initial state, then the state after every `every`-th step, and the last
+    frame_steps: list  # the step each frame shows (0: the initial state)
 
     @property
     def total(self) -> float:
@@ -170,8 +170,8 @@ def _load_policy(config, recorded: dict, run_dir: str, seed_index: int):
 def run_episode(run_dir: str, scale: float, episode_seed: int = 0, seed_index: int = 0, every: int = 1,
                 max_frames: int | None = None, width: int | None = None) -> Episode:
     """The run's final global policy (its seed `seed_index`) for one episode in its task with every
-    perturbed parameter at `scale` x nominal, drawn every `every` steps (at most `max_frames` frames,
-    the episode's last state always among them)."""
+    perturbed parameter at `scale` x nominal, drawn every `every` steps and at its last state (the
+    first `max_frames` of those frames, if given). The return is the whole episode's."""
     import jax
 
     from fedjax_rl import envs, heterogeneity, plots

@@ -102,3 +102,22 @@ def test_no_tensorboard_writes_nothing_and_is_not_part_of_the_run(tmp_path):
     board.write({"env_steps": [20], "nominal_return": [1.0]}, wall_s=1.0)
     board.close()
     assert os.listdir(tmp_path) == []
+
+
+def test_reproduce_no_tensorboard_reaches_the_runs_and_not_the_rows_record(monkeypatch):
+    """`reproduce --no-tensorboard` sets the runs' setting; a row's recorded request leaves it out, so a
+    row finished with event files is the same request without them."""
+    from fedjax_rl import cli, reproduce
+
+    seen = {}
+    monkeypatch.setattr(reproduce, "status", lambda table, out, **request: seen.update(request) or [])
+    monkeypatch.setattr(reproduce, "status_lines", lambda *args: [])
+    cli.main(["reproduce", "table1", "--status", "--no-tensorboard", "--out", "unused"])
+    assert seen["train_overrides"] == {"tensorboard": False}
+    record = dict(budget=1.0, num_seeds=5, tuning_seeds=3, omegas=[0.1], seed=0, agent_overrides=None)
+    assert (reproduce._request(**record, train_overrides={"tensorboard": False})
+            == reproduce._request(**record, train_overrides=None))
+    table = reproduce.get_table("table1")
+    programs = reproduce.row_programs(table, reproduce.select_rows(table, None)[0], 0.01, [0.1],
+                                      train_overrides={"tensorboard": False})
+    assert all(config.tensorboard is False for _, config, _ in programs)
