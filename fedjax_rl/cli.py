@@ -1,9 +1,10 @@
-"""`fedjax-rl` command line: train, plot, compare, demo, reproduce.
+"""`fedjax-rl` command line: train, plot, compare, render, demo, reproduce.
 
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
     fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
     fedjax-rl plot runs/x runs/y --out runs/figs
     fedjax-rl compare runs/x runs/y                # with paired differences and bootstrap intervals
+    fedjax-rl render runs/x runs/y --scale 1.9     # both final policies side by side: runs/x/render_1.9.gif
     fedjax-rl demo --out runs/demo
 
 Every setting is checked before anything compiles; a bad one stops with a message naming it. A
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import warnings
 
 from fedjax_rl import cli_flags
@@ -89,6 +91,11 @@ def flag_table() -> dict:
         elif setting.name == "env_name":
             entry["help"] = f"{setting.help}: {', '.join(envs.list_envs())} (default: {default})"
             entry["metavar"] = "ENV"
+        elif setting.kind is bool:  # a switch: --no-NAME for a setting on by default, --NAME otherwise
+            entry["flags"] = [_flag(("no_" if setting.default else "") + setting.name)]
+            entry["const"] = "false" if setting.default else "true"
+            entry["help"] = (f"without {setting.help} (default: with)" if setting.default
+                             else f"with {setting.help} (default: without)")
         elif setting.name == "physics":
             per_env = []
             for name in envs.list_envs():
@@ -159,11 +166,24 @@ def _set_pairs(pairs: list[str]) -> dict[str, str]:
 FLAG_TYPES = {"str": str, "float": float}
 
 
+def _add_flag(p: argparse.ArgumentParser, entry: dict) -> None:
+    """One flag of the table; a switch stores its setting's text ("false"), parsed like any other."""
+    if "const" in entry:
+        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, action="store_const", const=entry["const"],
+                       help=entry["help"].replace("%", "%%"))
+        return
+    extra = {k: entry[k] for k in ("choices", "metavar") if k in entry}
+    p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=FLAG_TYPES[entry.get("type", "str")],
+                   help=entry["help"].replace("%", "%%"), **extra)
+
+
+def _table_entry(dest: str) -> dict:
+    return next(entry for entry in cli_flags.TABLE["train"] if entry["dest"] == dest)
+
+
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     for entry in cli_flags.TABLE["train"]:
-        extra = {k: entry[k] for k in ("choices", "metavar") if k in entry}
-        p.add_argument(*entry["flags"], dest=entry["dest"], default=None, type=FLAG_TYPES[entry.get("type", "str")],
-                       help=entry["help"].replace("%", "%%"), **extra)
+        _add_flag(p, entry)
     p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program (default: 1)")
     p.add_argument("--seed", type=int, default=0,
                    help="the first seed: runs use seeds seed, seed+1, ... (default: 0)")
@@ -292,6 +312,21 @@ def cmd_compare(args) -> None:
         raise _error(err) from None
 
 
+def cmd_render(args) -> None:
+    from fedjax_rl import render
+    from fedjax_rl.checkpoint import DamagedFile
+
+    out = args.out or os.path.join(args.runs[0], f"render_{args.scale:g}.gif")
+    try:
+        path, episodes = render.render(args.runs, out, scale=args.scale, episode_seed=args.episode_seed,
+                                       seed_index=args.seed_index, every=args.every, max_frames=args.max_frames,
+                                       width=args.width)
+    except (render.RenderError, DamagedFile) as err:
+        raise _error(err) from None
+    returns = ", ".join(f"{e.label} {e.total:.1f}" for e in episodes)
+    print(f"wrote {path}: {episodes[0].description}, episode seed {args.episode_seed}; returns {returns}")
+
+
 def cmd_demo(args) -> None:
     """FedRDQN vs DQNAvg on CartPole with perturbed pole length: a budget for 2 CPU cores."""
     if args.steps < 1000 or args.steps % 1000:
@@ -321,6 +356,15 @@ def cmd_demo(args) -> None:
     print(plots.comparison_table(run_dirs))
     for path in plots.plot_runs(run_dirs, os.path.join(args.out, "cartpole_length")):
         print(f"wrote {path}")
+    from fedjax_rl import render
+
+    # The sweep's longest pole, both final policies from one initial state: a short, small GIF
+    # (every other step at 25 frames per second is real time: CartPole steps 50 times a second).
+    started = time.perf_counter()
+    path, episodes = render.render(run_dirs, os.path.join(args.out, "cartpole_length_1.9.gif"), scale=1.9, every=2,
+                                   max_frames=100, width=300)
+    returns = ", ".join(f"{e.label} {e.total:.0f}" for e in episodes)
+    print(f"wrote {path} (pole 1.9x longer; returns {returns}; {time.perf_counter() - started:.0f} s)")
     if not args.skip_tabular:
         from fedjax_rl.tabular import demo as tabular_demo
 
@@ -334,6 +378,15 @@ def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
 
     table = reproduce.get_table(table_name)
     return _parse_agent_settings(agents.get(table.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
+
+
+def _switches(args, names: tuple[str, ...]) -> dict:
+    """The run settings among `names` whose switch was given, parsed by their declarations."""
+    from fedjax_rl import settings
+    from fedjax_rl.configs import TRAIN_SETTINGS
+
+    declared = settings.by_name(TRAIN_SETTINGS)
+    return {name: declared[name].parse(getattr(args, name)) for name in names if getattr(args, name) is not None}
 
 
 def cmd_reproduce(args) -> None:
@@ -355,7 +408,8 @@ def cmd_reproduce(args) -> None:
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        budget=args.budget, seed=args.seed, run_batch=run_batch,
-                       agent_overrides=_reproduce_overrides(args.table, args.set) or None)
+                       agent_overrides=_reproduce_overrides(args.table, args.set) or None,
+                       train_overrides=_switches(args, ("tensorboard",)) or None)
         if args.program is not None:
             if args.status or not rows or len(rows) != 1:
                 raise ValueError(f"--program runs one program of one row: give exactly one --rows and no --status "
@@ -401,6 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="directories written by `fedjax-rl train --out`")
     p.set_defaults(func=cmd_compare)
 
+    _add_render_parser(sub)
+
     p = sub.add_parser("demo", help="FedRDQN vs DQNAvg on CartPole (pole length), then tabular FedRQ vs QAvg")
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
     p.add_argument("--steps", type=int, default=10_000,
@@ -410,6 +466,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar or status lines")
     p.set_defaults(func=cmd_demo)
 
+    _add_reproduce_parser(sub)
+    return parser
+
+
+def _add_render_parser(sub) -> None:
+    """`fedjax-rl render`."""
+    p = sub.add_parser("render", help="a run's final global policy acting in a perturbed environment, as a GIF or "
+                                      "MP4; two runs side by side",
+                       description="The final global policy of one run, or of two side by side, for one episode in "
+                                   "the run's task with every parameter it perturbed at --scale x nominal, as the "
+                                   "robustness sweep builds it; each panel prints the run's return. Classic control "
+                                   "is drawn by gymnasium's renderer, MuJoCo robots by MuJoCo's offscreen renderer "
+                                   "(EGL or OSMesa: see fedjax_rl/render.py). LunarLander and Brax are not drawn.")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="one or two directories written by `fedjax-rl train --out` (of a grid: one point's directory)")
+    p.add_argument("--scale", type=float, default=1.9,
+                   help="c in m' = c m for every parameter the run perturbed (default: 1.9, the sweep's largest)")
+    p.add_argument("--out", default=None,
+                   help="the video: .gif, or .mp4 with imageio-ffmpeg installed (default: FIRST_RUN_DIR/render_SCALE.gif)")
+    p.add_argument("--episode-seed", type=int, default=0,
+                   help="the episode's seed (its initial state), the same for every run (default: 0)")
+    p.add_argument("--seed-index", type=int, default=0,
+                   help="which of each run's seeds acts, by its index (as in metrics.csv) (default: 0)")
+    p.add_argument("--every", type=int, default=1, help="draw every N-th step; the last state always (default: 1)")
+    p.add_argument("--max-frames", type=int, default=None,
+                   help="at most this many frames (default: the whole episode, up to its time limit)")
+    p.add_argument("--width", type=int, default=None,
+                   help="each panel's width in pixels (default: gymnasium's, 600 for classic control; 480 for MuJoCo)")
+    p.set_defaults(func=cmd_render)
+
+
+def _add_reproduce_parser(sub) -> None:
+    """`fedjax-rl reproduce`: its choices and defaults from the generated flag table."""
     table = cli_flags.TABLE["reproduce"]
     p = sub.add_parser("reproduce", help="the paper's Table 1 or 2 and its figures, resumable row by row")
     p.add_argument("table", choices=table["tables"], help="which of the paper's tables")
@@ -444,8 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "as the whole row runs it, so a row's programs can run in separate processes or machines; "
                         "the command without --program then reads it back (default: every program of each row)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_flag(p, _table_entry("tensorboard"))  # not part of a row's recorded settings
     p.set_defaults(func=cmd_reproduce)
-    return parser
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
@@ -455,17 +544,17 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command == "train":
-        try:
-            maybe_initialize_distributed(args)
-        except ValueError as err:
-            raise _error(err) from None
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: the command line never opens a window
     previous = warnings.formatwarning
     warnings.formatwarning = _format_warning
     try:
+        if args.command == "train":
+            try:
+                maybe_initialize_distributed(args)  # warns before connecting to a public coordinator
+            except ValueError as err:
+                raise _error(err) from None
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: the command line never opens a window
         args.func(args)
     except FileNotFoundError as err:
         raise _error(err) from None

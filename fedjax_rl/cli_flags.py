@@ -93,6 +93,13 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'num_devices',
             'flags': ['--num-devices', '--devices'],
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},
+           {'dest': 'tensorboard',
+            'flags': ['--no-tensorboard'],
+            'help': 'without TensorBoard event files in the run directory as it trains, one point per '
+                    'evaluation block (`tensorboard --logdir DIR`; the tags: fedjax_rl/tensorboard_log.py). '
+                    "They change no number and are not part of a run's identity (a run resumes with or "
+                    'without them) (default: with)',
+            'const': 'false'},
            {'dest': 'omega',
             'flags': ['--omega'],
             'type': 'float',

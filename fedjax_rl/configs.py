@@ -66,7 +66,7 @@ TRAIN_SETTINGS = (
             help="library for the matrix products on a CPU: eigen or ynnpack (XLA's default); unset: the "
                  "algorithm's, the one measured faster for its networks (benchmarks/README.md). Changes float "
                  "rounding only, like another CPU; not part of a run's identity (a run resumes with either); "
-                 "no effect on a GPU or TPU"),
+                 "no effect on a GPU or TPU", identity=False),
     Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
             help="K, the number of agents", source="(paper)"),
     Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
@@ -88,9 +88,23 @@ TRAIN_SETTINGS = (
     federated.TRIM,
     Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
             help="shard the agent axis over this many devices"),
+    Setting("tensorboard", True, kind=bool, identity=False,
+            help="TensorBoard event files in the run directory as it trains, one point per evaluation block "
+                 "(`tensorboard --logdir DIR`; the tags: fedjax_rl/tensorboard_log.py). They change no number and "
+                 "are not part of a run's identity (a run resumes with or without them)"),
     Setting("agent", agent_config(DEFAULT_ALGO, DEFAULT_ENV), kind=None,
             help="the algorithm's settings (its own declarations)"),
 )
+
+# Settings that change no number and so are not part of what a run directory records.
+NOT_IDENTITY = tuple(s.name for s in TRAIN_SETTINGS if not s.identity)
+
+
+def identity_fields(fields: dict) -> dict:
+    """`fields` (TrainConfig fields by name) without the settings that are not part of a run's
+    identity (`Setting.identity`): what config.json and a reproduction's request record."""
+    return {name: value for name, value in fields.items() if name not in NOT_IDENTITY}
+
 
 class _TrainConfigMethods(settings.SettingsConfig):
     """Static description of one federated run (hashable; the agent's numeric hyperparameters are

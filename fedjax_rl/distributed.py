@@ -12,12 +12,62 @@ reference state.
 from __future__ import annotations
 
 import functools
+import ipaddress
+import os
+import socket
+import warnings
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
+
+
+# Addresses a coordinator may listen on without a warning: this host, private networks (RFC 1918,
+# IPv6 unique local, link-local: `ipaddress`'s is_private and is_loopback), and the shared address
+# space of carrier-grade NAT and VPN overlays (RFC 6598), which the internet does not route.
+SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
+
+
+def _host(address: str) -> str:
+    """The host of "HOST:PORT", "[IPv6]:PORT" or a bare host."""
+    if address.startswith("["):
+        return address[1:].split("]", 1)[0]
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+def _trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_private or ip in SHARED_ADDRESS_SPACE
+
+
+def coordinator_risk(address: str | None) -> str | None:
+    """What to warn about a coordinator at `address` ("HOST:PORT") that is neither a loopback nor a
+    private address (a host name is resolved; one that does not resolve is left to JAX to report),
+    else None."""
+    if not address:
+        return None
+    host = _host(address.strip())
+    try:
+        addresses = {ipaddress.ip_address(host)}
+    except ValueError:  # a host name
+        try:
+            addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in socket.getaddrinfo(host, None)}
+        except (OSError, ValueError):
+            return None
+    exposed = sorted(str(ip) for ip in addresses if not _trusted(ip))
+    if not exposed:
+        return None
+    where = host if exposed == [host] else f"{host} ({', '.join(exposed)})"
+    return (f"the coordinator {address} is at a public address, {where}: jax.distributed's coordinator "
+            f"authenticates nobody, so any process that reaches that port can join this run as one of its "
+            f"processes, and the parameters of its agents enter the federated average. Keep the coordinator on a "
+            f"trusted network: a private interface, a firewall that admits only the run's hosts, or an SSH tunnel "
+            f"(README, \"Several processes, several machines\"). --aggregation median or trimmed_mean keeps a "
+            f"minority of agents (e.g. one process's, if it holds fewer than half of them) from moving the "
+            f"average at will; the mean does not")
 
 
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
@@ -27,11 +77,15 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     Arguments left as None are found by `jax.distributed.initialize` itself: the coordinator from
     JAX_COORDINATOR_ADDRESS, or all three from a cluster it detects (SLURM, Open MPI, Kubernetes,
     Cloud TPU). CPU collectives use gloo, which must be chosen before
-    the backend starts."""
+    the backend starts. A coordinator at a public address is warned about before connecting
+    (`coordinator_risk`): it lets any process join."""
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
     if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
         raise ValueError(f"process_id must be in [0, {num_processes}), got {process_id}")
+    risk = coordinator_risk(coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS"))
+    if risk:
+        warnings.warn(risk, UserWarning, stacklevel=2)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                process_id=process_id)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import distributed, federated, machine, run_directory
+from fedjax_rl import distributed, federated, machine, run_directory, tensorboard_log
 from fedjax_rl.configs import TrainConfig
 # Part of `run`'s interface, and importable from here as before the run directory had its own module:
 # the errors `run` raises on a directory, the files it writes, what it records and how far it got.
@@ -381,6 +381,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
 
         blocks = tqdm(blocks, initial=done.start_block, total=num_blocks, unit="block",
                       desc=f"training {config.algo} on {config.env_name}")
+    board = tensorboard_log.open_board(plan, done.start_block, run_directory.grid_label)  # nothing without out_dir
     for block in blocks:
         state, metrics = programs.run_block(state, block)
         metrics = distributed.to_host(metrics)
@@ -390,6 +391,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
             raise _stopped(error, plan.out_dir, done.curve, block, num_blocks, plan.communication, plan.run_batch,
                            plan.points, plan.grid, plan.num_seeds, plan.seed) from None
         done.curve.append(run_directory.to_lists(metrics))
+        board.write(done.curve[-1], wall_s=done.wall_before + time.perf_counter() - plan.started)  # then checkpoint
         if plan.progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
         if ckpt_path is not None:
@@ -400,6 +402,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
         done.blocks = block + 1
         if on_block is not None:
             on_block(block + 1, num_blocks)
+    board.close()
     if plan.progress:
         blocks.close()
     return state

@@ -189,9 +189,11 @@ def versions() -> dict:
 
 
 def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides) -> dict:
+    """What a row records of the request it ran (another request on a finished row is refused). Run
+    settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them."""
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
-                                      train_overrides=train_overrides or {})))
+                                      train_overrides=configs.identity_fields(train_overrides or {}))))
 
 
 def summarize_row(directory: str, table: Table, tuning_seeds: int) -> dict:

@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from fedjax_rl import checkpoint, distributed
+from fedjax_rl import checkpoint, configs, distributed
 from fedjax_rl.checkpoint import DamagedFile, read_json
 from fedjax_rl.configs import TrainConfig
 
@@ -66,12 +66,11 @@ class OutDirError(ValueError):
 
 
 def config_to_dict(config) -> dict:
-    """What a run directory records as its configuration: every setting but `cpu_dots`, which only
-    rounds differently (like another CPU), so a run resumes and reads back with either library;
-    the library a run used is in its metrics.json ("cpu_dots")."""
-    recorded = dataclasses.asdict(config)
-    recorded.pop("cpu_dots", None)
-    return recorded
+    """What a run directory records as its configuration: every setting but those that change no
+    number (`configs.NOT_IDENTITY`): `cpu_dots`, which only rounds differently (like another CPU;
+    the library a run used is in its metrics.json, "cpu_dots"), and `tensorboard`. A run resumes and
+    reads back with either value of them."""
+    return configs.identity_fields(dataclasses.asdict(config))
 
 
 def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,

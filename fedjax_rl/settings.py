@@ -29,7 +29,10 @@ class Setting:
     leaf: a numeric hyperparameter carried as a traced pytree leaf (vmappable), else static.
     kind: int, float, bool, str, "ints" (tuple of ints) or "strs", for parsing command-line text.
     source: where the default comes from (paper, RL-Zoo3, SB3, ...). label: the name error
-    messages use, when it says more than the field name ("num_agents (K)")."""
+    messages use, when it says more than the field name ("num_agents (K)"). identity: part of what a
+    run directory records as its run; False for a setting that changes no number (float rounding at
+    most) and so is left out, so that a run resumes and reads back with either value (`cpu_dots`,
+    `tensorboard`)."""
 
     name: str
     default: Any
@@ -39,6 +42,7 @@ class Setting:
     help: str = ""
     source: str = ""
     label: str = ""
+    identity: bool = True
 
     def validate(self, value) -> None:
         if self.check is None:

@@ -5,7 +5,8 @@ that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes 
       env_params[K] <- heterogeneity sampler                     per-agent physics
       carry[K]      <- init                                       agent states, envs
       round         = scan(local_step, length=E), then federated_average   (agents: named vmap axis)
-      block         = scan(round, length=eval_every_rounds), then evaluate the global policy (nominal env)
+      block         = scan(round, length=eval_every_rounds), then evaluate the global policy (nominal env,
+                      and every agent's own)
       scan(block, length=num_evals), then evaluate in every agent's env and over the sweep
 
 The loop is built from named parts, module-level functions over a small frozen `Setup` (the env,
@@ -281,12 +282,19 @@ def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainSt
     eval_key = jax.random.fold_in(state.eval_key, rounds_done)
     totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
     train_steps = jnp.maximum(totals["trained"], 1.0)
-    nominal = evaluate.episode_returns(setup.env, setup.nominal_params, global_policy(setup, state), eval_key,
-                                       config.eval_episodes, setup.max_steps)
+    policy = global_policy(setup, state)
+    nominal = evaluate.episode_returns(setup.env, setup.nominal_params, policy, eval_key, config.eval_episodes,
+                                       setup.max_steps)
+    # The paper's metrics on the way: the global policy in every agent's own environment, as the final
+    # evaluation measures it, from the nominal episodes' initial-state keys (common random numbers).
+    # Its own loop, so that the nominal evaluation computes exactly what it did before.
+    local = local_metrics(evaluate.returns_over_params(setup.env, state.agents.env_params, policy, eval_key,
+                                                       config.eval_episodes, setup.max_steps))
     metrics = {
         "env_steps": rounds_done * E,
         "nominal_return": jnp.mean(nominal, axis=-1),
         "nominal_episode_returns": nominal,  # [eval_episodes]: the figures' band is over episodes
+        **{name: local[name] for name in ("local_average", "local_minimum", "local_returns")},
         "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
         **{name: totals[name] / train_steps for name in agent.loss_names},
     }

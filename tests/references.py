@@ -25,3 +25,28 @@ def max_dot_batch_dims(jaxpr) -> int:
         for sub in jax.core.jaxprs_in_params(eqn.params):
             most = max(most, max_dot_batch_dims(sub))
     return most
+
+
+def tensorboard_scalars(directory: str) -> dict:
+    """{tag: [(step, value)]} of the event files in `directory` as TensorBoard shows them: its own event
+    accumulator, which honours a writer's restart (purge_step) as the dashboard does."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    accumulator = event_accumulator.EventAccumulator(directory)
+    accumulator.Reload()
+    return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+
+
+def tensorboard_raw_steps(directory: str, tag: str) -> list:
+    """The step of every record of `tag` in the directory's event files, in file order: TensorBoard's
+    file loader, which hides nothing (a point written twice appears twice)."""
+    import glob
+    import os
+
+    from tensorboard.backend.event_processing import event_file_loader
+
+    steps = []
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "events.out.tfevents.*"))):
+        for event in event_file_loader.EventFileLoader(path).Load():
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps

@@ -88,8 +88,9 @@ def _config_from_json(data: dict, like):
     """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
     dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The
     fields config.json may leave out are `engine`, recorded only where a task has a choice of engine,
-    `aggregation` and `trim`, recorded only for a rule other than the mean, and `cpu_dots`, never
-    recorded (metrics.json says which matrix-product library ran)."""
+    `aggregation` and `trim`, recorded only for a rule other than the mean, and `cpu_dots` and
+    `tensorboard`, never recorded (they change no number; metrics.json says which matrix-product
+    library ran)."""
     def build(cls, values):
         fields = {f.name: f for f in dataclasses.fields(cls)}
         if "engine" in fields and "engine" not in values:
@@ -97,7 +98,7 @@ def _config_from_json(data: dict, like):
         if "aggregation" in fields:
             values = {"aggregation": "mean", "trim": fields["trim"].default, **values}
         if "cpu_dots" in fields:
-            values = {"cpu_dots": None, **values}
+            values = {"cpu_dots": None, "tensorboard": True, **values}
         assert set(values) == set(fields), set(values) ^ set(fields)
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
@@ -156,6 +157,17 @@ def test_written_files_hold_the_run(trained_run):
         expected = [final["local_average"][seed], final["local_minimum"][seed], *final["sweep_returns"][seed]]
         assert int(row[0]) == seed
         np.testing.assert_array_equal(_f32([float(x) for x in row[1:]]), _f32(expected))
+
+    # TensorBoard's scalars: one point per evaluation block, the curve's mean over seeds in the run
+    # directory and each seed's own under by_seed/seed_<n> (tests/test_tensorboard.py: every tag, grids,
+    # a resumed run).
+    from references import tensorboard_scalars as scalars
+
+    for run_dir, values in [(out, np.mean(np.asarray(curve["nominal_return"], np.float64), axis=0)),
+                            *[(out / "by_seed" / f"seed_{s}", curve["nominal_return"][s]) for s in range(2)]]:
+        shown = scalars(str(run_dir))
+        assert [step for step, _ in shown["eval/nominal_return"]] == [20, 40]
+        np.testing.assert_array_equal([v for _, v in shown["eval/nominal_return"]], _f32(values))
 
     # The printed summary: seed means of the same numbers.
     average, minimum = np.mean(final["local_average"]), np.mean(final["local_minimum"])
@@ -301,6 +313,16 @@ def test_bad_inputs_stop_with_a_message_and_change_no_finished_file(run_copy, no
     assert not (run_copy.parent / "run-big").exists()
 
 
+def test_no_tensorboard_reads_back_the_finished_run(run_copy, nothing_compiles):
+    """`--no-tensorboard` is not part of a run's identity: the same command with it reads the finished
+    run back (nothing compiles) and changes no file."""
+    before = _hashes(run_copy)
+    assert cli.main(["train", "--out", str(run_copy), *SAME, "--no-tensorboard"]) == 0
+    assert _hashes(run_copy) == before
+    args = cli.build_parser().parse_args(["train", "--no-tensorboard"])
+    assert cli.config_from_args(args).tensorboard is False
+
+
 def test_a_finished_run_is_set_aside_on_request_and_comes_back(run_copy, trained_run, capsys):
     """`--new-run` moves the finished omega 0.2 run, whole and unchanged, to set_aside/1 and trains
     omega 0.1 (a vmapped leaf: the same compiled program). The original command then moves it back
@@ -365,6 +387,12 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
         assert {k: v for k, v in _hashes(run_copy).items() if k not in (name, f"{stem}.damaged.1.{ext}")} == others
     else:
         assert written["timing"]["resumed_at_block"] == {"final": 2, "everything": 0}[recomputes]
+    if recomputes == "everything":  # trained again: TensorBoard shows the new points only, once each
+        from references import tensorboard_raw_steps as raw_steps
+        from references import tensorboard_scalars as scalars
+
+        assert [step for step, _ in scalars(str(run_copy))["eval/nominal_return"]] == [20, 40]
+        assert raw_steps(str(run_copy), "eval/nominal_return") == [20, 40, 20, 40]
     assert experiment.progress_on_disk(str(run_copy), json.loads((run_copy / "config.json").read_text()), 2)[
         "state"] == "finished"
 
@@ -407,7 +435,7 @@ def test_train_without_out_says_nothing_is_saved(monkeypatch, capsys):
     assert "no --out: results are printed only, nothing is saved" in capsys.readouterr().out
 
 
-HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["demo"], ["reproduce"]]
+HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["render"], ["demo"], ["reproduce"]]
 
 
 def test_help_imports_no_jax_and_answers_at_once():
@@ -434,7 +462,7 @@ def test_every_flag_has_help_with_its_default_and_choices():
     parser = cli.build_parser()
     commands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
                 for name, sub in action.choices.items()}
-    assert sorted(commands) == ["compare", "demo", "plot", "reproduce", "train"]
+    assert sorted(commands) == ["compare", "demo", "plot", "render", "reproduce", "train"]
     for name, sub in commands.items():
         for action in sub._actions:
             if action.dest == "help":
@@ -500,3 +528,47 @@ def test_a_config_is_validated_once_before_anything_compiles(monkeypatch):
         config.replace(num_agents=0).validate()
     with pytest.raises(ValueError, match="num_agents"):
         train.make_setup(config.replace(num_agents=0))
+
+
+@pytest.mark.parametrize("address,public", [
+    ("8.8.8.8:12345", True), ("[2001:4860:4860::8888]:12345", True), ("1.1.1.1", True),
+    ("127.0.0.1:12345", False), ("10.0.0.1:12345", False), ("172.16.5.4:1", False), ("192.168.1.2:1", False),
+    ("[::1]:12345", False), ("[fd00::1]:1", False), ("100.64.0.1:1", False), ("localhost:12345", False),
+])
+def test_a_coordinator_outside_private_networks_is_a_risk(address, public):
+    from fedjax_rl import distributed
+
+    risk = distributed.coordinator_risk(address)
+    assert (risk is not None) == public, risk
+    if public:
+        assert "authenticates nobody" in risk and "--aggregation median or trimmed_mean" in risk
+
+
+@pytest.mark.parametrize("address,warns", [("8.8.8.8:12345", True), ("127.0.0.1:12345", False),
+                                           ("10.0.0.1:12345", False)])
+def test_train_warns_before_connecting_to_a_public_coordinator(monkeypatch, capsys, address, warns):
+    """The warning comes before jax.distributed connects (here: a stand-in that stops the command), as
+    the command line's own warning line; loopback and private addresses connect without one."""
+    import warnings
+
+    import jax
+
+    calls, seen = [], []
+    monkeypatch.setattr(jax.config, "update", lambda *args: None)  # gloo stays unset in this process
+
+    def connect(**kwargs):
+        calls.append((kwargs, len(seen)))  # how many warnings came before connecting
+        raise RuntimeError("no coordinator in a test")
+
+    monkeypatch.setattr(jax.distributed, "initialize", connect)
+    argv = ["train", "--coordinator", address, "--num-processes", "2", "--process-id", "1"]
+    with warnings.catch_warnings(record=True) as recorded, pytest.raises(RuntimeError, match="no coordinator"):
+        warnings.simplefilter("always")
+        seen = recorded
+        cli.main(argv)
+    risks = [w for w in seen if "authenticates nobody" in str(w.message)]
+    assert calls == [(dict(coordinator_address=address, num_processes=2, process_id=1), len(risks))]
+    assert len(risks) == warns
+    if warns:
+        text = cli._format_warning(risks[0].message, risks[0].category, "", 0)
+        assert text.startswith(f"fedjax-rl: warning: the coordinator {address} is at a public address")

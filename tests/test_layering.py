@@ -102,9 +102,9 @@ FLOORS = (
      "stats"},
     {"federated", "heterogeneity"},
     {"agents", "paper", "tabular"},
-    {"configs", "plots", "reproduce_tables"},
+    {"configs", "plots", "reproduce_tables", "tensorboard_log"},
     {"reproduce_report", "run_directory", "train"},
-    {"experiment"},
+    {"experiment", "render"},
     {"reproduce"},
     {"cli"},
 )

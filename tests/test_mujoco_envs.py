@@ -653,3 +653,52 @@ def test_importing_the_mujoco_envs_prints_nothing():
     done = subprocess.run([sys.executable, "-c", "import fedjax_rl.envs.locomotion"], capture_output=True, text=True,
                           check=True)
     assert done.stdout == ""
+
+
+def test_making_every_task_prints_nothing():
+    """MuJoCo printed "compiler attribute 'settotalmass' is deprecated" (HalfCheetah's XML) before every
+    MuJoCo run's output and `reproduce table2 --status`'s answer. A fresh interpreter builds all four."""
+    code = "from fedjax_rl import envs\nfor name in ('Hopper-v4', 'Walker2d-v4', 'HalfCheetah-v4', 'Ant-v4'):\n" \
+           "    envs.make(name)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "" and "settotalmass" not in done.stderr, (done.stdout, done.stderr[-2000:])
+
+
+def _model_fields(model) -> dict:
+    """Every array and number of an MjModel, its option, statistics and visual settings included."""
+    import mujoco
+
+    fields = {}
+    for prefix, part in (("", model), ("opt.", model.opt), ("stat.", model.stat), ("vis.global.", model.vis.global_),
+                         ("vis.quality.", model.vis.quality), ("vis.map.", model.vis.map),
+                         ("vis.scale.", model.vis.scale)):
+        for name in dir(part):
+            value = getattr(part, name) if not name.startswith("_") else None
+            if isinstance(value, np.ndarray | int | float | bytes | str):
+                fields[prefix + name] = value
+    assert mujoco.mj_sizeModel(model) and len(fields) > 300  # the walk found the model's fields
+    return fields
+
+
+@pytest.mark.parametrize("xml_file", ["hopper.xml", "walker2d.xml", "half_cheetah.xml", "ant.xml"])
+def test_the_model_is_the_one_the_xml_compiles_to(xml_file, capfd):
+    """locomotion.load_model compiles HalfCheetah without its deprecated `settotalmass` and applies the
+    total mass itself (mj_setTotalmass, mj_setConst, the compiler's mass statistics): every field equals,
+    bit for bit, the model MuJoCo compiles from the file with the attribute, and nothing is printed."""
+    import mujoco
+
+    from fedjax_rl.envs import locomotion
+
+    old = mujoco.MjModel.from_xml_path(locomotion.gymnasium_xml_path(xml_file))
+    printed_old = "".join(capfd.readouterr())
+    new = locomotion.load_model(xml_file)
+    assert "settotalmass" not in "".join(capfd.readouterr())
+    assert ("settotalmass" in printed_old) == (xml_file == "half_cheetah.xml")  # what the old way printed
+    old_fields, new_fields = _model_fields(old), _model_fields(new)
+    assert old_fields.keys() == new_fields.keys()
+    different = [name for name, value in old_fields.items()
+                 if not np.array_equal(value, new_fields[name], equal_nan=isinstance(value, np.ndarray)
+                                       and value.dtype.kind == "f")]
+    assert different == []
+    if xml_file == "half_cheetah.xml":
+        assert float(np.sum(new.body_mass)) == pytest.approx(14.0)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 from typing import Any
 
 import jax
@@ -54,19 +55,31 @@ class BraxState:
     time: jax.Array
 
 
+# Brax warns at every model it loads that it is no longer actively maintained (brax/io/mjcf.py): the
+# README says so once, where Brax's environments are described, instead of every run.
+BRAX_NOTICE = r"Brax System, piplines and environments are not actively being maintained"
+
+
+def _brax_envs():
+    """brax.envs, imported without the line mjx prints when its optional Warp backend is absent (the
+    MuJoCo engines import mjx the same way)."""
+    from fedjax_rl.envs import mujoco_engines  # noqa: F401  (imports mjx quietly first)
+    from brax import envs as brax_envs
+
+    return brax_envs
+
+
 @functools.lru_cache(maxsize=None)
 def _brax_env(name: str, backend: str):
     # Building parses the task's MJCF (seconds): one per (task, pipeline), as the registry's other
     # tasks share one model per engine.
-    from brax import envs as brax_envs
-
-    return brax_envs.get_environment(name, backend=backend)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=BRAX_NOTICE, category=UserWarning)
+        return _brax_envs().get_environment(name, backend=backend)
 
 
 def brax_names() -> tuple[str, ...]:
-    from brax import envs as brax_envs
-
-    return tuple(sorted(brax_envs._envs))
+    return tuple(sorted(_brax_envs()._envs))
 
 
 class BraxEnv(EnvIdentity, PerturbablePhysics, environment.Environment):

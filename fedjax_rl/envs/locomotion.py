@@ -86,6 +86,43 @@ def gymnasium_xml_path(xml_file: str) -> str:
     return str(importlib.resources.files("gymnasium") / "envs" / "mujoco" / "assets" / xml_file)
 
 
+def load_model(xml_file: str) -> mujoco.MjModel:
+    """One of gymnasium's XML files compiled, the model exactly as `MjModel.from_xml_path` compiles it,
+    without the deprecation warning MuJoCo prints for HalfCheetah's compiler attribute
+    `settotalmass="14"` on every load (it reached every MuJoCo run and `reproduce table2 --status`).
+    As the warning advises: compiled without the attribute, then scaled to that total mass by
+    `mj_setTotalmass` and its constants recomputed by `mj_setConst`. The compiler also derives two
+    statistics from the masses, `stat.meanmass` and `stat.meaninertia` (the solver's scale), which
+    `mj_setConst` leaves alone: they are computed here as MuJoCo's compiler computes them. Every
+    field of the result is bit-identical to the deprecated way's (tests/test_mujoco_envs.py)."""
+    path = gymnasium_xml_path(xml_file)
+    spec = mujoco.MjSpec.from_file(path)  # parsing does not warn; compiling the attribute does
+    total = spec.compiler.settotalmass
+    if total <= 0:  # MuJoCo's "not set" (-1): the file compiles without a warning
+        return mujoco.MjModel.from_xml_path(path)
+    spec.compiler.settotalmass = -1
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_setTotalmass(model, total)
+    mujoco.mj_setConst(model, data)
+    # The compiler's statistics (MuJoCo's engine_setconst.c), summed in its order: the mean body mass
+    # and the mean diagonal of the joint-space inertia at qpos0 (where new data starts).
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    meanmass = 0.0
+    for mass in model.body_mass[1:]:
+        meanmass += float(mass)
+    if hasattr(data, "M"):  # MuJoCo 4: rows of the sparse inertia, the diagonal last in each
+        diagonal = data.M[model.M_rowadr + model.M_rownnz - 1]
+    else:
+        diagonal = data.qM[model.dof_Madr]
+    meaninertia = 0.0
+    for value in diagonal:
+        meaninertia += float(value)
+    model.stat.meanmass, model.stat.meaninertia = meanmass / (model.nbody - 1), meaninertia / model.nv
+    return model
+
+
 @struct.dataclass
 class MuJoCoParams(environment.EnvParams):
     #: model field name ("opt.<name>" for an Option field) -> value replacing the model's.
@@ -125,7 +162,7 @@ class MuJoCoLocomotion(EnvIdentity, PerturbablePhysics, environment.Environment[
 
     def __init__(self, engine: str = DEFAULT_ENGINE, mjx_ls_iterations: int | None = None):
         """`mjx_ls_iterations` overrides the task's MJX line-search cap (MuJoCo's default: 50)."""
-        self.mj_model = mujoco.MjModel.from_xml_path(gymnasium_xml_path(self.xml_file))
+        self.mj_model = load_model(self.xml_file)
         if mjx_ls_iterations is None:
             mjx_ls_iterations = self.mjx_ls_iterations
         self.engine = mujoco_engines.make_engine(engine, self.mj_model, self.frame_skip, mjx_ls_iterations)
