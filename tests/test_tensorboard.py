@@ -13,7 +13,7 @@ import pytest
 from references import tensorboard_raw_steps as raw_steps
 from references import tensorboard_scalars as scalars
 
-from fedjax_rl import configs, experiment, tensorboard_log
+from fedjax_rl import checkpoint, configs, experiment, run_directory, tensorboard_log
 
 AGENT = dict(hidden_sizes=(8,), learning_starts=10, train_freq=1, gradient_steps=1, batch_size=4, buffer_size=20)
 GRID = {"omega": [0.0, 0.2]}
@@ -33,19 +33,19 @@ def resumed_grid_run(tmp_path_factory):
     its checkpoint (a crash between the two), then resumed by the same call from block 1."""
     out = str(tmp_path_factory.mktemp("tb") / "grid")
     config = tiny_config()
-    real_save = experiment.checkpoint.save
+    real_save = checkpoint.save
 
     def crash_before_second_checkpoint(path, tree, **extra):
         if extra.get("blocks_done") == 2:
             raise KeyboardInterrupt
         real_save(path, tree, **extra)
 
-    experiment.checkpoint.save = crash_before_second_checkpoint
+    checkpoint.save = crash_before_second_checkpoint
     try:
         with pytest.raises(experiment.Interrupted, match="stopped at block 1 of 3"):
             experiment.run(config, num_seeds=2, out_dir=out, grid=GRID, progress=False)
     finally:
-        experiment.checkpoint.save = real_save
+        checkpoint.save = real_save
     before = {label: scalars(os.path.join(out, label)) for label in ("omega=0", "omega=0.2")}
     result = experiment.run(config, num_seeds=2, out_dir=out, grid=GRID, progress=False)
     assert result["timing"]["resumed_at_block"] == 1
@@ -98,7 +98,7 @@ def test_no_tensorboard_writes_nothing_and_is_not_part_of_the_run(tmp_path):
     # What config.json and a reproduction row record: the same run.
     assert experiment.recorded_config(with_board, 2, 0, GRID) == experiment.recorded_config(without, 2, 0, GRID)
     plan = types.SimpleNamespace(config=without, out_dir=str(tmp_path), points=None, grid=None, seed=0, num_seeds=1)
-    board = tensorboard_log.open_board(plan, 0, experiment.grid_label)
+    board = tensorboard_log.open_board(plan, 0, run_directory.grid_label)
     board.write({"env_steps": [20], "nominal_return": [1.0]}, wall_s=1.0)
     board.close()
     assert os.listdir(tmp_path) == []
