@@ -129,8 +129,25 @@ def _shown(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _as_json(value):
-    return json.loads(json.dumps(value))
+# Settings recorded in every run since they were added, with the value a run recorded before then
+# used: (section, name) -> value. A record without the field is read as holding that value, so
+# older run directories still resume, read back as finished, and compare equal to a new run of the
+# same settings.
+UNRECORDED_BEFORE = {("agent", "init"): "flax"}  # network initialisation (agents.base.INIT)
+
+
+def as_recorded(value):
+    """A config record as JSON values, with the fields older records lack filled in
+    (`UNRECORDED_BEFORE`): what it is compared as."""
+    value = json.loads(json.dumps(value))
+    if isinstance(value, dict):
+        for (section, name), before in UNRECORDED_BEFORE.items():
+            if isinstance(value.get(section), dict):
+                value[section].setdefault(name, before)
+    return value
+
+
+_as_json = as_recorded
 
 
 def _holds(path: str, config_dict: dict) -> bool:
@@ -138,7 +155,7 @@ def _holds(path: str, config_dict: dict) -> bool:
     (`DamagedFile` if it cannot be read)."""
     if not os.path.exists(path):
         return False
-    return read_json(path) == _as_json(config_dict)
+    return _as_json(read_json(path)) == _as_json(config_dict)
 
 
 def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
@@ -235,9 +252,9 @@ def _recorded_run(directory: str, repair: bool) -> dict | None:
             if name == CHECKPOINT:
                 extra = checkpoint.read_extras(path, ("config",))
                 if "config" in extra:
-                    return json.loads(str(extra["config"]))
+                    return _as_json(json.loads(str(extra["config"])))
             else:
-                return read_json(path)
+                return _as_json(read_json(path))
         except DamagedFile as error:
             if repair:
                 _damaged(error, "the run's settings are read from its other files" if name != CHECKPOINT
