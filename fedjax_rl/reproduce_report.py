@@ -141,7 +141,16 @@ def aggregates(table: Table, records: dict) -> list[dict]:
 def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], list[dict]]:
     """Markdown lines, CSV records (one per row and algorithm) and comparison CSV records (one per
     row and baseline) for the finished rows."""
-    rows_by_key = {row.key: row for row in table.rows}
+    md = _preamble_lines(table, records)
+    rows_md, csv_rows = _algorithm_rows(table, records)
+    comparison_md, comparison_rows = _comparison_section(table, records)
+    md += rows_md + comparison_md + _aggregate_section(table, records) + _per_row_section(table, records)
+    return md, csv_rows, comparison_rows
+
+
+def _preamble_lines(table: Table, records: dict) -> list[str]:
+    """The title, where the paper's numbers come from, the budget and overridden settings, and the
+    head of the per-algorithm table."""
     unreported = [b for b in table.baselines if b != table.paper_baseline]
     if table.in_paper:
         md = [f"# {table.title}", "",
@@ -175,7 +184,14 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
            "same seeds; see fedjax_rl/reproduce.py). Omega rule: " + OMEGA_RULE + ".", "",
            "| row | algorithm | seeds | Average | Minimum |" + (" paper Average | paper Minimum |" if table.in_paper else ""),
            "| --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
-    csv_rows = []
+    return md
+
+
+def _algorithm_rows(table: Table, records: dict) -> tuple[list[str], list[dict]]:
+    """One markdown line and one CSV record per row and algorithm: the baselines, the headline FedR*,
+    then the rest of the omega grid."""
+    rows_by_key = {row.key: row for row in table.rows}
+    md, csv_rows = [], []
     for key, rec in records.items():
         prow = rows_by_key[key]
         algs = rec["algorithms"]
@@ -199,25 +215,30 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
                                  paper_average_spread=s_avg, paper_minimum_spread=s_min,
                                  budget_fraction=rec["request"]["budget"],
                                  steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
+    return md, csv_rows
 
+
+def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[dict]]:
+    """The paired comparisons: how they are judged, one line per row and baseline, and what they
+    add up to for the paper's claim."""
     lines = comparisons(table, records)
     robust = table.robust_label
-    md += ["", f"## {robust} (headline ω) − baseline, paired by seed", "",
-           "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% "
-           f"percentile bootstrap interval ({stats.REPS:,} resamples of the seeds, generator seed {stats.SEED}; "
-           f"fedjax_rl/stats.py), on Minimum and on Average. P({robust} > baseline): the probability that a "
-           f"{robust} seed's value exceeds a baseline seed's, over all pairs of seeds, ties counting one half "
-           "(rliable's probability of improvement). **Verdict** (on Minimum, the paper's claim): *ahead* if "
-           "the interval lies above 0, *behind* if below, otherwise *inconclusive*; also *inconclusive* with "
-           f"fewer than {stats.MIN_SEEDS} seeds, where a 95% bootstrap interval is just the range of the values. "
-           "At 5 seeds the interval is narrow for its level (about 85% coverage for normal data), so a verdict "
-           "is weaker than a 95% claim."
-           + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
-              "paper's sign." if table.in_paper else ""), "",
-           f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
-           f"P({robust} > baseline), Minimum / Average | verdict |"
-           + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
-           "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
+    md = ["", f"## {robust} (headline ω) − baseline, paired by seed", "",
+          "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% "
+          f"percentile bootstrap interval ({stats.REPS:,} resamples of the seeds, generator seed {stats.SEED}; "
+          f"fedjax_rl/stats.py), on Minimum and on Average. P({robust} > baseline): the probability that a "
+          f"{robust} seed's value exceeds a baseline seed's, over all pairs of seeds, ties counting one half "
+          "(rliable's probability of improvement). **Verdict** (on Minimum, the paper's claim): *ahead* if "
+          "the interval lies above 0, *behind* if below, otherwise *inconclusive*; also *inconclusive* with "
+          f"fewer than {stats.MIN_SEEDS} seeds, where a 95% bootstrap interval is just the range of the values. "
+          "At 5 seeds the interval is narrow for its level (about 85% coverage for normal data), so a verdict "
+          "is weaker than a 95% claim."
+          + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
+             "paper's sign." if table.in_paper else ""), "",
+          f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
+          f"P({robust} > baseline), Minimum / Average | verdict |"
+          + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
+          "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
     comparison_rows = []
     for line in lines:
         paper_diff = line["paper_minimum_difference"]
@@ -235,8 +256,13 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
         record.update(verdict=line["verdict"], paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"],
                       confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
         comparison_rows.append(record)
+    return md + [""] + _claim_lines(table, records, lines), comparison_rows
 
-    md.append("")
+
+def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
+    """The verdicts counted per baseline, then per row for the paper's claim, then the signs alone."""
+    robust = table.robust_label
+    md = []
     for base in table.baselines:
         verdicts = [line["verdict"] for line in lines if line["baseline"] == base]
         md.append(f"- Against {base}: {robust} is " + ", ".join(
@@ -248,24 +274,28 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
     signs = sum(all(line["minimum"].estimate > 0 for line in row) for row in by_row.values())
     judged = [line for line in lines if line["sign_agrees"] is not None]
     claim = f"The paper's claim ({paper.CLAIM})" if table.in_paper else f"The paper's claim carried to {robust} ({paper.CLAIM})"
-    md += [f"- {claim}: the intervals support it in **{supported}**, contradict it "
-           f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
-           f"of {len(records)} finished rows (of {len(table.rows)} in the table).",
-           f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
-           f"{len(records)} rows"
-           + (f"; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
-              f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")]
+    return md + [
+        f"- {claim}: the intervals support it in **{supported}**, contradict it "
+        f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
+        f"of {len(records)} finished rows (of {len(table.rows)} in the table).",
+        f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
+        f"{len(records)} rows"
+        + (f"; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
+           f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")]
 
-    reference = table.paper_baseline
-    md += ["", "## Across rows: IQM of normalised scores", "",
-           (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". IQM: the mean of the middle half of all (row, reported seed) "
-           "scores (rliable's interquartile mean). Intervals: 95% stratified bootstrap, the rows are the strata "
-           "(seeds are resampled within each row, the same draw for both algorithms, so the difference stays "
-           f"paired), {stats.REPS:,} resamples. The verdict reads the difference's interval as above; "
-           f"P({robust} > baseline) is averaged over the rows.", "",
-           f"| metric | baseline | rows x seeds | baseline IQM [95% CI] | {robust} IQM [95% CI] | "
-           f"{robust} − baseline [95% CI] | verdict | P({robust} > baseline) [95% CI] |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+def _aggregate_section(table: Table, records: dict) -> list[str]:
+    """The IQM of normalised scores across rows, per metric and baseline."""
+    robust, reference = table.robust_label, table.paper_baseline
+    md = ["", "## Across rows: IQM of normalised scores", "",
+          (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". IQM: the mean of the middle half of all (row, reported seed) "
+          "scores (rliable's interquartile mean). Intervals: 95% stratified bootstrap, the rows are the strata "
+          "(seeds are resampled within each row, the same draw for both algorithms, so the difference stays "
+          f"paired), {stats.REPS:,} resamples. The verdict reads the difference's interval as above; "
+          f"P({robust} > baseline) is averaged over the rows.", "",
+          f"| metric | baseline | rows x seeds | baseline IQM [95% CI] | {robust} IQM [95% CI] | "
+          f"{robust} − baseline [95% CI] | verdict | P({robust} > baseline) [95% CI] |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     paper_iqm = []
     for agg in aggregates(table, records):
         a = agg["aggregate"]
@@ -275,11 +305,15 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
                   f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
                   f"{a.difference.format(2)} | {_verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
-
     if paper_iqm:
         md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
                f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
-    md += ["", "## Per row", ""]
+    return md
+
+
+def _per_row_section(table: Table, records: dict) -> list[str]:
+    """Per row: steps, the omega choice on the tuning seeds, wall time, machine and software."""
+    md = ["", "## Per row", ""]
     for key, rec in records.items():
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
         m = rec["machine"]
@@ -289,7 +323,7 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
                   f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
-    return md, csv_rows, comparison_rows
+    return md
 
 
 def _verdict_cell(word: str, seeds: int) -> str:
