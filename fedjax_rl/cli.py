@@ -3,7 +3,7 @@
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
     fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
     fedjax-rl plot runs/x runs/y --out runs/figs
-    fedjax-rl compare runs/x runs/y                # with paired differences and bootstrap intervals
+    fedjax-rl compare runs/x runs/y                # paired differences, 95% intervals, verdicts, seeds to decide
     fedjax-rl demo --out runs/demo
 
 Every setting is checked before anything compiles; a bad one stops with a message naming it. A
