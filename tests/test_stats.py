@@ -242,6 +242,9 @@ def test_the_quoted_measurements_are_the_studys():
     assert stats.MEASURED["aggregate_false_rate"] == pytest.approx(max(a["verdict_given"]["rate"] for a in aggregate), abs=5e-4)
     assert stats.MEASURED["aggregate_nominal_false_rate"] == pytest.approx(
         max(a["iqm_difference_excludes_0"]["0.95"]["rate"] for a in aggregate), abs=5e-4)
+    shapes = {(case["rows"], max(case["seeds"])) for case in study["aggregate"]}
+    assert stats.MEASURED["aggregate_shapes"] == " and ".join(
+        f"{rows} rows x {seeds}" + (" seeds" if i == 0 else "") for i, (rows, seeds) in enumerate(sorted(shapes, reverse=True)))
     assert stats.MEASURED["improvement_excludes_half"] == pytest.approx(
         max(a["probability_of_improvement_excludes_half"]["rate"] for a in aggregate), abs=5e-4)
     # The levels in use are the smallest the study found to hold 95% (within 2 standard errors of 5%).
