@@ -1,6 +1,6 @@
 """Reporting of `fedjax-rl reproduce`: the finished rows of a table (`DIR/<table>/<row>/row.json`,
 written by `fedjax_rl.reproduce`; the tables are declared in `fedjax_rl.reproduce_tables`) as the markdown and CSV tables beside the paper's numbers, the
-paired comparisons with bootstrap intervals and the IQM across rows (`fedjax_rl.stats`), and the
+paired comparisons with intervals whose level was measured and the IQM across rows (`fedjax_rl.stats`), and the
 figures. Computes no training; `write_outputs` is `fedjax-rl reproduce TABLE --report-only`.
 """
 
