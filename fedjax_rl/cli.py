@@ -3,7 +3,7 @@
     fedjax-rl train --algo fedrdqn --env CartPole-v1 --param length --omega 0.1 --seeds 5 --steps 20000 --out runs/x
     fedjax-rl train --algo fedrddpg --env Pendulum-v1 --param m --steps 3000 --seeds 2 --out runs/p
     fedjax-rl plot runs/x runs/y --out runs/figs
-    fedjax-rl compare runs/x runs/y                # with paired differences and bootstrap intervals
+    fedjax-rl compare runs/x runs/y                # paired differences, 95% intervals, verdicts, seeds to decide
     fedjax-rl render runs/x runs/y --scale 1.9     # both final policies side by side: runs/x/render_1.9.gif
     fedjax-rl demo --out runs/demo
 

@@ -60,9 +60,10 @@ Outputs in DIR (written by `fedjax_rl.reproduce_report`, this module's reporting
 figures and their statistics): <table>.md and <table>.csv (Average and Minimum, mean +- std over the reported seeds
 (numpy std, ddof 0), beside the paper's numbers (`fedjax_rl.paper`)); <table>_comparisons.csv and the
 markdown's comparison section (per row and baseline: the headline FedR* minus the baseline, paired
-by seed, on Minimum and Average with 95% bootstrap intervals, the probability of improvement, the
-verdict "ahead" / "behind" / "inconclusive" read from the Minimum interval, and whether our sign is
-the paper's own); the IQM of normalised scores across rows with stratified bootstrap intervals
+by seed, on Minimum and Average with 95% intervals whose level was measured (`fedjax_rl.stats`), the
+probability of improvement, the verdict "ahead" / "behind" / "inconclusive" / "too few seeds" read
+from the Minimum interval with the seeds an undecided one needs, and whether our sign is the paper's
+own); the IQM of normalised scores across rows with stratified bootstrap intervals
 (`fedjax_rl.stats`; normalisation: NORMALISATION); <table>_curves.png and <table>_sweeps.png
 (2 x 4 grids). Each row.json records the exact configs, package versions, machine, budget and wall
 time. `write_outputs` (`--report-only`) rebuilds all of these from the finished rows without training.

@@ -1,6 +1,6 @@
 """Reporting of `fedjax-rl reproduce`: the finished rows of a table (`DIR/<table>/<row>/row.json`,
 written by `fedjax_rl.reproduce`; the tables are declared in `fedjax_rl.reproduce_tables`) as the markdown and CSV tables beside the paper's numbers, the
-paired comparisons with bootstrap intervals and the IQM across rows (`fedjax_rl.stats`), and the
+paired comparisons with intervals whose level was measured and the IQM across rows (`fedjax_rl.stats`), and the
 figures. Computes no training; `write_outputs` is `fedjax-rl reproduce TABLE --report-only`.
 """
 
@@ -64,11 +64,42 @@ NORMALISATION_BEYOND = (
     "the reference: its IQM is near 1 by construction, and the robust algorithm's is read against it")
 
 
+COMPARISON_LEGEND = (
+    "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% interval, "
+    "on Minimum and on Average: the hull of the Student t interval and the bootstrap-t (studentized bootstrap) "
+    "interval, each computed at nominal {verdict_level:.0%} ({reps:,} resamples of the seeds, generator seed {seed}; "
+    "fedjax_rl/stats.py). P({robust} > baseline): the probability that a {robust} seed's value exceeds a baseline "
+    "seed's, over all pairs of seeds, ties counting one half (rliable's probability of improvement). **Verdict** "
+    "(on Minimum, the paper's claim): *ahead* if the interval lies above 0, *behind* if below, otherwise "
+    "*inconclusive*; *too few seeds* below {min_seeds}, where no interval measured holds its level. On simulated "
+    "seeds of two equal algorithms (benchmarks/verdict_coverage.py: normal, heavy-tailed, skewed and this "
+    "project's own standardized differences, {min_seeds} to 20 seeds) this rule called a difference in at most "
+    "{method_false_rate:.1%} of cases, as a 95% rule should; the percentile bootstrap these tables used before did "
+    "in {percentile_false_rate_4:.0%} at 4 seeds and {percentile_false_rate_5:.0%} at 5 for normal differences, and "
+    "the Student t interval alone in up to {t_false_rate:.0%} for skewed ones. **Seeds for {power:.0%} power**: for "
+    "an undecided comparison, about how many seeds a true difference of the observed mean and spread would need to "
+    "be decided that often (the t test's count at level {test_level:.0%}, for normal differences; the rule's own "
+    "power is lower: for a difference of 1 standard deviation at 10 seeds the study measured {rule_power_10:.0%}, "
+    "where the t test has {t_power_10:.0%}).")
+
+AGGREGATE_LEGEND = (
+    "IQM: the mean of the middle half of all (row, reported seed) scores (rliable's interquartile mean). "
+    "Intervals: stratified percentile bootstrap, the rows are the strata (seeds are resampled within each row, "
+    "the same draw for both algorithms, so the difference stays paired), {reps:,} resamples. With 4-5 seeds per "
+    "row such an interval is narrower than its nominal level, so the verdict reads the difference's at nominal "
+    "{level:.1%}: on simulated tables of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
+    "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate:.1%} of them, where a nominal "
+    "95% one did in up to {aggregate_nominal_false_rate:.0%}. The IQMs' and P({robust} > baseline)'s intervals are "
+    "nominal 95%, not measured as intervals (P's excluded 1/2 in up to {improvement_excludes_half:.0%} of those "
+    "tables); P is averaged over the rows.")
+
+
 def comparisons(table: Table, records: dict) -> list[dict]:
     """Per finished row and baseline: the headline FedR* minus the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
-    Average, each with a 95% bootstrap interval and P(FedR* > baseline); the verdict read from the
-    Minimum interval; and the paper's own Minimum difference where its table reports both."""
+    Average, each with a 95% interval (stats.METHOD) and P(FedR* > baseline); the verdict read from the
+    Minimum interval, and for an undecided one about how many seeds would decide it
+    (stats.seeds_for_power); and the paper's own Minimum difference where its table reports both."""
     rows_by_key = {row.key: row for row in table.rows}
     out = []
     for key, rec in records.items():
@@ -80,6 +111,9 @@ def comparisons(table: Table, records: dict) -> list[dict]:
                 line[metric] = stats.difference(robust, baseline, paired=True)
                 line[f"{metric}_improvement"] = stats.probability_of_improvement(robust, baseline)
             line["verdict"] = stats.verdict(line["minimum"], line["seeds"])
+            decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)
+            line["seeds_for_power"] = None if decided else stats.seeds_for_power(
+                algs[headline]["reported"]["minimum"], algs[base]["reported"]["minimum"])
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
             # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
             line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
@@ -141,7 +175,16 @@ def aggregates(table: Table, records: dict) -> list[dict]:
 def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], list[dict]]:
     """Markdown lines, CSV records (one per row and algorithm) and comparison CSV records (one per
     row and baseline) for the finished rows."""
-    rows_by_key = {row.key: row for row in table.rows}
+    md = _preamble_lines(table, records)
+    rows_md, csv_rows = _algorithm_rows(table, records)
+    comparison_md, comparison_rows = _comparison_section(table, records)
+    md += rows_md + comparison_md + _aggregate_section(table, records) + _per_row_section(table, records)
+    return md, csv_rows, comparison_rows
+
+
+def _preamble_lines(table: Table, records: dict) -> list[str]:
+    """The title, where the paper's numbers come from, the budget and overridden settings, and the
+    head of the per-algorithm table."""
     unreported = [b for b in table.baselines if b != table.paper_baseline]
     if table.in_paper:
         md = [f"# {table.title}", "",
@@ -175,7 +218,14 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
            "same seeds; see fedjax_rl/reproduce.py). Omega rule: " + OMEGA_RULE + ".", "",
            "| row | algorithm | seeds | Average | Minimum |" + (" paper Average | paper Minimum |" if table.in_paper else ""),
            "| --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
-    csv_rows = []
+    return md
+
+
+def _algorithm_rows(table: Table, records: dict) -> tuple[list[str], list[dict]]:
+    """One markdown line and one CSV record per row and algorithm: the baselines, the headline FedR*,
+    then the rest of the omega grid."""
+    rows_by_key = {row.key: row for row in table.rows}
+    md, csv_rows = [], []
     for key, rec in records.items():
         prow = rows_by_key[key]
         algs = rec["algorithms"]
@@ -199,32 +249,31 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
                                  paper_average_spread=s_avg, paper_minimum_spread=s_min,
                                  budget_fraction=rec["request"]["budget"],
                                  steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
+    return md, csv_rows
 
+
+def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[dict]]:
+    """The paired comparisons: how they are judged, one line per row and baseline, and what they
+    add up to for the paper's claim."""
     lines = comparisons(table, records)
     robust = table.robust_label
-    md += ["", f"## {robust} (headline ω) − baseline, paired by seed", "",
-           "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% "
-           f"percentile bootstrap interval ({stats.REPS:,} resamples of the seeds, generator seed {stats.SEED}; "
-           f"fedjax_rl/stats.py), on Minimum and on Average. P({robust} > baseline): the probability that a "
-           f"{robust} seed's value exceeds a baseline seed's, over all pairs of seeds, ties counting one half "
-           "(rliable's probability of improvement). **Verdict** (on Minimum, the paper's claim): *ahead* if "
-           "the interval lies above 0, *behind* if below, otherwise *inconclusive*; also *inconclusive* with "
-           f"fewer than {stats.MIN_SEEDS} seeds, where a 95% bootstrap interval is just the range of the values. "
-           "At 5 seeds the interval is narrow for its level (about 85% coverage for normal data), so a verdict "
-           "is weaker than a 95% claim."
-           + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
-              "paper's sign." if table.in_paper else ""), "",
-           f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
-           f"P({robust} > baseline), Minimum / Average | verdict |"
-           + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
-           "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
+    md = ["", f"## {robust} (headline ω) − baseline, paired by seed", "", COMPARISON_LEGEND.format(
+              robust=robust, reps=stats.REPS, seed=stats.SEED, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
+              verdict_level=stats.VERDICT_CONFIDENCE, test_level=1 - stats.VERDICT_CONFIDENCE,
+              t_power_10=stats.t_test_power(10, 1.0), **stats.MEASURED)
+          + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
+             "paper's sign." if table.in_paper else ""), "",
+          f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
+          f"P({robust} > baseline), Minimum / Average | verdict | seeds for {stats.POWER:.0%} power |"
+          + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
+          "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
     comparison_rows = []
     for line in lines:
         paper_diff = line["paper_minimum_difference"]
         agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
         md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | {line['minimum'].format()} | "
                   f"{line['average'].format()} | {line['minimum_improvement']:.2f} / {line['average_improvement']:.2f} | "
-                  f"{_verdict_cell(line['verdict'], line['seeds'])} |"
+                  f"{_verdict_cell(line['verdict'], line['seeds'])} | {_seeds_cell(line)} |"
                   + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if table.in_paper else ""))
         record = dict(table=table.name, row=line["row"], robust=line["robust"], baseline=line["baseline"],
                       seeds=line["seeds"])
@@ -232,40 +281,51 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
             interval = line[metric]
             record.update({f"{metric}_difference": interval.estimate, f"{metric}_low": interval.low,
                            f"{metric}_high": interval.high, f"{metric}_improvement": line[f"{metric}_improvement"]})
-        record.update(verdict=line["verdict"], paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"],
-                      confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
+        record.update(verdict=line["verdict"], seeds_for_power=line["seeds_for_power"],
+                      paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"],
+                      method=stats.METHOD, confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
         comparison_rows.append(record)
+    return md + [""] + _claim_lines(table, records, lines), comparison_rows
 
-    md.append("")
+
+def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
+    """The verdicts counted per baseline, then per row for the paper's claim, then the signs alone."""
+    robust = table.robust_label
+    md = []
     for base in table.baselines:
         verdicts = [line["verdict"] for line in lines if line["baseline"] == base]
         md.append(f"- Against {base}: {robust} is " + ", ".join(
-            f"{word} in {verdicts.count(word)}" for word in (stats.AHEAD, stats.BEHIND, stats.INCONCLUSIVE))
+            f"{word} in {verdicts.count(word)}" for word in stats.VERDICTS if word != stats.TOO_FEW or word in verdicts)
             + f" of {len(verdicts)} rows.")
     by_row = {key: [line for line in lines if line["row"] == key] for key in records}
     supported = sum(all(line["verdict"] == stats.AHEAD for line in row) for row in by_row.values())
     contradicted = sum(any(line["verdict"] == stats.BEHIND for line in row) for row in by_row.values())
     signs = sum(all(line["minimum"].estimate > 0 for line in row) for row in by_row.values())
     judged = [line for line in lines if line["sign_agrees"] is not None]
+    too_few = sum(all(line["verdict"] == stats.TOO_FEW for line in row) for row in by_row.values())
     claim = f"The paper's claim ({paper.CLAIM})" if table.in_paper else f"The paper's claim carried to {robust} ({paper.CLAIM})"
-    md += [f"- {claim}: the intervals support it in **{supported}**, contradict it "
-           f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
-           f"of {len(records)} finished rows (of {len(table.rows)} in the table).",
-           f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
-           f"{len(records)} rows"
-           + (f"; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
-              f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")]
+    return md + [
+        f"- {claim}: the intervals support it in **{supported}**, contradict it "
+        f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
+        f"of {len(records)} finished rows (of {len(table.rows)} in the table)"
+        + (f", {too_few} of them for too few seeds." if too_few else "."),
+        f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
+        f"{len(records)} rows"
+        + (f"; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
+           f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")]
 
-    reference = table.paper_baseline
-    md += ["", "## Across rows: IQM of normalised scores", "",
-           (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". IQM: the mean of the middle half of all (row, reported seed) "
-           "scores (rliable's interquartile mean). Intervals: 95% stratified bootstrap, the rows are the strata "
-           "(seeds are resampled within each row, the same draw for both algorithms, so the difference stays "
-           f"paired), {stats.REPS:,} resamples. The verdict reads the difference's interval as above; "
-           f"P({robust} > baseline) is averaged over the rows.", "",
-           f"| metric | baseline | rows x seeds | baseline IQM [95% CI] | {robust} IQM [95% CI] | "
-           f"{robust} − baseline [95% CI] | verdict | P({robust} > baseline) [95% CI] |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+def _aggregate_section(table: Table, records: dict) -> list[str]:
+    """The IQM of normalised scores across rows, per metric and baseline."""
+    robust, reference = table.robust_label, table.paper_baseline
+    md = ["", "## Across rows: IQM of normalised scores", "",
+          (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". "
+          + AGGREGATE_LEGEND.format(robust=robust, reps=stats.REPS, level=stats.AGGREGATE_CONFIDENCE,
+                                    **stats.MEASURED), "",
+          f"| metric | baseline | rows x seeds | baseline IQM [nominal 95%] | {robust} IQM [nominal 95%] | "
+          f"{robust} − baseline [nominal {stats.AGGREGATE_CONFIDENCE:.1%}] | verdict | "
+          f"P({robust} > baseline) [nominal 95%] |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     paper_iqm = []
     for agg in aggregates(table, records):
         a = agg["aggregate"]
@@ -275,11 +335,15 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
                   f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
                   f"{a.difference.format(2)} | {_verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
-
     if paper_iqm:
         md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
                f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
-    md += ["", "## Per row", ""]
+    return md
+
+
+def _per_row_section(table: Table, records: dict) -> list[str]:
+    """Per row: steps, the omega choice on the tuning seeds, wall time, machine and software."""
+    md = ["", "## Per row", ""]
     for key, rec in records.items():
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
         m = rec["machine"]
@@ -289,11 +353,18 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
                   f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
-    return md, csv_rows, comparison_rows
+    return md
 
 
 def _verdict_cell(word: str, seeds: int) -> str:
-    return f"**{word}**" + (f" ({seeds} seeds < {stats.MIN_SEEDS})" if seeds < stats.MIN_SEEDS else "")
+    return f"**{word}**" + (f" ({seeds} < {stats.MIN_SEEDS})" if seeds < stats.MIN_SEEDS else "")
+
+
+def _seeds_cell(line: dict) -> str:
+    """About how many seeds an undecided Minimum comparison needs at stats.POWER; '—' if decided."""
+    if line["verdict"] in (stats.AHEAD, stats.BEHIND):
+        return "—"
+    return "no difference seen" if line["seeds_for_power"] is None else f"about {line['seeds_for_power']}"
 
 
 def _unsigned(interval: stats.Interval) -> str:

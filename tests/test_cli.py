@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from fedjax_rl import cli
+from fedjax_rl import cli, stats
 
 TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", "2", "--eval-episodes", "1",
         "--set", "hidden_sizes=8", "--set", "learning_starts=10", "--set", "train_freq=1",
@@ -206,8 +206,12 @@ def _fake_run(directory, algo, omega, minimum, average, seed=0):
 
 
 def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
-    # Per-seed Minimum differences (-3, 0, 6): mean +1, and at 95% the 27 resamples give the
-    # whole range [-3, 6] (tests/test_stats.py works it out). Average differences (2, 2, 2): no spread.
+    # Per-seed Minimum differences (-3, 0, 6): mean +1. Three seeds are fewer than a verdict needs: a
+    # bootstrap-t resample of three copies of one seed (3 of the 27, 11% > 2.5%) has no spread and a
+    # moved mean, so the interval is unbounded. To decide a mean of 1 with that spread (std, ddof 1,
+    # sqrt(21)) 4 times in 5 takes about 193 seeds (stats.seeds_for_power: the t test at the rule's
+    # nominal 3%; 167 at 5%). Average differences
+    # (2, 2, 2): no spread, the interval is the point.
     robust = _fake_run(tmp_path / "robust", "fedrdqn", 0.1, [97.0, 100.0, 116.0], [152.0, 162.0, 172.0])
     base = _fake_run(tmp_path / "base", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0])
     other_seeds = _fake_run(tmp_path / "other", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0], seed=1)
@@ -218,8 +222,11 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     cells = [c.strip() for c in paired.split("|")]
     # P(robust > baseline) on Minimum over all 9 seed pairs: 97 beats none, 100 ties two (1/2 each),
     # 116 beats all three: 4 / 9. On Average: 152 > 150, 162 > 150, 160, 172 > all: 6 / 9.
-    assert cells[2:] == ["3 (paired)", "+1.0 [-3.0, +6.0]", "+2.0 [+2.0, +2.0]", "0.44 / 0.67", "inconclusive"]
+    assert cells[2:] == ["3 (paired)", "+1.0 [-inf, +inf]", "+2.0 [+2.0, +2.0]", "0.44 / 0.67", "too few seeds",
+                         "about 193"]
     assert "3 vs 3 (unpaired)" in unpaired  # other seed keys: resampled independently, not paired
+    assert "too few seeds below 4" in out and "seeds for 80% power" in out
+    assert stats.seeds_for_power([97.0, 100.0, 116.0], [100.0, 100.0, 110.0], confidence=0.95) == 167
     # Only a run with omega > 0 is compared against a baseline: one run alone prints no differences.
     assert cli.main(["compare", base]) == 0
     assert "−" not in capsys.readouterr().out
