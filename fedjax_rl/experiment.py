@@ -35,6 +35,7 @@ import numpy as np
 
 from fedjax_rl import distributed, federated, machine, run_directory, tensorboard_log
 from fedjax_rl.configs import TrainConfig
+from fedjax_rl.machine import NotEnoughMemory, check_memory  # noqa: F401 (part of `run`'s interface)
 # Part of `run`'s interface, and importable from here as before the run directory had its own module:
 # the errors `run` raises on a directory, the files it writes, what it records and how far it got.
 from fedjax_rl.run_directory import (  # noqa: F401
@@ -42,18 +43,8 @@ from fedjax_rl.run_directory import (  # noqa: F401
     progress_on_disk, recorded_config)
 from fedjax_rl.train import make_trainer, seed_keys
 
-# The training state's copies at the peak of a block, per the state's size (`check_memory`): the
-# block's input and output, and with checkpoints one more on the host while it is written.
-# Measured peak RSS on CartPole (K = 1000, 1.8 GiB of state): 1.8x the state, 2.7x with checkpoints.
-STATE_COPIES, CHECKPOINT_COPIES = 2, 1
-
-
 class NonFiniteError(FloatingPointError):
     """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
-
-
-class NotEnoughMemory(ValueError):
-    """The run's estimated memory exceeds what the machine has available."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -127,8 +118,11 @@ def run(
     on_block: Callable[[int, int], None] | None = None,
     run_batch: int | None = None,
     new_run: bool = False,
+    first_seed: int = 0,
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
+    `first_seed`: train seed indices first_seed, ..., first_seed + num_seeds - 1 of `seed`'s sequence
+    (`train.seed_keys`), exactly those seeds of a wider run: a piece of a reproduction program.
 
     With `out_dir`, writes config.json, a checkpoint after every block (resumed from if present and
     written by the same config), metrics.json, metrics.csv and the final global parameters, then
@@ -166,7 +160,7 @@ def run(
     are gathered onto every process and written by process 0 alone; every process reads `out_dir`
     to resume (a shared filesystem), and only on the process layout that wrote it (`LayoutMismatch`).
     """
-    plan = plan_run(config, num_seeds, seed, out_dir, progress, grid, run_batch, new_run)
+    plan = plan_run(config, num_seeds, seed, out_dir, progress, grid, run_batch, new_run, first_seed)
     finished = _read_finished(plan, on_block)
     if finished is not None:
         return finished
@@ -193,6 +187,7 @@ class RunPlan:
     trainer: Any
     num_seeds: int
     seed: int
+    first_seed: int
     out_dir: str | None
     grid: dict | None
     points: list | None
@@ -260,16 +255,19 @@ class _Progress:
 
 
 def plan_run(config, num_seeds: int = 1, seed: int = 0, out_dir: str | None = None, progress: bool = True,
-             grid: dict | None = None, run_batch: int | None = None, new_run: bool = False) -> RunPlan:
+             grid: dict | None = None, run_batch: int | None = None, new_run: bool = False,
+             first_seed: int = 0) -> RunPlan:
     """Validate everything (once, before anything compiles) and make `out_dir` hold this run's
     configuration or nothing (`RunExists`, `OutDirError`; `new_run` sets another run aside)."""
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
+    if first_seed < 0:
+        raise ValueError(f"first_seed must be >= 0, got {first_seed}")
     check_run_batch(run_batch)
     started = time.perf_counter()
     trainer = make_trainer(config)  # validates before anything compiles
     points = grid_configs(config, grid) if grid else None
-    config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch)
+    config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch, first_seed)
     writer = distributed.is_writer()
     if out_dir is not None:
         if writer:
@@ -279,7 +277,8 @@ def plan_run(config, num_seeds: int = 1, seed: int = 0, out_dir: str | None = No
             from jax.experimental import multihost_utils
 
             multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
-    return RunPlan(config=config, trainer=trainer, num_seeds=num_seeds, seed=seed, out_dir=out_dir, grid=grid,
+    return RunPlan(config=config, trainer=trainer, num_seeds=num_seeds, seed=seed, first_seed=first_seed,
+                   out_dir=out_dir, grid=grid,
                    points=points, config_dict=config_dict, run_batch=run_batch, progress=progress and writer,
                    started=started, communication=communication(trainer))
 
@@ -358,7 +357,7 @@ def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Pro
     the programs with the block compiled for it."""
     plan.say("compiling the training program (can take minutes; the progress bar and its ETA start once it is done)")
     compile_started = time.perf_counter()
-    state = programs.init(seed_keys(plan.seed, plan.num_seeds))
+    state = programs.init(seed_keys(plan.seed, plan.num_seeds, plan.first_seed))
     if plan.out_dir is not None:
         state, done.start_block, done.curve, done.wall_before = run_directory.open_run(plan.out_dir, state, plan.config_dict)
         done.blocks = done.start_block
@@ -388,8 +387,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
         try:
             check_finite(metrics, plan.trainer, plan.seed, block, grid=plan.points)
         except NonFiniteError as error:
-            raise _stopped(error, plan.out_dir, done.curve, block, num_blocks, plan.communication, plan.run_batch,
-                           plan.points, plan.grid, plan.num_seeds, plan.seed) from None
+            raise _stopped(error, plan, done.curve, block, num_blocks) from None
         done.curve.append(run_directory.to_lists(metrics))
         board.write(done.curve[-1], wall_s=done.wall_before + time.perf_counter() - plan.started)  # then checkpoint
         if plan.progress:
@@ -425,7 +423,8 @@ def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
     this_process = time.perf_counter() - plan.started
     total = done.wall_before + this_process
     result = {"curve": _stack(done.curve), "final": final, "communication": plan.communication,
-              "run_batch": plan.run_batch, "cpu_dots": plan.cpu_dots,
+              "run_batch": plan.run_batch, "cpu_dots": plan.cpu_dots, "machine": machine.describe(),
+              "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds)),
               # Wall time (compilation included) over every process that worked on this run; None when
               # a resumed checkpoint predates this record.
               "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
@@ -434,7 +433,8 @@ def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
     if plan.points is not None:
         result["grid"] = plan.points
     if plan.out_dir is not None and distributed.is_writer():
-        run_directory.write_run(plan.out_dir, result, plan.points, plan.grid, plan.num_seeds, plan.seed, shared)
+        run_directory.write_run(plan.out_dir, result, plan.points, plan.grid, plan.num_seeds, plan.seed, shared,
+                                plan.first_seed)
         run_directory.mark_finished(plan.out_dir, plan.config_dict)
     return result
 
@@ -459,19 +459,20 @@ def _stack(curve: list[dict]) -> dict:
     return {k: np.stack([np.asarray(c[k]) for c in curve], axis=batch_ndim) for k in curve[0]}
 
 
-def _stopped(error: NonFiniteError, out_dir, curve, block, num_blocks, comm, run_batch, points, grid,
-             num_seeds, seed) -> NonFiniteError:
+def _stopped(error: NonFiniteError, plan: RunPlan, curve, block, num_blocks) -> NonFiniteError:
     """A non-finite stop: metrics.json (and metrics.csv) with the evaluations made so far, marked
     "stopped" with the reason, so that `compare` and `plot` show the run as stopped; the error,
     saying where they are."""
+    out_dir = plan.out_dir
     if out_dir is None:
         return NonFiniteError(f"{error}; nothing was saved (no out_dir / --out)")
     stopped = {"reason": str(error), "blocks_done": block, "num_blocks": num_blocks}
-    result = {"curve": _stack(curve), "final": {}, "communication": comm, "run_batch": run_batch,
-              "stopped": stopped}
+    result = {"curve": _stack(curve), "final": {}, "communication": plan.communication, "run_batch": plan.run_batch,
+              "stopped": stopped, "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds))}
     if distributed.is_writer():
-        run_directory.write_run(out_dir, result, points, grid, num_seeds, seed, None)
-    where = f"{out_dir}/<grid point>/{METRICS}" if points is not None else os.path.join(out_dir, METRICS)
+        run_directory.write_run(out_dir, result, plan.points, plan.grid, plan.num_seeds, plan.seed, None,
+                                plan.first_seed)
+    where = f"{out_dir}/<grid point>/{METRICS}" if plan.points is not None else os.path.join(out_dir, METRICS)
     kept = (f"{CHECKPOINT} holds the {block} block(s) before it" if block else "no block was checkpointed")
     return NonFiniteError(f"{error}. The {block} evaluation(s) made before it are in {where}, marked stopped; "
                           f"{kept}")
@@ -490,56 +491,6 @@ def _warn_if_never_trains(config) -> None:
             f"{config.steps_per_agent:,} steps per agent, so this run only evaluates its initial, random policy. "
             f"Lower learning_starts or train_freq (--set NAME=N) or raise steps_per_agent (--steps) to train.",
             UserWarning, stacklevel=3)
-
-
-# -- memory --------------------------------------------------------------------------------------
-
-
-def state_bytes(trainer) -> dict[str, int]:
-    """Bytes of one run's training state (all K agents), by part, from its shapes (nothing is
-    computed): replay buffers, networks (parameters and target networks), optimizer states, and the
-    rest (environment states and physics, keys)."""
-    shapes = jax.eval_shape(trainer.init, jax.random.key(0))
-    parts = {"replay buffers": 0, "networks": 0, "optimizer states": 0, "environments and keys": 0}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
-        name = jax.tree_util.keystr(path)
-        part = ("replay buffers" if ".buffer" in name else "networks" if ".learner.shared" in name
-                else "optimizer states" if ".learner.private" in name else "environments and keys")
-        parts[part] += math.prod(leaf.shape) * leaf.dtype.itemsize
-    return parts
-
-
-def check_memory(trainer, num_runs: int, checkpoints: bool) -> None:
-    """Raise `NotEnoughMemory`, with the numbers, if the training state of `num_runs` runs cannot fit.
-
-    What is counted: the state's arrays (replay buffers, networks, optimizer states, environments) of
-    every agent of every run, STATE_COPIES times (a block's input and output) plus CHECKPOINT_COPIES
-    with checkpoints (the host copy being written). Not counted: XLA's temporaries inside a block
-    (gradients, a batch of transitions: small next to the buffers) and the program itself. Against
-    the RAM available (CPU) or the device's free memory (accelerators), per process."""
-    per_run = state_bytes(trainer)
-    state = sum(per_run.values()) * num_runs / jax.process_count()
-    device = jax.local_devices()[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and "bytes_limit" in stats:
-        where, available = f"free memory of {device.device_kind}", stats["bytes_limit"] - stats.get("bytes_in_use", 0)
-        needed = STATE_COPIES * state  # the host's checkpoint copy lives in RAM, not on the device
-    else:
-        where, available = "available RAM", machine.available_memory()
-        needed = (STATE_COPIES + CHECKPOINT_COPIES * checkpoints) * state
-    if available is None or needed <= available:
-        return
-    gib = 2**30
-    parts = ", ".join(f"{name} {size * num_runs / gib:.2f}" for name, size in per_run.items())
-    copies = f"{STATE_COPIES} copies (a block's input and output)" + (
-        f" + {CHECKPOINT_COPIES} while a checkpoint is written" if checkpoints and not stats else "")
-    config = trainer.config
-    raise NotEnoughMemory(
-        f"this run needs about {needed / gib:.1f} GiB but only {available / gib:.1f} GiB are available ({where}). "
-        f"Counted: the training state of {num_runs} run(s) x {config.num_agents} agents = {state / gib:.2f} GiB "
-        f"({parts} GiB), {copies}; XLA's temporaries come on top. Use fewer agents (--agents), seeds (--seeds) "
-        f"or a smaller replay buffer (--set buffer_size=N); --run-batch does not lower it (every run's state "
-        f"stays in memory).")
 
 
 def check_run_batch(run_batch: int | None) -> None:
