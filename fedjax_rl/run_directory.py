@@ -48,6 +48,10 @@ FINISHED = "finished.json"
 SET_ASIDE = "set_aside"
 # What a run writes into its directory (grid points add one directory each, named in config.json).
 _RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz")
+# Directories of other runs nested in a run directory, never moved with its run: a reproduction
+# program's seed pieces (`fedjax_rl.reproduce_pieces`), PROGRAM/seeds_A-B/, beside the piece that
+# PROGRAM/ itself holds.
+NESTED_RUN_PREFIX = "seeds_"
 
 
 class LayoutMismatch(ValueError):
@@ -74,10 +78,10 @@ def config_to_dict(config) -> dict:
 
 
 def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,
-                    run_batch: int | None = None) -> tuple[dict, int | None]:
+                    run_batch: int | None = None, first_seed: int = 0) -> tuple[dict, int | None]:
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
     run_batch that shapes the program: None when every run fits in one vmap."""
-    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed}
+    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, **_first_seed(first_seed)}
     if config_dict.get("engine") is None:
         # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
         # tasks, written before engines existed, still resume and read back as finished.
@@ -156,6 +160,19 @@ def _holds(path: str, config_dict: dict) -> bool:
     if not os.path.exists(path):
         return False
     return _as_json(read_json(path)) == _as_json(config_dict)
+
+
+def recorded_run(directory: str) -> dict | None:
+    """The configuration a run directory records (None: it holds no run), read without changing it."""
+    return _recorded_run(directory, repair=False)
+
+
+def is_finished(directory: str, config_dict: dict) -> bool:
+    """Whether `directory` holds a finished run of exactly `config_dict` (a damaged marker: no)."""
+    try:
+        return _holds(os.path.join(directory, FINISHED), config_dict)
+    except DamagedFile:
+        return False
 
 
 def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
@@ -271,10 +288,10 @@ def _slots(out_dir: str) -> list[str]:
 
 
 def _move_run(source: str, target: str) -> None:
-    """Every entry of `source` except the set-aside folder, into `target` (created)."""
+    """Every entry of `source` except the set-aside folder and nested runs, into `target` (created)."""
     os.makedirs(target, exist_ok=True)
     for name in os.listdir(source):
-        if name != SET_ASIDE:
+        if name != SET_ASIDE and not name.startswith(NESTED_RUN_PREFIX):
             os.replace(os.path.join(source, name), os.path.join(target, name))
 
 
@@ -411,7 +428,13 @@ def to_lists(tree: Any) -> Any:
     return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
 
 
-def write_run(out_dir, result, points, grid, num_seeds, seed, shared) -> None:
+def _first_seed(first_seed: int) -> dict:
+    # Recorded only for a run that starts past seed index 0 (a piece of a wider run): every run
+    # directory written before pieces existed started at 0.
+    return {"first_seed": first_seed} if first_seed else {}
+
+
+def write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_seed: int = 0) -> None:
     """metrics.json, the CSV files and (with `shared`) the global parameters, in `out_dir` or, for a
     grid, in one directory per point."""
     if points is None:
@@ -421,7 +444,8 @@ def write_run(out_dir, result, points, grid, num_seeds, seed, shared) -> None:
         point_dir = os.path.join(out_dir, grid_label(point, grid))
         os.makedirs(point_dir, exist_ok=True)
         with checkpoint.atomic_write(os.path.join(point_dir, CONFIG)) as f:
-            json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed}, f, indent=2)
+            json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed, **_first_seed(first_seed)}, f,
+                      indent=2)
         one = {part: jax.tree.map(lambda x, i=i: x[i], result[part]) for part in ("curve", "final")}
         one.update({k: v for k, v in result.items() if k not in ("curve", "final", "grid")})
         _write_outputs(point_dir, one, None if shared is None else jax.tree.map(lambda x, i=i: x[i], shared))
@@ -438,17 +462,20 @@ def _write_outputs(out_dir: str, result: dict, shared) -> None:
         writer = csv.writer(f)
         writer.writerow(["seed", *keys])
         num_seeds, num_blocks = np.shape(curve[keys[0]]) if keys else (0, 0)
+        indices = result.get("seed_indices", range(num_seeds))  # a piece's seeds start past 0
         for s in range(num_seeds):
             for b in range(num_blocks):
-                writer.writerow([s, *(curve[k][s, b] for k in keys)])
+                writer.writerow([indices[s], *(curve[k][s, b] for k in keys)])
     final = result["final"]
     if final:
         with checkpoint.atomic_write(os.path.join(out_dir, "final.csv"), newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["seed", "local_average", "local_minimum",
                              *[f"sweep_{c:.1f}" for c in final["sweep_scales"][0]]])
+            indices = result.get("seed_indices", range(len(final["local_average"])))
             for s in range(len(final["local_average"])):
-                writer.writerow([s, final["local_average"][s], final["local_minimum"][s], *final["sweep_returns"][s]])
+                writer.writerow([indices[s], final["local_average"][s], final["local_minimum"][s],
+                                 *final["sweep_returns"][s]])
     if shared is not None:
         # The global model: agent 0's shared leaves (identical on every agent after the last sync).
         global_params = jax.tree.map(lambda leaf: leaf[:, 0], shared)
@@ -488,6 +515,7 @@ def load_finished(out_dir: str, config_dict: dict, points: list | None, grid: di
     result = {part: {name: stack(*(run[part][name] for run in runs)) for name in runs[0][part]}
               for part in ("curve", "final")}
     result.update(run_batch=runs[0]["run_batch"], timing=dict(runs[0]["timing"]))
+    result.update({k: runs[0][k] for k in ("machine", "seed_indices") if k in runs[0]})  # runs written since
     if points is not None:
         result["grid"] = points
     return result

@@ -142,6 +142,7 @@ def open_board(plan, start_block: int, grid_label) -> Board | _NoBoard:
                 else [os.path.join(plan.out_dir, grid_label(point, plan.grid)) for point in points])
     comm = plan.communication
     block_steps = config.sync_every * config.eval_every_rounds
-    return Board(run_dirs, plan.points is not None, [plan.seed + i for i in range(plan.num_seeds)], start_block * block_steps + 1,
+    seeds = [plan.seed + plan.first_seed + i for i in range(plan.num_seeds)]
+    return Board(run_dirs, plan.points is not None, seeds, start_block * block_steps + 1,
                  plan.trainer.agent.loss_names, [float(getattr(p.agent, "omega", 0.0)) for p in points],
                  comm["bytes_up_per_round"] + comm["bytes_down_per_round"], config.sync_every)

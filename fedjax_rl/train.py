@@ -406,6 +406,10 @@ def make_train(config):
     return make_trainer(config).train
 
 
-def seed_keys(seed: int, num_seeds: int) -> jax.Array:
-    """Independent keys for `num_seeds` vmapped runs (they differ in init, exploration, physics)."""
-    return jax.random.split(jax.random.key(seed), num_seeds)
+def seed_keys(seed: int, num_seeds: int, first: int = 0) -> jax.Array:
+    """Independent keys for `num_seeds` vmapped runs (they differ in init, exploration, physics): seed
+    indices first, ..., first + num_seeds - 1 of `seed`'s sequence. A seed index always gets the same
+    key, whatever the run's width (JAX's partitionable threefry, the default: split(key, n)[i] does not
+    depend on n; tests/test_pieces.py checks it), so a run of seeds [a, b) trains exactly those seeds
+    of a wider run."""
+    return jax.random.split(jax.random.key(seed), first + num_seeds)[first:]
