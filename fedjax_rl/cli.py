@@ -389,9 +389,21 @@ def _switches(args, names: tuple[str, ...]) -> dict:
     return {name: declared[name].parse(getattr(args, name)) for name in names if getattr(args, name) is not None}
 
 
+def _piece_seeds(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"--piece-seeds must be an integer >= 1 (seeds per piece), got {text!r}")
+    return value
+
+
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
-    from fedjax_rl import experiment, reproduce, reproduce_report
+    from fedjax_rl import experiment, reproduce, reproduce_pieces, reproduce_report
 
     if args.report_only:
         if args.status:
@@ -410,20 +422,28 @@ def cmd_reproduce(args) -> None:
                        budget=args.budget, seed=args.seed, run_batch=run_batch,
                        agent_overrides=_reproduce_overrides(args.table, args.set) or None,
                        train_overrides=_switches(args, ("tensorboard",)) or None)
+        piece_seeds = _piece_seeds(args.piece_seeds)
+        if args.piece is not None and args.program is None:
+            raise ValueError("--piece FIRST:STOP is a piece of one program: give --program too")
         if args.program is not None:
             if args.status or not rows or len(rows) != 1:
                 raise ValueError(f"--program runs one program of one row: give exactly one --rows and no --status "
                                  f"(got --rows {args.rows!r}{' --status' if args.status else ''})")
+            piece = reproduce_pieces.parse_range(args.piece) if args.piece is not None else None
             reproduce.run_program(args.table, args.out, rows[0], args.program, progress=not args.no_progress,
+                                  piece=piece, piece_seeds=piece_seeds,
                                   **{k: v for k, v in request.items() if k != "rows"})
-            print(f"{rows[0]} {args.program}: finished in {args.out}; the same command without --program "
-                  "writes the row when its other programs have finished, reading this one back")
+            what = f"{args.program} seeds {piece[0]}-{piece[1] - 1}" if piece else args.program
+            print(f"{rows[0]} {what}: finished in {args.out}; the same command without --program writes the row "
+                  "when every program holds its seeds, reading the finished pieces back")
             return
         if args.status:
-            for line in reproduce.status_lines(args.table, args.out, reproduce.status(args.table, args.out, **request)):
+            report = reproduce.status(args.table, args.out, piece_seeds=piece_seeds, **request)
+            for line in reproduce.status_lines(args.table, args.out, report):
                 print(line)
             return
-        result = reproduce.reproduce(args.table, args.out, progress=not args.no_progress, **request)
+        result = reproduce.reproduce(args.table, args.out, progress=not args.no_progress, piece_seeds=piece_seeds,
+                                     **request)
     except ValueError as err:
         raise _error(err) from None
     for path in result["paths"]:
@@ -532,6 +552,14 @@ def _add_reproduce_parser(sub) -> None:
                    help="run only this program of the one row in --rows (e.g. ddpgavg2 of a Table 2 row), exactly "
                         "as the whole row runs it, so a row's programs can run in separate processes or machines; "
                         "the command without --program then reads it back (default: every program of each row)")
+    p.add_argument("--piece", default=None, metavar="FIRST:STOP",
+                   help="with --program: run only seed indices FIRST..STOP-1 of it, a piece that lands as its own "
+                        "finished directory (tuning seeds come first: with --tuning-seeds 2, reported seed 0 is "
+                        "index 2); refused before compiling if it overlaps a finished piece or its settings differ "
+                        "(default: every seed the program lacks)")
+    p.add_argument("--piece-seeds", default=None, metavar="N",
+                   help="run the seeds a program lacks as pieces of N seeds each, and list them so in --status "
+                        "(default: one piece per missing range)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_flag(p, _table_entry("tensorboard"))  # not part of a row's recorded settings
     p.set_defaults(func=cmd_reproduce)

@@ -46,15 +46,21 @@ CPU_RUN_BATCH at a time, the batches running one after another inside the same c
 On an accelerator every run is in one vmap. The batch size changes float rounding, not the algorithm;
 each row.json records it per program (None: one vmap; the CartPole rows of results/table1_paper).
 
-Resuming: DIR/<table>/<env>__<param>/ holds each row: one experiment.run directory per program
-(config, per-block checkpoint, then metrics per grid point and finished.json, so a finished program
-of an unfinished row is read back, not re-evaluated) and, when the row is done, row.json.
-A row with row.json is never recomputed (its checkpoints are then deleted). If its recorded settings differ from the request, the
-command stops with an error and does not mix the two. An interrupted row resumes from its last
-finished block. Rows may run on different machines into copies of DIR, and their row directories
+Resuming: DIR/<table>/<env>__<param>/ holds each row: per program, one experiment.run directory per
+seed piece (`fedjax_rl.reproduce_pieces`: the whole program is ROW/PROGRAM/ itself, other pieces
+ROW/PROGRAM/seeds_A-B/; each holds config, a per-block checkpoint while it trains, then metrics per
+grid point and finished.json, so a finished piece of an unfinished row is read back, not
+re-evaluated) and, when every program's finished pieces tile the row's seeds, row.json. A row with
+row.json of at least the requested reported seeds is never recomputed (its checkpoints are then
+deleted); one with fewer grows by the missing seeds' pieces. If its recorded settings differ from
+the request (the number of reported seeds aside), the command stops with an error and does not mix
+the two; so does a piece that overlaps a finished one or would merge with a finished piece of other
+settings, before anything compiles. An interrupted piece resumes from its last finished block.
+Rows, programs and pieces may run on different machines into copies of DIR, and their directories
 are merged by copying. The tables and figures are rebuilt from every finished row in DIR at the end
 of each invocation. `status` (`--status`) reads where each requested row stands from these files,
-computing and writing nothing.
+computing and writing nothing, and estimates each piece still to run from measured programs
+(`fedjax_rl.reproduce_costs`).
 
 Outputs in DIR (written by `fedjax_rl.reproduce_report`, this module's reporting half: tables,
 figures and their statistics): <table>.md and <table>.csv (Average and Minimum, mean +- std over the reported seeds
@@ -71,22 +77,24 @@ time. `write_outputs` (`--report-only`) rebuilds all of these from the finished 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import os
 import subprocess
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from fedjax_rl import agents, configs, paper, reproduce_report
+from fedjax_rl import agents, configs, paper, reproduce_pieces, reproduce_report
 from fedjax_rl.machine import describe as describe_machine
 from fedjax_rl.machine import summary as machine_summary
 # The tables' declarations, shared with the reporting half; TABLES and Program are kept as this
 # module's names too (`reproduce.TABLES`, `reproduce.get_table`).
 from fedjax_rl.reproduce_tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, TABLES, Program, Table, get_table, load_run, row_dir)
+    OMEGA_RULE, ROW_RESULT, TABLES, Program, Table, get_table, load_program_run, load_run, row_dir)
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_SEEDS = paper.NUM_SEEDS
@@ -197,23 +205,28 @@ def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, tra
                                       train_overrides=configs.identity_fields(train_overrides or {}))))
 
 
-def summarize_row(directory: str, table: Table, tuning_seeds: int) -> dict:
+def summarize_row(directory: str, table: Table, tuning_seeds: int, pieces: dict | None = None,
+                  num_seeds: int | None = None) -> dict:
     """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
-    (so the tables equal the files), and the headline omega chosen on the tuning seeds."""
+    (so the tables equal the files), and the headline omega chosen on the tuning seeds. `pieces`:
+    {program: its seed pieces' directories relative to ROW/PROGRAM/, in seed order} (None: each
+    program's own directory, as before pieces); `num_seeds`: the row's seeds, [0, num_seeds) (None:
+    all its pieces hold)."""
     algorithms = {}
     tuning_min = {}
     for program in table.programs:
-        prog_dir = os.path.join(directory, program.name)
+        program_pieces = (pieces or {}).get(program.name)
         if program.zero_label:
-            with open(os.path.join(prog_dir, "config.json")) as f:
+            first = os.path.join(directory, program.name, (program_pieces or [""])[0])
+            with open(os.path.join(first, "config.json")) as f:
                 grid = json.load(f)["grid"]["omega"]
             runs = [(program.zero_label if w == 0 else agents.ALGORITHMS[program.algo].describe({"omega": w}),
-                     os.path.join(program.name, _omega_dir(w)), w) for w in grid]
+                     f"{program.name}/{_omega_dir(w)}", w) for w in grid]
         else:
             runs = [(program.label, program.name, None)]
         for label, rel, omega in runs:
-            final = load_run(os.path.join(directory, rel))["final"]
-            avg, mn = np.asarray(final["local_average"], float), np.asarray(final["local_minimum"], float)
+            final = load_program_run(directory, rel, program_pieces)["final"]
+            avg, mn = (np.asarray(final[name], float)[:num_seeds] for name in ("local_average", "local_minimum"))
             algorithms[label] = dict(
                 dir=rel, omega=omega,
                 tuning=dict(average=avg[:tuning_seeds].tolist(), minimum=mn[:tuning_seeds].tolist()),
@@ -259,60 +272,112 @@ def _bind_request(table_name: str, out_dir: str, **request) -> tuple[dict, tuple
     return given, _plan(**{name: given[name] for name in inspect.signature(_plan).parameters})
 
 
-def _refuse_other_settings(row_result: str, request: dict) -> bool:
-    """Whether the row is finished (its row.json exists); raises if it was computed with other settings."""
+# A row's identity: its request without the number of reported seeds, which may grow (new pieces of
+# new seeds; the tuning seeds, and with them the headline omega, stay).
+_GROWS = ("num_seeds",)
+
+
+def _row_state(row_result: str, request: dict) -> tuple[str, dict | None]:
+    """("none" | "finished" | "fewer seeds", its row.json) for a request; raises a ValueError if
+    the row was computed with other settings (the message names them)."""
     if not os.path.exists(row_result):
-        return False
+        return "none", None
     diff, record = _finished_row(row_result, request)
     if diff:
         previous = record["request"]
         raise ValueError(f"{row_result} was computed with different settings {diff} "
                          f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
                          "use another --out or remove that row directory")
-    return True
+    enough = len(record["seeds"]["reported"]) >= request["num_seeds"]
+    return ("finished" if enough else "fewer seeds"), record
+
+
+def _refuse_other_settings(row_result: str, request: dict) -> bool:
+    """Whether the row is finished with at least the requested seeds; raises if it was computed with
+    other settings."""
+    return _row_state(row_result, request)[0] == "finished"
 
 
 def _finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
-    """The request settings a finished row.json was computed with differently, and its record."""
+    """The request settings a finished row.json was computed with differently (the reported seeds
+    aside: a row grows by new seeds), and its record."""
     with open(row_result) as f:
         record = json.load(f)
-    return sorted(k for k in request if record["request"].get(k) != request[k]), record
+    return sorted(k for k in request if k not in _GROWS and record["request"].get(k) != request[k]), record
 
 
-def status(table_name: str, out_dir: str, **request) -> list[dict]:
+def status(table_name: str, out_dir: str, piece_seeds: int | None = None, **request) -> list[dict]:
     """Where each requested row stands in `out_dir` for a request (`reproduce`'s keyword arguments,
     with its defaults; `progress` aside), read from its files: nothing compiles, runs or is written.
     One dict per row: "row", "state" ("finished", "finished with other settings", "in progress",
-    "not started"), and either the finished row's "wall_s" and "machine", or per program its
-    `run_directory.progress_on_disk`."""
-    from fedjax_rl import run_directory
+    "not started"), and either the finished row's "wall_s", "machine" and "seeds", or "programs":
+    per program its "state", blocks done, and its "pieces" (seeds, state, blocks done, and for a
+    piece still to run its estimated time on a CPU and on a GPU, `reproduce_costs.estimate`)."""
+    from fedjax_rl import reproduce_costs
 
     given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, **request)
-    num_seeds, tuning_seeds, seed = given["num_seeds"], given["tuning_seeds"], given["seed"]
+    total, seed = given["tuning_seeds"] + given["num_seeds"], given["seed"]
+    measured = reproduce_costs.measurements(reproduce_costs.default_sources(out_dir))
     report = []
     for row in selected:
         directory = row_dir(out_dir, table, row)
         path = os.path.join(directory, ROW_RESULT)
         if os.path.exists(path):
             diff, record = _finished_row(path, request)
-            report.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
-                               other_settings=diff, wall_s=record.get("wall_s"),
-                               machine=machine_summary(record["machine"])))
-            continue
-        programs = []
-        for program, config, grid in plans[row.key]:
-            recorded, _ = run_directory.recorded_config(config, tuning_seeds + num_seeds, seed, grid, run_batch)
-            on_disk = run_directory.progress_on_disk(os.path.join(directory, program.name), recorded, config.num_evals)
-            programs.append(dict(program=program.label, num_blocks=config.num_evals, **on_disk))
-        started = any(p["state"] in ("partial", "finished") for p in programs)
+            if diff or len(record["seeds"]["reported"]) >= given["num_seeds"]:
+                report.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
+                                   other_settings=diff, wall_s=record.get("wall_s"),
+                                   machine=machine_summary(record["machine"]),
+                                   seeds=len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])))
+                continue
+        programs = [_program_status(directory, table, row, *plan, total, seed, run_batch, piece_seeds, measured)
+                    for plan in plans[row.key]]
+        started = any(p["state"] != "not started" for p in programs)
         report.append(dict(row=row.key, state="in progress" if started else "not started", programs=programs))
     return report
 
 
+def _program_status(directory, table, row, program, config, grid, total, seed, run_batch, piece_seeds,
+                    measured) -> dict:
+    """One program's pieces on disk and still to run (`status`)."""
+    from fedjax_rl import reproduce_costs, run_directory
+
+    program_dir = os.path.join(directory, program.name)
+    on_disk = reproduce_pieces.found(program_dir, program.name)
+    whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, total), seed, run_batch)
+    mine = reproduce_pieces.identity(whole)
+    points = len(next(iter(grid.values()))) if grid else 1
+    pieces = []
+    for f in on_disk:
+        if reproduce_pieces.identity(f.record) != mine:
+            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path))
+        elif f.finished:
+            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
+    for piece in reproduce_pieces.missing(on_disk, whole, total, program.name, piece_seeds):
+        there = next((f for f in on_disk if f.piece == piece and reproduce_pieces.identity(f.record) == mine), None)
+        progress = run_directory.progress_on_disk(there.path, there.record, config.num_evals) if there else None
+        state = "partial" if progress and progress["state"] == "partial" else "to run"
+        cost = reproduce_costs.estimate(measured, table.name, row.key, program.name, config.engine,
+                                        piece.num_seeds * points, config.steps_per_agent)
+        pieces.append(dict(seeds=[piece.first, piece.stop], state=state, estimate=cost,
+                           blocks_done=progress["blocks_done"] if progress else 0,
+                           wall_s=progress["wall_s"] if progress else None))
+    pieces.sort(key=lambda p: p["seeds"][0])
+    covered = reproduce_pieces.covered(on_disk, whole)
+    held = covered[-1].piece.stop if covered else 0
+    partial = [p for p in pieces if p["state"] == "partial"]
+    state = ("finished" if held >= total else "partial" if partial or held
+             else "other settings" if any(p["state"] == "other settings" for p in pieces) else "not started")
+    return dict(program=program.label, name=program.name, state=state, num_blocks=config.num_evals,
+                seeds_held=held, blocks_done=sum(p["blocks_done"] for p in partial),
+                wall_s=partial[0]["wall_s"] if len(partial) == 1 else None, pieces=pieces)
+
+
 def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]:
-    """`status` as text, with the training time left at each unfinished program's pace so far
-    (compilation included; its final evaluation is not counted, and a program that has trained every
-    block says its final evaluation is pending)."""
+    """`status` as text: per row, and per unfinished program its pieces; an unfinished piece with its
+    training time left at its pace so far (compilation included; its final evaluation not counted, and
+    a piece that has trained every block says its final evaluation is pending), a piece still to run
+    with its estimated time on a CPU and on a GPU, from measured programs (`reproduce_costs`)."""
     counts = {state: sum(r["state"] == state for r in report)
               for state in ("finished", "finished with other settings", "in progress", "not started")}
     lines = [f"{table_name} in {out_dir}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
@@ -321,51 +386,108 @@ def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]
         if r["state"].startswith("finished"):
             wall = "" if r["wall_s"] is None else f"{r['wall_s']:,.0f} s on "
             other = f" {r['other_settings']}" if r["other_settings"] else ""
-            lines.append(f"  {r['row']}: {r['state']}{other} ({wall}{r['machine']})")
+            lines.append(f"  {r['row']}: {r['state']}{other} ({r['seeds']} seeds; {wall}{r['machine']})")
             continue
-        parts = []
+        lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(_program_line(p) for p in r["programs"]))
         for p in r["programs"]:
-            if p["state"] == "finished":
-                parts.append(f"{p['program']} trained and evaluated")
-            elif p["state"] == "partial":
-                text = f"{p['program']} {p['blocks_done']}/{p['num_blocks']} blocks"
-                if p["blocks_done"] == p["num_blocks"]:
-                    wall = "" if p["wall_s"] is None else f" ({p['wall_s']:,.0f} s of training)"
-                    text += f"{wall}, final evaluation pending"
-                elif p["wall_s"] is not None and p["blocks_done"]:
-                    left = p["wall_s"] / p["blocks_done"] * (p["num_blocks"] - p["blocks_done"])
-                    text += f" ({p['wall_s']:,.0f} s so far, about {left / 3600:.1f} h of training left)"
-                parts.append(text)
-            elif p["state"] == "other settings":
-                parts.append(f"{p['program']} holds a run with other settings (set aside when this request runs)")
-            else:
-                parts.append(f"{p['program']} not started")
-        lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(parts))
+            lines += [f"    {p['name']} seeds {piece['seeds'][0]}-{piece['seeds'][1] - 1}: {_piece_line(piece, p)}"
+                      for piece in p["pieces"] if piece["state"] in ("partial", "to run")]
     return lines
 
 
-def _run_program(directory, program, config, grid, num_seeds, seed, run_batch, progress, on_block=None) -> dict:
+def _program_line(p: dict) -> str:
+    if p["state"] == "finished":
+        return f"{p['program']} trained and evaluated"
+    if p["state"] == "other settings":
+        return f"{p['program']} holds a run with other settings (set aside when this request runs)"
+    held = f"seeds 0-{p['seeds_held'] - 1} finished, " if p["seeds_held"] else ""
+    todo = sum(1 for piece in p["pieces"] if piece["state"] in ("partial", "to run"))
+    if p["state"] == "partial" and len(p["pieces"]) == 1 and p["pieces"][0]["state"] == "partial":
+        return f"{p['program']} {_piece_line(p['pieces'][0], p)}"
+    return f"{p['program']} {held}{todo} piece(s) to run" if todo else f"{p['program']} not started"
+
+
+def _piece_line(piece: dict, program: dict) -> str:
+    from fedjax_rl import reproduce_costs
+
+    if piece["state"] == "partial":
+        text = f"{piece['blocks_done']}/{program['num_blocks']} blocks"
+        if piece["blocks_done"] == program["num_blocks"]:
+            wall = "" if piece["wall_s"] is None else f" ({piece['wall_s']:,.0f} s of training)"
+            return text + f"{wall}, final evaluation pending"
+        if piece["wall_s"] is not None and piece["blocks_done"]:
+            left = piece["wall_s"] / piece["blocks_done"] * (program["num_blocks"] - piece["blocks_done"])
+            return text + f" ({piece['wall_s']:,.0f} s so far, about {left / 3600:.1f} h of training left)"
+        return text
+    parts = []
+    for kind, name in (("cpu", "a CPU"), ("gpu", "a GPU")):
+        guess = piece["estimate"][kind]
+        parts.append(f"about {reproduce_costs.duration(guess[0])} on {name} ({guess[1]})" if guess
+                     else f"no measurement on {name}")
+    return "to run: " + "; ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class PieceRun:
+    """One piece of one program of a row, checked and placed, ready to train (or to be read back)."""
+
+    program: Program
+    config: Any
+    grid: dict | None
+    piece: reproduce_pieces.Piece
+    path: str
+
+
+def _expected(config, grid, piece, seed: int, run_batch) -> dict:
+    """What a piece's directory records (`run_directory.recorded_config`)."""
+    from fedjax_rl import run_directory
+
+    return run_directory.recorded_config(config, piece.num_seeds, seed, grid, run_batch, piece.first)[0]
+
+
+def program_pieces(directory: str, program: Program, config, grid, total: int, seed: int, run_batch,
+                   piece_seeds: int | None = None, only: tuple[int, int] | None = None) -> list[PieceRun]:
+    """The pieces of one program of a row still to run for seed indices [0, total), or exactly the
+    piece `only` = (first, stop), each checked by `reproduce_pieces.check` (which refuses overlaps and
+    settings that could not merge) before anything compiles."""
+    program_dir = os.path.join(directory, program.name)
+    on_disk = reproduce_pieces.found(program_dir, program.name)
+    whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, total), seed, run_batch)
+    pieces = ([reproduce_pieces.Piece(program.name, *only)] if only is not None
+              else reproduce_pieces.missing(on_disk, whole, total, program.name, piece_seeds))
+    out = []
+    for piece in pieces:
+        reproduce_pieces.check(piece, _expected(config, grid, piece, seed, run_batch), on_disk)
+        out.append(PieceRun(program, config, grid, piece, reproduce_pieces.location(program_dir, piece, total, on_disk)))
+    return out
+
+
+def _run_piece(run: PieceRun, seed: int, run_batch, progress: bool, on_block=None) -> dict:
     from fedjax_rl import experiment
 
-    return experiment.run(config, num_seeds=num_seeds, seed=seed, out_dir=os.path.join(directory, program.name),
-                          progress=progress, grid=grid, on_block=on_block, run_batch=run_batch,
-                          new_run=True)  # another request's unfinished program: set aside, as --status says
+    return experiment.run(run.config, num_seeds=run.piece.num_seeds, seed=seed, out_dir=run.path, progress=progress,
+                          grid=run.grid, on_block=on_block, run_batch=run_batch, first_seed=run.piece.first,
+                          new_run=True)  # another request's unfinished piece: set aside, as --status says
 
 
-def run_program(table_name: str, out_dir: str, row: str, program: str, progress: bool = True, **request) -> dict:
+def run_program(table_name: str, out_dir: str, row: str, program: str, progress: bool = True,
+                piece: tuple[int, int] | None = None, piece_seeds: int | None = None, **request) -> list[dict]:
     """Run one program of one row (e.g. "ddpgavg2" of Table 2's "Hopper-v4/torso"), exactly as
-    `reproduce(table_name, out_dir, rows=[row], **request)` would run it, into the same directory,
-    and return `experiment.run`'s result. A row's programs are independent, so they can run in
-    separate processes or machines; `reproduce` with the same request then reads every finished
-    program back and writes the row, computing nothing again. `request`: `reproduce`'s settings."""
+    `reproduce(table_name, out_dir, rows=[row], **request)` would run it, into the same directory: the
+    seeds it still lacks, as pieces of `piece_seeds` seeds (None: one piece per missing range), or
+    only the seed piece `piece` = (first, stop). Returns `experiment.run`'s result per piece. A row's
+    programs and pieces are independent, so they can run in separate processes or machines;
+    `reproduce` with the same request then reads every finished piece back and writes the row,
+    computing nothing again. `request`: `reproduce`'s settings."""
     given, (table, [selected], request, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
     directory = row_dir(out_dir, table, selected)
-    _refuse_other_settings(os.path.join(directory, ROW_RESULT), request)
+    _row_state(os.path.join(directory, ROW_RESULT), request)  # refuses a row finished with other settings
     by_name = {plan[0].name: plan for plan in plans[selected.key]}
     if program not in by_name:
         raise ValueError(f"program must be one of {list(by_name)} for {table.name}, got {program!r}")
-    return _run_program(directory, *by_name[program], given["tuning_seeds"] + given["num_seeds"], given["seed"],
-                        run_batch, progress)
+    total, seed = given["tuning_seeds"] + given["num_seeds"], given["seed"]
+    runs = program_pieces(directory, *by_name[program], total, seed, run_batch, piece_seeds, piece)
+    return [_run_piece(run, seed, run_batch, progress) for run in runs]
 
 
 def reproduce(
@@ -381,47 +503,58 @@ def reproduce(
     agent_overrides: dict | None = None,
     train_overrides: dict | None = None,
     run_batch: int | None | str = "auto",
+    piece_seeds: int | None = None,
 ) -> dict:
-    """Run the requested rows of `table_name` (those without a row.json), then rebuild the table
-    and figures from every finished row in `out_dir`. `agent_overrides` / `train_overrides` replace
-    the paper's settings (tests use tiny networks); they are recorded and printed with the results.
-    `run_batch`: runs vmapped at a time (`experiment.run`); "auto" is `default_run_batch()`.
+    """Run the requested rows of `table_name` (those without a row.json of at least the requested
+    seeds), then rebuild the table and figures from every finished row in `out_dir`. Each program
+    runs the seeds it still lacks, as pieces of `piece_seeds` seeds (None: one piece per missing
+    range; `fedjax_rl.reproduce_pieces`); a row finished with fewer reported seeds grows by new ones.
+    `agent_overrides` / `train_overrides` replace the paper's settings (tests use tiny networks);
+    they are recorded and printed with the results. `run_batch`: runs vmapped at a time
+    (`experiment.run`); "auto" is `default_run_batch()`.
     Returns {"rows": {key: row record}, "paths": [written files]}."""
     table, selected, request, plans, run_batch = _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget,
                                                        seed, agent_overrides, train_overrides, run_batch)
-    todo = [row for row in selected
-            if not _refuse_other_settings(os.path.join(row_dir(out_dir, table, row), ROW_RESULT), request)]
-    bar = _rows_bar(table, selected, todo, plans) if progress else None
     num_total = tuning_seeds + num_seeds
+    work = {}  # every row's pieces, checked before anything compiles
+    for row in selected:
+        directory = row_dir(out_dir, table, row)
+        if not _refuse_other_settings(os.path.join(directory, ROW_RESULT), request):
+            work[row.key] = [run for program, config, grid in plans[row.key]
+                             for run in program_pieces(directory, program, config, grid, num_total, seed, run_batch,
+                                                       piece_seeds)]
+    todo = [row for row in selected if row.key in work]
+    bar = _rows_bar(table, selected, work, plans) if progress else None
     for index, row in enumerate(todo):
         directory = row_dir(out_dir, table, row)
         os.makedirs(directory, exist_ok=True)
-        start = time.time()
-        timings, batches = [], {}
-        for program, config, grid in plans[row.key]:
-            description = (f"{table.name} {row.key} ({program.label}), "
+        start, results = time.time(), {}
+        for run in work[row.key]:
+            description = (f"{table.name} {row.key} ({run.program.label}{_seeds_text(run, num_total)}), "
                            f"row {len(selected) - len(todo) + index + 1}/{len(selected)}")
-            on_block = _program_progress(bar, description, num_total, tuning_seeds, config, grid)
-            result = _run_program(directory, program, config, grid, num_total, seed, run_batch, False, on_block)
-            timings.append(result["timing"])
-            batches[program.name] = result["run_batch"]
+            on_block = _program_progress(bar, description, run.piece.num_seeds, tuning_seeds, run.config, run.grid)
+            results[run.path] = _run_piece(run, seed, run_batch, False, on_block)
         record = _row_record(directory, table, row, plans[row.key], request, budget, seed, tuning_seeds, num_total,
-                             batches, timings, start)
-        _write_row(directory, record, plans[row.key])
+                             run_batch, results, start)
+        _write_row(directory, record)
     if bar is not None:
         bar.close()
     return reproduce_report.write_outputs(table, out_dir)
 
 
-def _rows_bar(table: Table, selected: list, todo: list, plans: dict):
-    """One progress bar over every requested row's blocks, the finished rows' counted as done."""
+def _seeds_text(run: PieceRun, total: int) -> str:
+    return "" if (run.piece.first, run.piece.stop) == (0, total) else f", seeds {run.piece.first}-{run.piece.stop - 1}"
+
+
+def _rows_bar(table: Table, selected: list, work: dict, plans: dict):
+    """One progress bar over every requested row's blocks: the finished rows' counted as done, each
+    unfinished row's by the pieces it has still to run."""
     from tqdm.auto import tqdm
 
-    blocks_per_row = {key: sum(c.num_evals for _, c, _ in plan) for key, plan in plans.items()}
-    total = sum(blocks_per_row.values())
-    done_rows = sum(blocks_per_row[r.key] for r in selected if r not in todo)
+    done_rows = sum(c.num_evals for r in selected if r.key not in work for _, c, _ in plans[r.key])
+    total = done_rows + sum(run.config.num_evals for runs in work.values() for run in runs)
     return tqdm(total=total, initial=done_rows, unit="block",
-                desc=f"{table.name}: {len(selected) - len(todo)}/{len(selected)} rows done")
+                desc=f"{table.name}: {len(selected) - len(work)}/{len(selected)} rows done")
 
 
 def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, config, grid):
@@ -452,40 +585,72 @@ def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, 
 
 
 def _row_record(directory, table: Table, row, programs: list, request: dict, budget, seed: int, tuning_seeds: int,
-                num_total: int, batches: dict, timings: list, start: float) -> dict:
-    """A finished row's row.json: the request, the seeds, the budget and configs of its programs,
-    versions, machine and wall time, and its numbers (`summarize_row`)."""
+                num_total: int, run_batch, results: dict, start: float) -> dict:
+    """A finished row's row.json: the request, the seeds, the budget and configs of its programs, each
+    program's seed pieces (where each ran, its wall time), versions, machine and wall time, and its
+    numbers (`summarize_row`). `results`: `experiment.run`'s result per piece directory trained or
+    read in this process."""
     from fedjax_rl import run_directory
 
+    pieces, batches, walls, resumed = {}, {}, [], 0
+    for program, config, grid in programs:
+        program_dir = os.path.join(directory, program.name)
+        whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, num_total), seed, run_batch)
+        covering = reproduce_pieces.covered(reproduce_pieces.found(program_dir, program.name), whole)
+        pieces[program.name] = [_piece_record(program_dir, found, grid) for found in covering]
+        batches[program.name] = _one_or_all([found.record.get("run_batch") for found in covering])
+        walls += [p["wall_s"] for p in pieces[program.name]]
+        resumed += sum(results[f.path]["timing"]["resumed_at_block"] if f.path in results else config.num_evals
+                       for f in covering)
+    num_seeds = min(p[-1]["seeds"][1] for p in pieces.values())  # every program holds [0, num_seeds)
+    request = {**request, "num_seeds": num_seeds - tuning_seeds}
     return dict(
         table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
-        seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_total)),
+        seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_seeds)),
                    note="indices into train.seed_keys(seed, tuning + reported)"),
         budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in programs},
                     paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in programs}),
         configs={p.name: dict(config=run_directory.config_to_dict(c), grid=g) for p, c, g in programs},
         # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
-        run_batch=batches,
-        versions=versions(), machine=describe_machine(), resumed_blocks=sum(t["resumed_at_block"] for t in timings),
+        run_batch=batches, pieces=pieces,
+        versions=versions(), machine=describe_machine(), resumed_blocks=resumed,
         # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
-        wall_s=None if any(t["wall_s"] is None for t in timings) else sum(t["wall_s"] for t in timings),
+        wall_s=None if None in walls else sum(walls),
         wall_s_this_process=time.time() - start,
-        **summarize_row(directory, table, tuning_seeds),
+        **summarize_row(directory, table, tuning_seeds, {k: [p["dir"] for p in v] for k, v in pieces.items()},
+                        num_seeds),
     )
 
 
-def _write_row(directory: str, record: dict, programs: list) -> None:
-    """row.json, atomically; then the programs' checkpoints go: a finished row never resumes, and
-    they (replay buffers included, ~90 MB for a 40-run CartPole row) only cost disk."""
+def _one_or_all(values: list):
+    return values[0] if len(set(map(str, values))) == 1 else values
+
+
+def _piece_record(program_dir: str, found, grid) -> dict:
+    """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine it ran on and its
+    wall time, from its own metrics (a piece written before runs recorded their machine: None)."""
+    first_point = os.path.join(found.path, _omega_dir(grid["omega"][0])) if grid else found.path
+    metrics = load_run(first_point)
+    rel = os.path.relpath(found.path, program_dir)
+    return dict(dir="" if rel == "." else rel, seeds=[found.piece.first, found.piece.stop],
+                machine=machine_summary(metrics["machine"]) if "machine" in metrics else None,
+                wall_s=metrics.get("timing", {}).get("wall_s"))
+
+
+def _write_row(directory: str, record: dict) -> None:
+    """row.json, atomically; then the pieces' checkpoints go: a finished row never resumes its
+    pieces, and their checkpoints (replay buffers included, ~90 MB for a 40-run CartPole row) only
+    cost disk."""
     from fedjax_rl import run_directory
 
     with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
         json.dump(record, f, indent=2, default=str)
     os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
-    for program, _, _ in programs:
-        ckpt = os.path.join(directory, program.name, run_directory.CHECKPOINT)
-        if os.path.exists(ckpt):
-            os.remove(ckpt)
+    for program, pieces in record["pieces"].items():
+        for piece in pieces:
+            ckpt = os.path.join(directory, program, piece["dir"], run_directory.CHECKPOINT)
+            if os.path.exists(ckpt):
+                os.remove(ckpt)
 
 
 def begin_program(bar, checkpointed_blocks: int) -> None:

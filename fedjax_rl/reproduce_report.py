@@ -14,7 +14,7 @@ import numpy as np
 
 from fedjax_rl import envs, paper, stats
 from fedjax_rl.machine import summary as machine_summary
-from fedjax_rl.reproduce_tables import OMEGA_RULE, ROW_RESULT, Table, load_run, row_dir
+from fedjax_rl.reproduce_tables import OMEGA_RULE, ROW_RESULT, Table, load_algorithm, load_run, row_dir
 
 
 def finished_rows(table: Table, out_dir: str) -> dict:
@@ -389,8 +389,10 @@ ENGINE_NAMES = {"c": "MuJoCo's C engine", "mjx": "MuJoCo-MJX", "warp": "MuJoCo W
 
 
 def _batching(rec: dict) -> str:
-    """How the row's runs were vmapped (rows written before run_batch existed: all at once)."""
-    sizes = {n for n in rec.get("run_batch", {}).values() if n is not None}
+    """How the row's runs were vmapped (rows written before run_batch existed: all at once; a program in
+    pieces batched differently lists each piece's)."""
+    per_program = rec.get("run_batch", {}).values()
+    sizes = {n for value in per_program for n in (value if isinstance(value, list) else [value]) if n is not None}
     return f"{'/'.join(map(str, sorted(sizes)))} runs per vmap" if sizes else "all runs in one vmap"
 
 
@@ -448,7 +450,7 @@ def write_figures(table: Table, out_dir: str, records: dict) -> list[str]:
         row_path = row_dir(out_dir, table, row)
         c_lines, s_lines = [], []
         for lab in (*table.baselines, rec["headline"]):
-            m = load_run(os.path.join(row_path, rec["algorithms"][lab]["dir"]))
+            m = load_algorithm(row_path, rec, lab)
             (curve, curve_span), (sweep, sweep_span) = (plots.band_values(m, "curve", "nominal_return"),
                                                         plots.band_values(m, "final", "sweep_returns"))
             spans |= {curve_span, sweep_span}

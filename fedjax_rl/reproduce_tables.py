@@ -80,3 +80,39 @@ def load_run(path: str) -> dict:
     """The metrics.json of the experiment.run directory `path`."""
     with open(os.path.join(path, "metrics.json")) as f:
         return json.load(f)
+
+
+def merge_runs(runs: list[dict]) -> dict:
+    """metrics.json records of consecutive seed pieces of one run, as the run: every curve and final
+    array concatenated along its leading (seed) axis, the wall times summed, the rest the first's."""
+    if len(runs) == 1:
+        return runs[0]
+    merged = dict(runs[0])
+    for part in ("curve", "final"):
+        merged[part] = {name: [row for run in runs for row in run[part][name]] for name in runs[0][part]}
+    walls = [run.get("timing", {}).get("wall_s") for run in runs]
+    merged["timing"] = dict(runs[0].get("timing", {}), wall_s=None if None in walls else sum(walls))
+    merged["seed_indices"] = [i for run in runs for i in run.get("seed_indices", range(len(run["final"]["local_average"])))]
+    return merged
+
+
+def load_program_run(row_path: str, rel: str, pieces: list[str] | None = None) -> dict:
+    """The metrics of one algorithm of a row, `rel` = PROGRAM or PROGRAM/POINT (a grid point such as
+    omega=0.1), merged over the program's seed pieces: `pieces` are their directories relative to
+    ROW/PROGRAM/ in seed order ("" for PROGRAM/ itself); None is PROGRAM/ alone (every row written
+    before pieces existed)."""
+    program, _, point = rel.partition("/")
+    return merge_runs([load_run(os.path.join(row_path, program, piece, point)) for piece in (pieces or [""])])
+
+
+def load_algorithm(row_path: str, record: dict, label: str) -> dict:
+    """The merged metrics of algorithm `label` ("DDPGAvg(1)", "FedRDDPG (ω=0.1)") of the finished row
+    whose row.json is `record`, over the seed pieces it lists."""
+    rel = record["algorithms"][label]["dir"]
+    pieces = record.get("pieces", {}).get(rel.partition("/")[0])
+    run = load_program_run(row_path, rel, None if pieces is None else [p["dir"] for p in pieces])
+    if pieces is None:
+        return run
+    # The row's seeds, [0, n): a program may hold more than the others (pieces are whole).
+    n = len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])
+    return {**run, **{part: {k: v[:n] for k, v in run[part].items()} for part in ("curve", "final")}}

@@ -103,8 +103,8 @@ FLOORS = (
     {"federated", "heterogeneity"},
     {"agents", "paper", "tabular"},
     {"configs", "plots", "reproduce_tables", "tensorboard_log"},
-    {"reproduce_report", "run_directory", "train"},
-    {"experiment", "render"},
+    {"reproduce_costs", "reproduce_report", "run_directory", "train"},
+    {"experiment", "render", "reproduce_pieces"},
     {"reproduce"},
     {"cli"},
 )

@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_report, stats
+from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_report, reproduce_tables, stats
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
 TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0.006, progress=False,
@@ -112,7 +112,8 @@ def test_status_reads_where_each_row_stands(reproduced, capsys):
     # The command line's request is the paper's settings, not the tiny ones these rows were computed with.
     assert cli.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--out", reproduced["out"], "--status"]) == 0
     out = capsys.readouterr().out
-    assert "CartPole-v1/length: finished with other settings ['agent_overrides', 'budget', 'num_seeds', 'omegas', " in out
+    # The number of reported seeds is not among them: a row grows by new seeds.
+    assert "CartPole-v1/length: finished with other settings ['agent_overrides', 'budget', 'omegas', " in out
     assert "wrote" not in out  # nothing rebuilt
 
 
@@ -123,7 +124,7 @@ def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduc
     request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
     with pytest.raises(ValueError, match=r"program must be one of \['fedrdqn'\] for table1, got 'ddpgavg2'"):
         reproduce.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
-    alone = reproduce.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
+    [alone] = reproduce.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
     together = reproduce_report.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
     np.testing.assert_array_equal(alone["final"]["local_returns"][2], np.asarray(together["final"]["local_returns"]))
     row = reproduce.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
@@ -133,12 +134,18 @@ def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduc
 
 def test_status_line_names_a_pending_final_evaluation():
     # Every block trained, the final evaluation not yet written: no "time left" estimate of 0.0 h.
-    program = {"program": "FedRDDPG", "state": "partial", "blocks_done": 25, "num_blocks": 25, "wall_s": 9000.0}
-    halfway = dict(program, program="DDPGAvg(2)", blocks_done=5, wall_s=1000.0)
-    report = [{"row": "Ant-v4/front_right_leg", "state": "in progress", "programs": [program, halfway]}]
-    [_, line] = reproduce.status_lines("table2", "OUT", report)
+    def program(label, name, blocks_done, wall_s):
+        piece = {"seeds": [0, 6], "state": "partial", "blocks_done": blocks_done, "wall_s": wall_s}
+        return {"program": label, "name": name, "state": "partial", "num_blocks": 25, "seeds_held": 0,
+                "blocks_done": blocks_done, "wall_s": wall_s, "pieces": [piece]}
+
+    report = [{"row": "Ant-v4/front_right_leg", "state": "in progress",
+               "programs": [program("FedRDDPG", "fedrddpg", 25, 9000.0), program("DDPGAvg(2)", "ddpgavg2", 5, 1000.0)]}]
+    [_, line, *pieces] = reproduce.status_lines("table2", "OUT", report)
     assert line == ("  Ant-v4/front_right_leg: in progress: FedRDDPG 25/25 blocks (9,000 s of training), "
                     "final evaluation pending; DDPGAvg(2) 5/25 blocks (1,000 s so far, about 1.1 h of training left)")
+    assert pieces == ["    fedrddpg seeds 0-5: 25/25 blocks (9,000 s of training), final evaluation pending",
+                      "    ddpgavg2 seeds 0-5: 5/25 blocks (1,000 s so far, about 1.1 h of training left)"]
 
 
 def test_tables_equal_the_metrics_files(reproduced):
@@ -459,3 +466,122 @@ def test_row_machine_names_the_accelerator_before_its_host():
     gpu = dict(cpu="Intel(R) Xeon(R) Processor", cores=16, cpu_isa=["avx2", "avx512f"], backend="gpu",
                gpu=["NVIDIA H100 80GB HBM3"])
     assert machine.summary(gpu) == "NVIDIA H100 80GB HBM3, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
+
+
+# -- seed pieces -------------------------------------------------------------------------------------
+
+
+def test_seed_keys_do_not_depend_on_the_runs_width():
+    """What pieces rest on: seed index i gets the same key in a run of 3 seeds as in one of 40, and a
+    run of seeds [a, b) gets exactly those keys (JAX's partitionable threefry, the default)."""
+    import jax
+
+    from fedjax_rl import train
+
+    wide = jax.random.key_data(train.seed_keys(7, 40))
+    np.testing.assert_array_equal(jax.random.key_data(train.seed_keys(7, 3)), wide[:3])
+    np.testing.assert_array_equal(jax.random.key_data(train.seed_keys(7, 5, first=11)), wide[11:16])
+
+
+def test_merged_runs_are_the_seed_axis_concatenated():
+    a = {"curve": {"r": [[1, 2]], "x": [[0, 1]]}, "final": {"local_average": [5.0]}, "timing": {"wall_s": 2.0},
+         "seed_indices": [0]}
+    b = {"curve": {"r": [[3, 4], [5, 6]], "x": [[0, 1], [0, 1]]}, "final": {"local_average": [6.0, 7.0]},
+         "timing": {"wall_s": 3.0}}
+    merged = reproduce_tables.merge_runs([a, b])
+    assert merged["curve"]["r"] == [[1, 2], [3, 4], [5, 6]] and merged["final"]["local_average"] == [5.0, 6.0, 7.0]
+    assert merged["timing"]["wall_s"] == 5.0 and merged["seed_indices"] == [0, 0, 1]  # b predates seed_indices
+
+
+@pytest.fixture(scope="module")
+def in_pieces(reproduced, tmp_path_factory):
+    """The fixture's first row again, its program as two pieces (seed 0, the tuning seed; then seeds
+    1-2) run alone, then written as a row by `reproduce`, which trains nothing more."""
+    out = str(tmp_path_factory.mktemp("pieces"))
+    request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
+    first = reproduce.run_program("table1", out, ROWS[0], "fedrdqn", progress=False, piece=(0, 1), **request)
+    second = reproduce.run_program("table1", out, ROWS[0], "fedrdqn", progress=False, piece=(1, 3), **request)
+    calls = []
+    mp = pytest.MonkeyPatch()
+    real_run = experiment.run
+    mp.setattr(experiment, "run", lambda *a, **k: calls.append(k.get("first_seed")) or real_run(*a, **k))
+    try:
+        row = reproduce.reproduce("table1", out, **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
+    finally:
+        mp.undo()
+    return dict(out=out, request=request, pieces=first + second, row=row, calls=calls)
+
+
+def test_a_program_in_pieces_gives_the_whole_programs_numbers(reproduced, in_pieces):
+    """Seeds 0 and 1-2 as two pieces (vmapped widths 3 and 6 runs, in batches of 3) against the whole
+    program (9 runs, batches of 3): every per-seed number of the row equal. Measured bit-identical on
+    the AMD EPYC development machine (default ISA and AVX2); the bound allowed is float32 rounding of
+    returns in the hundreds, which another CPU's code generation could reach."""
+    whole = reproduced["result"]["rows"][ROWS[0]]
+    merged = in_pieces["row"]
+    assert in_pieces["calls"] == []  # the row was written from the finished pieces alone
+    assert merged["seeds"] == whole["seeds"]
+    assert [p["seeds"] for p in merged["pieces"]["fedrdqn"]] == [[0, 1], [1, 3]]
+    assert merged["pieces"]["fedrdqn"][0]["machine"] == machine.summary(machine.describe())
+    for label, numbers in whole["algorithms"].items():
+        for part in ("tuning", "reported"):
+            for metric in ("average", "minimum"):
+                np.testing.assert_allclose(merged["algorithms"][label][part][metric], numbers[part][metric],
+                                           rtol=1e-5, err_msg=f"{label} {part} {metric}")
+    assert merged["headline"] == whole["headline"]
+
+
+def test_pieces_are_refused_before_compiling_when_they_overlap_or_differ(in_pieces, monkeypatch, tmp_path):
+    def no_run(*args, **kwargs):
+        raise AssertionError("nothing may compile")
+
+    monkeypatch.setattr(experiment, "run", no_run)
+    out, request = in_pieces["out"], in_pieces["request"]
+    with pytest.raises(ValueError, match=r"fedrdqn seeds 1-3 overlaps the finished fedrdqn seeds 1-2 in .*seeds_1-3; "
+                                         r"no piece computes again"):
+        reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(1, 4), **{**request, "num_seeds": 3})
+    # Other settings: the finished row refuses them first; without its row.json, its pieces do.
+    other = {**request, "agent_overrides": dict(request["agent_overrides"], gradient_steps=2), "num_seeds": 3}
+    with pytest.raises(ValueError, match=r"different settings \['agent_overrides'\]"):
+        reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(3, 4), **other)
+    unwritten = tmp_path / "unwritten"
+    shutil.copytree(out, unwritten)
+    (unwritten / "table1" / "CartPole-v1__length" / "row.json").unlink()
+    with pytest.raises(ValueError, match=r"fedrdqn seeds 3-3 would train with other settings than the finished fedrdqn "
+                                         r"seeds 0-0 in .*seeds_0-1 \(agent\.gradient_steps: 1 -> 2\)"):
+        reproduce.run_program("table1", str(unwritten), ROWS[0], "fedrdqn", piece=(3, 4), **other)
+    with pytest.raises(SystemExit, match="--piece FIRST:STOP is a piece of one program: give --program too"):
+        cli.main(["reproduce", "table1", "--rows", ROWS[0], "--piece", "3:4", "--out", out])
+    with pytest.raises(SystemExit, match=r"piece must be FIRST:STOP with 0 <= FIRST < STOP, got '4:3'"):
+        cli.main(["reproduce", "table1", "--rows", ROWS[0], "--program", "fedrdqn", "--piece", "4:3", "--out", out])
+
+
+def test_a_row_grows_by_new_seeds_without_recomputing_its_pieces(in_pieces, tmp_path, monkeypatch):
+    """One more reported seed: status lists the one piece to run, with its estimated time from the
+    row's own measured pieces; reproduce trains that piece alone (seed 3); the row keeps every number
+    it had and adds the new seed's."""
+    out = str(tmp_path / "grown")
+    shutil.copytree(in_pieces["out"], out)
+    request = {**TINY, "rows": ROWS[:1], "num_seeds": 3}
+    [row_status] = reproduce.status("table1", out, **{k: v for k, v in request.items() if k != "progress"})
+    [program] = row_status["programs"]
+    assert (row_status["state"], program["seeds_held"]) == ("in progress", 3)
+    [todo] = [p for p in program["pieces"] if p["state"] == "to run"]
+    assert todo["seeds"] == [3, 4]
+    # The closest measurement in size is the row's own first piece: 1 seed x 3 omegas, as the new one.
+    first = in_pieces["row"]["pieces"]["fedrdqn"][0]
+    seconds, basis = todo["estimate"][machine.describe()["backend"]]
+    assert seconds == pytest.approx(first["wall_s"]) and basis.endswith(f"3 runs x 300 steps in {first['wall_s']:,.0f} s")
+
+    calls = []
+    real_run = experiment.run
+    monkeypatch.setattr(experiment, "run", lambda *a, **k: calls.append((k["first_seed"], k["num_seeds"])) or real_run(*a, **k))
+    grown = reproduce.reproduce("table1", out, **request)["rows"][ROWS[0]]
+    assert calls == [(3, 1)]
+    before = in_pieces["row"]["algorithms"]
+    for label, numbers in grown["algorithms"].items():
+        assert numbers["tuning"] == before[label]["tuning"]
+        assert numbers["reported"]["minimum"][:2] == before[label]["reported"]["minimum"]
+        assert len(numbers["reported"]["minimum"]) == 3
+    assert [p["seeds"] for p in grown["pieces"]["fedrdqn"]] == [[0, 1], [1, 3], [3, 4]]
+    assert grown["request"]["num_seeds"] == 3

@@ -1,0 +1,130 @@
+"""How long a reproduction piece will take, from the programs that have run: measured, never assumed.
+
+Every finished program (or piece) in a results directory records its wall time (compilation, training
+and the final evaluation), its runs (seeds x grid points) and its steps per agent, and the machine it
+ran on (its own metrics.json since pieces exist; before that, its row's row.json). `measurements`
+reads them; `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
+
+- on a CPU the work is the networks' (benchmarks/README.md: 97% of a DDPG agent-step), so the time
+  scales with runs x steps;
+- on a GPU a program of these sizes is latency-bound (Table 2's 90-agent and 30-agent programs took
+  about as long on an H200), so the time scales with steps, and with runs only beyond the measured
+  width.
+The closest measurement is the same table, task, program and physics engine on that kind of machine;
+failing that, the same program and engine on another task of the table (said so: "from Hopper-v4").
+None: no measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+
+from fedjax_rl.reproduce_tables import ROW_RESULT, load_run
+
+# The results directories committed with the code (a clone's results/), read beside --out.
+COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One finished program or piece: its table, task and program, the kind of machine ("cpu" or
+    "gpu") and its name, runs, steps per agent, wall seconds, and where it is."""
+
+    table: str
+    row: str
+    env_name: str
+    program: str
+    engine: str | None
+    kind: str
+    machine: str
+    runs: int
+    steps: int
+    wall_s: float
+    source: str
+
+
+def _program_measurements(row_path: str, record: dict, table: str) -> list[Measurement]:
+    out = []
+    for program, entry in record["configs"].items():
+        grid = entry.get("grid") or {}
+        points = len(next(iter(grid.values()))) if grid else 1
+        pieces = record.get("pieces", {}).get(program) or [{"dir": "", "seeds": None}]
+        for piece in pieces:
+            base = os.path.join(row_path, program, piece["dir"])
+            metrics_dir = os.path.join(base, f"omega={grid['omega'][0]:g}") if grid else base
+            try:
+                metrics = load_run(metrics_dir)
+            except (OSError, ValueError):
+                continue
+            own = "machine" in metrics  # runs record their machine since pieces exist; before, the row's
+            machine = metrics["machine"] if own else record["machine"]
+            wall = metrics.get("timing", {}).get("wall_s")
+            if wall is None and len(record["configs"]) == 1 and len(pieces) == 1:
+                wall = record.get("wall_s")  # one program, one piece: the row's wall time is the program's
+            if not wall:
+                continue
+            seeds = (piece["seeds"][1] - piece["seeds"][0]) if piece.get("seeds") else len(
+                metrics["final"]["local_average"])
+            kind = "gpu" if machine.get("backend") == "gpu" else "cpu"
+            name = ", ".join(machine.get("gpu") or []) or f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores)"
+            name += "" if own else " (the row's machine)"
+            out.append(Measurement(table, record["row"], record["env_name"], program, entry["config"].get("engine"), kind, name,
+                                   seeds * points,
+                                   int(entry["config"]["steps_per_agent"]), float(wall), base))
+    return out
+
+
+def measurements(results_dirs: list[str]) -> list[Measurement]:
+    """Every finished program or piece of every finished row under these directories (each a
+    `reproduce --out`)."""
+    out = []
+    for results in results_dirs:
+        for path in sorted(glob.glob(os.path.join(results, "*", "*", ROW_RESULT))):
+            try:
+                with open(path) as f:
+                    record = json.load(f)
+                out += _program_measurements(os.path.dirname(path), record, record["table"])
+            except (OSError, ValueError, KeyError):
+                continue
+    return out
+
+
+def default_sources(out_dir: str) -> list[str]:
+    """--out and the committed results directories (when running from a clone)."""
+    committed = sorted(glob.glob(os.path.join(COMMITTED_RESULTS, "*")))
+    return [out_dir, *[d for d in committed if os.path.abspath(d) != os.path.abspath(out_dir)]]
+
+
+def estimate(found: list[Measurement], table: str, row: str, program: str, engine: str | None, runs: int,
+             steps: int) -> dict[str, tuple[float, str] | None]:
+    """{"cpu": (seconds, basis), "gpu": (seconds, basis)} for a piece of `runs` runs (seeds x grid
+    points) and `steps` steps per agent of `program` in `row` ("Ant-v4/back_left_leg"), each from the
+    closest measurement (module docstring): the same row, else the same task, else another task of the
+    table; among those the one closest in size (runs x steps), whose fixed costs (compilation, the
+    final evaluation) weigh alike. None where there is none. The basis names the measurement: its row
+    when another, machine, runs, time."""
+    import math
+
+    env_name = row.split("/")[0]
+    out = {}
+    for kind in ("cpu", "gpu"):
+        same = [m for m in found if (m.table, m.program, m.engine, m.kind) == (table, program, engine, kind)]
+        pool = ([m for m in same if m.row == row] or [m for m in same if m.env_name == env_name] or same)
+        if not pool:
+            out[kind] = None
+            continue
+        m = min(pool, key=lambda m: (abs(math.log(m.runs * m.steps / (runs * steps))), m.source))
+        if kind == "cpu":
+            seconds = m.wall_s * (runs * steps) / (m.runs * m.steps)
+        else:
+            seconds = m.wall_s * steps / m.steps * max(1.0, runs / m.runs)
+        where = "" if m.row == row else f"from {m.row}, "
+        out[kind] = (seconds, f"{where}{m.machine}: {m.runs} runs x {m.steps:,} steps in {m.wall_s:,.0f} s")
+    return out
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

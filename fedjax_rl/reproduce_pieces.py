@@ -1,0 +1,172 @@
+"""A reproduction program in pieces: ranges of its seeds, each a finished, self-contained run.
+
+A row's program (Table 1's FedRDQN over its omega grid, Table 2's FedRDDPG or DDPGAvg(2)) trains the
+seed indices [0, T + S) of `train.seed_keys(seed, ...)`: T tuning seeds, then S reported seeds. A
+*piece* trains a range [first, stop) of them, `experiment.run(first_seed=first, num_seeds=stop -
+first)`. A seed index gets the same key whatever else runs beside it, so a piece trains exactly those
+seeds of the whole program; only the vmapped width differs, which changes float rounding the way
+another CPU does (tests/test_pieces.py measures it). Pieces let a program too long for one working
+session (a Table 2 program on a 2-core CPU: 3-5 hours) run an hour at a time, on any machine, and let a
+row grow by new reported seeds without touching the ones it has.
+
+Where a piece lives: ROW/PROGRAM/ holds the piece that was run as the whole program (every program
+written before pieces existed, and a whole program run today when nothing else is there);
+ROW/PROGRAM/seeds_A-B/ holds each other piece, seeds A to B - 1. Each is an ordinary `experiment.run`
+directory (config.json, per-block checkpoint while it trains, then its metrics and finished.json), so
+nothing about a finished piece needs a checkpoint: a finished piece directory can be copied from the
+machine that ran it into any clone of the results and is merged there.
+
+Rules, checked before anything compiles (`check`):
+- a piece is refused if a finished piece of the same program holds other settings (they could never be
+  merged), naming both and what differs;
+- a piece is refused if its seeds overlap a finished piece's (no piece computes again what a finished
+  piece wrote), or an unfinished piece's of another range (resume that one instead), naming both;
+- a piece of exactly a finished piece's range and settings is that piece: read back, not trained.
+A piece's identity is its program's recorded configuration without its seed range and its batching
+(`run_batch` changes rounding, not the algorithm, so a GPU's piece and a CPU's merge).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+
+from fedjax_rl import run_directory
+
+PIECE_PREFIX = run_directory.NESTED_RUN_PREFIX  # seeds_A-B
+# What a piece's recorded configuration holds beyond its program's identity (`identity`).
+_NOT_IDENTITY = ("num_seeds", "first_seed", "run_batch")
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Seed indices [first, stop) of one program (its name: a sub-directory of the row)."""
+
+    program: str
+    first: int
+    stop: int
+
+    @property
+    def num_seeds(self) -> int:
+        return self.stop - self.first
+
+    @property
+    def dir_name(self) -> str:
+        return f"{PIECE_PREFIX}{self.first}-{self.stop}"
+
+    def describe(self) -> str:
+        return f"{self.program} seeds {self.first}-{self.stop - 1}"
+
+    def overlaps(self, other: "Piece") -> bool:
+        return self.first < other.stop and other.first < self.stop
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    """"6:8" -> (6, 8): seed indices 6 and 7."""
+    try:
+        first, stop = (int(part) for part in str(text).split(":"))
+    except ValueError:
+        raise ValueError(f"piece must be FIRST:STOP, seed indices [FIRST, STOP), e.g. 6:8, got {text!r}") from None
+    if not 0 <= first < stop:
+        raise ValueError(f"piece must be FIRST:STOP with 0 <= FIRST < STOP, got {text!r}")
+    return first, stop
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A piece on disk: where, the configuration it records, and whether it finished."""
+
+    piece: Piece
+    path: str
+    record: dict
+    finished: bool
+
+
+def identity(record: dict) -> dict:
+    """A recorded configuration without what may differ between pieces of one program."""
+    return {k: v for k, v in run_directory.as_recorded(record).items() if k not in _NOT_IDENTITY}
+
+
+def found(program_dir: str, program: str) -> list[Found]:
+    """Every piece under ROW/PROGRAM/ (the directory itself and its seeds_A-B/), by first seed."""
+    out = []
+    for path in [program_dir, *sorted(glob.glob(os.path.join(program_dir, PIECE_PREFIX + "*")))]:
+        record = run_directory.recorded_run(path) if os.path.isdir(path) else None
+        if record is None or "num_seeds" not in record:
+            continue
+        first = int(record.get("first_seed", 0))
+        piece = Piece(program, first, first + int(record["num_seeds"]))
+        out.append(Found(piece, path, record, run_directory.is_finished(path, record)))
+    return sorted(out, key=lambda f: (f.piece.first, f.piece.stop))
+
+
+def location(program_dir: str, piece: Piece, total: int, on_disk: list[Found]) -> str:
+    """Where a new piece trains: the program directory itself for the whole program [0, total) when no
+    other piece is there (the layout before pieces existed), else PROGRAM/seeds_A-B/."""
+    same = [f for f in on_disk if f.piece == piece]
+    if same:
+        return same[0].path
+    whole = (piece.first, piece.stop) == (0, total)
+    if whole and not any(f.path == program_dir for f in on_disk) and not glob.glob(
+            os.path.join(program_dir, PIECE_PREFIX + "*")):
+        return program_dir
+    return os.path.join(program_dir, piece.dir_name)
+
+
+def check(piece: Piece, expected: dict, on_disk: list[Found]) -> Found | None:
+    """Refuse `piece` (ValueError, before anything compiles) under the module's rules; return the
+    piece on disk of exactly this range and settings (finished: read back; unfinished: resumed), or
+    None. `expected`: the piece's recorded configuration (`experiment.recorded_config`)."""
+    mine = identity(expected)
+    for other in on_disk:
+        same = identity(other.record) == mine
+        if other.finished and not same:
+            differences = run_directory.config_differences(identity(other.record), mine)
+            raise ValueError(f"{piece.describe()} would train with other settings than the finished "
+                             f"{other.piece.describe()} in {other.path} ({'; '.join(differences)}): the two could "
+                             "not be merged; use another --out, or the settings that piece was run with")
+        if not same or not other.piece.overlaps(piece):
+            continue
+        if other.piece == piece:
+            return other
+        kind = "finished" if other.finished else "unfinished"
+        advice = ("no piece computes again what a finished piece wrote: ask for the seeds it lacks"
+                  if other.finished else f"resume that piece (--piece {other.piece.first}:{other.piece.stop}) "
+                                         "or remove its directory")
+        raise ValueError(f"{piece.describe()} overlaps the {kind} {other.piece.describe()} in {other.path}; {advice}")
+    return None
+
+
+def covered(on_disk: list[Found], expected: dict) -> list[Found]:
+    """The finished pieces of these settings that tile seed indices [0, n) from 0 without a gap, in
+    order (empty: seed 0 is not finished). n, the seeds a row can report, is the last one's stop."""
+    mine = identity(expected)
+    finished = {f.piece.first: f for f in on_disk if f.finished and identity(f.record) == mine}
+    out, at = [], 0
+    while at in finished:
+        out.append(finished[at])
+        at = finished[at].piece.stop
+    return out
+
+
+def missing(on_disk: list[Found], expected: dict, total: int, program: str,
+            piece_seeds: int | None = None) -> list[Piece]:
+    """The pieces still to run for seed indices [0, total): unfinished pieces of these settings
+    inside it first (they resume), then every range no piece of these settings holds, split into
+    pieces of `piece_seeds` seeds (None: one piece per range)."""
+    mine = identity(expected)
+    held = [f for f in on_disk if identity(f.record) == mine and f.piece.first < total]
+    todo = [f.piece for f in held if not f.finished]
+    taken = sorted((f.piece.first, f.piece.stop) for f in held)
+    gaps, at = [], 0
+    for first, stop in taken:
+        if first > at:
+            gaps.append((at, first))
+        at = max(at, stop)
+    if at < total:
+        gaps.append((at, total))
+    size = piece_seeds or max(total, 1)
+    for first, stop in gaps:
+        todo += [Piece(program, a, min(a + size, stop)) for a in range(first, stop, size)]
+    return sorted(todo, key=lambda p: p.first)
