@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test test-heavy mutation bench notebooks lock clean cli-flags
+.PHONY: demo test test-heavy mutation bench notebooks docs lock clean cli-flags
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,19 @@ bench: $(STAMP)
 cli-flags: $(STAMP)
 	$(BIN)/python -c "from fedjax_rl import cli; print('wrote', cli.write_flag_table())"
 
+# The documentation site (docs/): the guide's Markdown pages, the API reference generated from the
+# docstrings (docs/api/, regenerated from scratch so that a removed module leaves no page behind), and
+# the committed notebooks, rendered without running them. Warnings are errors, as in CI.
+# Open docs/_build/html/index.html.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	rm -rf docs/api
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+
 notebooks: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[notebooks]"
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
@@ -51,9 +64,9 @@ notebooks: $(STAMP)
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
-	.venv-lock/bin/python -m pip install --quiet -e ".[test]"
+	.venv-lock/bin/python -m pip install --quiet -e ".[test,docs]"
 	{ sed -n '1,2p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^fedjax'; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs docs/_build docs/api

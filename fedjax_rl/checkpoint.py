@@ -90,6 +90,7 @@ def _paths(tree: Any) -> tuple[list[str], list[Any], Any]:
 
 
 def save(path: str, tree: Any, **extra: Any) -> None:
+    """Write `tree` to `path` (.npz), every leaf under its pytree path, plus the `extra` arrays; atomically."""
     names, leaves, _ = _paths(tree)
     arrays = {_LEAF + name: np.asarray(jax.random.key_data(x) if _is_key(x) else x) for name, x in zip(names, leaves)}
     arrays.update({_EXTRA + k: np.asarray(v) for k, v in extra.items()})

@@ -182,6 +182,8 @@ def _table_entry(dest: str) -> dict:
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the `train` command's flags to `p`: the generated flags of the settings (`cli_flags.TABLE`), then
+    seeds, `--set`, `--out` and the run's options."""
     for entry in cli_flags.TABLE["train"]:
         _add_flag(p, entry)
     p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program (default: 1)")
@@ -264,6 +266,8 @@ def _error(err) -> SystemExit:
 
 
 def cmd_train(args) -> None:
+    """`fedjax-rl train`: build and validate the config from the flags, then train (and save, with `--out`)
+    through `experiment.run`."""
     from fedjax_rl import distributed, experiment
 
     try:
@@ -292,6 +296,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_plot(args) -> None:
+    """`fedjax-rl plot`: learning-curve and robustness-sweep figures of the given run directories."""
     from fedjax_rl import plots
 
     out = args.out or os.path.join(args.runs[0], "plot")
@@ -304,6 +309,7 @@ def cmd_plot(args) -> None:
 
 
 def cmd_compare(args) -> None:
+    """`fedjax-rl compare`: print the comparison table of the given run directories."""
     from fedjax_rl import plots
 
     try:
@@ -313,6 +319,7 @@ def cmd_compare(args) -> None:
 
 
 def cmd_render(args) -> None:
+    """`fedjax-rl render`: a GIF or MP4 of the runs' final global policies under `--scale` x nominal physics."""
     from fedjax_rl import render
     from fedjax_rl.checkpoint import DamagedFile
 
@@ -571,6 +578,8 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `fedjax-rl` entry point: parse `argv` and run the command; returns the exit code (130 after
+    Ctrl-C)."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     previous = warnings.formatwarning
     warnings.formatwarning = _format_warning

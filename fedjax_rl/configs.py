@@ -10,10 +10,11 @@ anything compiles, and later calls cost nothing.
 resolved, for the Python API and the command line alike (`fedjax-rl train` builds its config with
 it): the settings' declared defaults, the algorithm's, the task's (RL-Zoo3, see each agent module's
 table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives. `agent_config` does this for
-the algorithm's own settings, building its declared config class here (README, "How omega reaches
+the algorithm's own settings, building its declared config class here (docs/design.md, "How omega reaches
 the loss").
 
-Training-loop defaults resolved per task:
+Training-loop defaults resolved per task::
+
   physics            the task's first perturbed parameter (the paper's order, `envs.get_spec`).
   engine             the task's default physics engine: "c" (MuJoCo's C engine) for the MuJoCo
                      tasks; None for the others, which are written in JAX and have no choice.
@@ -197,6 +198,7 @@ def zoo_steps(env_name: str, algo: str = "fedrdqn") -> int:
 
 
 def default_eval_every(steps_per_agent: int, sync_every: int) -> int:
+    """Rounds per evaluation block: about EVAL_POINTS evaluations over the run, at least one round."""
     return max(1, (steps_per_agent // max(1, sync_every)) // EVAL_POINTS)
 
 

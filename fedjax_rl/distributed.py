@@ -92,6 +92,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
 
 
 def initialized() -> bool:
+    """Whether this process has joined a `jax.distributed` run."""
     return jax.distributed.is_initialized()
 
 

@@ -494,6 +494,7 @@ def _warn_if_never_trains(config) -> None:
 
 
 def check_run_batch(run_batch: int | None) -> None:
+    """Refuse a `run_batch` that is neither an integer >= 1 nor None (ValueError naming the setting)."""
     if run_batch is not None and (isinstance(run_batch, bool) or not isinstance(run_batch, int) or run_batch < 1):
         raise ValueError(f"run_batch must be an integer >= 1 (runs vmapped at a time) or None (all at once), "
                          f"got {run_batch!r}")

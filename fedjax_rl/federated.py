@@ -11,11 +11,13 @@ The server is a seam (as FedJAX's server update is): `Server` holds who takes pa
 that aggregates their shared leaves (`aggregation`), both declared once as settings (`AGGREGATION`,
 `TRIM`). A rule is a plain function `rule(tree, weight) -> tree` of one agent's leaves, run inside
 `for_each_agent`:
+
   * `federated_mean` (the default, FedAvg): a `lax.pmean`; with participation weights the weighted
     mean sum_k w_k x_k / sum_k w_k;
   * `federated_median`: the coordinate-wise median over the participating agents;
   * `federated_trimmed_mean`: per coordinate, the participating agents' values with the
     floor(trim x participants) smallest and as many largest dropped, averaged.
+
 The two robust rules gather every agent's leaves (`lax.all_gather` over the agent axis, then over
 the device axis when sharded) and sort each coordinate (a sorting network of elementwise minima and
 maxima up to 32 agents, XLA's sort beyond); a NaN upload counts as +inf, so a minority of faulty
@@ -31,6 +33,7 @@ expectile networks); `private` holds everything else (optimizer states, replay b
 states and parameters, keys). `federated_average` touches `shared` only.
 
 The same client code runs in two ways, chosen by `for_each_agent(..., num_devices=...)`:
+
   * one device: `jax.vmap(fn, axis_name=AGENT_AXIS)`;
   * several devices: `jax.shard_map` over a 1-D mesh whose axis is `DEVICE_AXIS`, each device
     holding K / num_devices agents that it maps with the same named vmap. The average is then a
@@ -380,6 +383,7 @@ def maybe_federated_average(state: FederatedState, step: jax.Array, sync_every: 
 
 
 def agent_mesh(num_devices: int) -> Mesh:
+    """A 1-D mesh over the first `num_devices` devices, axis `DEVICE_AXIS`; a ValueError if fewer are visible."""
     devices = jax.devices()
     if num_devices > len(devices):
         raise ValueError(
@@ -390,6 +394,8 @@ def agent_mesh(num_devices: int) -> Mesh:
 
 
 def check_num_devices(num_agents: int, num_devices: int | None) -> None:
+    """Refuse a device count the agents cannot be split over (ValueError naming the settings), and, in a
+    multi-process run, any count but every device."""
     if jax.process_count() > 1 and num_devices != jax.device_count():
         # A mesh on some processes' devices only would leave the others with nothing to run.
         raise ValueError(

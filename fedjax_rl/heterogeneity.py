@@ -20,6 +20,7 @@ SWEEP_MIN, SWEEP_MAX, SWEEP_NUM = 0.1, 1.9, 19
 
 
 def check_max_rate(max_rate: float) -> None:
+    """Refuse a perturbation rate p outside [0, 1) (ValueError)."""
     if not 0.0 <= float(max_rate) < 1.0:
         raise ValueError(f"max perturbation rate p must be in [0, 1), got {max_rate}")
 

@@ -12,6 +12,7 @@ import subprocess
 
 
 def cpu_model() -> str:
+    """The CPU's model name (lscpu's, else `platform.processor()`)."""
     cpu = platform.processor() or ""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
@@ -37,6 +38,8 @@ def cpu_isa() -> list[str]:
 
 
 def describe() -> dict:
+    """The machine a run ran on, as recorded with results: CPU, instruction sets, cores, platform, Python,
+    JAX, devices, XLA_FLAGS and the load average."""
     import jax
 
     info = dict(cpu=cpu_model(), cpu_isa=cpu_isa(), cores=os.cpu_count(), platform=platform.platform(),

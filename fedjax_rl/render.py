@@ -1,5 +1,5 @@
 """`fedjax-rl render`: the final global policy of a run acting in a perturbed environment, as a GIF
-(or MP4), side by side with a second run's where one is given.
+(or MP4), side by side with a second run's where one is given. ::
 
     fedjax-rl render runs/fedrdqn runs/dqnavg --scale 1.9 --out runs/cartpole_1.9.gif
 
@@ -12,6 +12,7 @@ which is what `evaluate.episode_return` gives for that episode.
 
 The episode runs in JAX (the run's own environment and policy, compiled); its states are then drawn
 on the host:
+
 - classic control (CartPole, Acrobot, MountainCar, Pendulum) by gymnasium's own renderer, fed with
   the JAX state (the states map 1:1) and the perturbed lengths it draws (CartPole's pole, Acrobot's
   links), headless: pygame draws into a surface, no display. gymnasium's pictures are the ones SB3
@@ -20,6 +21,7 @@ on the host:
   torso. That needs OpenGL without a display: EGL (Debian: libegl1, with Mesa's libegl-mesa0 on a
   machine without a GPU driver) or OSMesa (libosmesa6), chosen through MUJOCO_GL before MuJoCo is
   imported; where neither is installed the command stops with that message.
+
 LunarLander and Brax's environments are not drawn (gymnasium's Box2D renderer needs Box2D's own
 world, Brax has its own HTML viewer).
 """

@@ -3,7 +3,7 @@
 This module runs the tables (plan, `status`, `reproduce`); `fedjax_rl.reproduce_tables` declares
 them (`TABLES`: the command line takes its choices from it, through the generated flag table) and
 `fedjax_rl.reproduce_report` turns finished rows into tables, comparisons and figures. Running
-imports reporting, never the other way round.
+imports reporting, never the other way round. ::
 
     fedjax-rl reproduce table1 --out results/table1                       # paper budgets, 5 + 3 seeds
     fedjax-rl reproduce table1 --rows CartPole-v1/length --budget 0.1 --out results/t1_small
@@ -14,6 +14,7 @@ RL-Zoo3's MuJoCo learning_starts of 10,000 steps needs it); it is part of each r
 and is printed under the table.
 
 What one row runs (a row = one environment, one perturbed physical parameter):
+
 - Table 1, ONE compiled program: FedRDQN over the omega grid [0] + omegas (`experiment.run(grid=...)`)
   and over all seeds. Its omega = 0 point is reported as DQNAvg. Why not a separate DQNAvg run:
   with omega = 0 the robust target y = r + gamma (1 - omega) max Q' + gamma omega D is the ordinary
@@ -182,6 +183,8 @@ def _omega_dir(omega: float) -> str:
 
 
 def versions() -> dict:
+    """The installed versions of PACKAGES and fedjax_rl's git commit (None where unknown), as a row records
+    them."""
     out = {}
     for name in PACKAGES:
         try:

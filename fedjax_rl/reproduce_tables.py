@@ -31,6 +31,9 @@ class Program:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
+    """One reproducible table: its rows, the programs each row runs, and how the report names and normalises
+    the algorithms."""
+
     name: str
     title: str
     rows: tuple[paper.PaperRow, ...]
@@ -66,6 +69,7 @@ TABLES = {
 
 
 def get_table(name: str) -> Table:
+    """The table declared as `name`; a ValueError listing the tables if there is none."""
     try:
         return TABLES[name]
     except KeyError:
@@ -73,6 +77,7 @@ def get_table(name: str) -> Table:
 
 
 def row_dir(out_dir: str, table: Table, row: paper.PaperRow) -> str:
+    """The directory that holds one row of `table` under `out_dir`: `OUT/<table>/<env>__<param>`."""
     return os.path.join(out_dir, table.name, f"{row.env_name}__{row.param}")
 
 

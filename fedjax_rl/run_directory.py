@@ -483,6 +483,7 @@ def _write_outputs(out_dir: str, result: dict, shared) -> None:
 
 
 def mark_finished(out_dir: str, config_dict: dict) -> None:
+    """Write the run's `finished.json` (its configuration), last of its files, atomically."""
     with checkpoint.atomic_write(os.path.join(out_dir, FINISHED)) as f:
         json.dump(config_dict, f, indent=2)
 

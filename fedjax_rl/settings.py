@@ -1,12 +1,13 @@
 """One declaration per setting: its default, its allowed range, and whether it is a vmappable leaf.
 
 A `Setting` is declared once. From a tuple of them come
+
   * a frozen, hashable config dataclass (`config_class`): one field per setting, with its default;
   * the validation (`validate`): a ValueError naming the setting and its allowed range, raised
     before anything compiles ("omega must be in [0, 1), got 1.5");
   * the numeric hyperparameters passed to the compiled program as pytree leaves (`Hyperparams`), so a
     sweep over them is a `vmap` (settings declared with `leaf=True`; an agent's config makes them,
-    `config.hparams()`, in `fedjax_rl.agents.robust`, which knows the *Avg baselines have no omega);
+    `config.hparams()`, in `fedjax_rl.agents.robust`, which knows the `*Avg` baselines have no omega);
   * the command line: `--set KEY=VALUE` parses VALUE with the setting's type (`parse`), and a
     dedicated flag, where there is one, is spelled as the config name (`--sync-every` for
     `sync_every`).
@@ -83,6 +84,7 @@ class Setting:
 
 
 def interval(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Check:
+    """A check that a value lies in [low, high], each end open on request."""
     text = f"must be in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
 
     def check(value):
@@ -94,18 +96,22 @@ def interval(low: float, high: float, low_open: bool = False, high_open: bool = 
 
 
 def at_least(low) -> Check:
+    """A check that a value is >= `low`."""
     return lambda value: None if value >= low else f"must be >= {low}"
 
 
 def positive(value) -> str | None:
+    """Check that a value is > 0: None if it is, else the allowed range."""
     return None if value > 0 else "must be > 0"
 
 
 def positive_sizes(value) -> str | None:
+    """Check that a tuple of sizes is non-empty and each is >= 1: None if so, else the allowed range."""
     return None if value and min(value) >= 1 else "must be positive"
 
 
 def one_of(*allowed) -> Check:
+    """A check that a value is one of `allowed`."""
     return lambda value: None if value in allowed else f"must be one of {list(allowed)}"
 
 
@@ -145,6 +151,7 @@ def config_class(name: str, settings: tuple[Setting, ...], base: type = Settings
 
 
 def by_name(settings: tuple[Setting, ...]) -> dict[str, Setting]:
+    """The settings keyed by name."""
     return {s.name: s for s in settings}
 
 

@@ -313,7 +313,7 @@ def seeds_for_power(x, y, paired: bool = True, power: float = POWER, confidence:
                     limit: int = 100_000) -> int | None:
     """About how many seeds (per algorithm) a difference of the observed size and spread needs for a
     `confidence` interval to exclude 0 with probability `power`: the smallest n at which
-    `t_test_power` reaches it, for a true difference of |mean| over the observed standard deviation
+    `t_test_power` reaches it, for a true difference of `|mean|` over the observed standard deviation
     (ddof 1; paired: of the per-seed differences; unpaired: the two samples' pooled one); the test's
     level defaults to METHOD's nominal one. It is the count for normal differences; METHOD also needs
     the bootstrap-t interval to agree, so its own power is lower (MEASURED["rule_power_10"]). At least

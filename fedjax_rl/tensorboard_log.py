@@ -2,15 +2,18 @@
 evaluation block: `tensorboard --logdir runs/` then shows a federation learning, beside any other
 run, in the tool SB3, RL-Zoo3 and CleanRL users already have open.
 
-Where (one TensorBoard run per directory that holds event files):
+Where (one TensorBoard run per directory that holds event files)::
+
     RUN_DIR/                    the mean over the run's seeds, and what the seeds share
     RUN_DIR/by_seed/seed_<n>/   each seed alone (n = the seed: `--seed` + its index), the same tags,
                                 so that the seeds overlay the mean on one chart
+
 A grid (`experiment.run(grid=...)`, a reproduction row's omegas) writes one RUN_DIR per point,
 OUT/omega=0.05/, as its metrics.
 
 Tags, grouped by their first component as TensorBoard's scalar dashboard groups them; the x axis
-is the environment step of each agent (the figures' axis; K agents take K times as many steps):
+is the environment step of each agent (the figures' axis; K agents take K times as many steps)::
+
     eval/nominal_return     the global policy in the nominal environment (every block's evaluation)
     eval/local_average      the global policy in each agent's own environment, averaged over the K
     eval/local_minimum      ... and the worst of the K: the paper's two numbers, block by block
@@ -23,6 +26,7 @@ is the environment step of each agent (the figures' axis; K agents take K times 
     time/wall_s             seconds since the run started, compilation included (a resumed run
                             adds the time of the processes before it; absent where a checkpoint
                             predates that record)
+
 `compare`'s table is the final evaluation (its own episodes), not the last point of these curves.
 
 Resuming. A block's events are written and flushed before its checkpoint, so the event files hold
@@ -59,6 +63,7 @@ PER_SEED = {
 
 
 def has_events(directory: str) -> bool:
+    """Whether `directory` holds TensorBoard event files."""
     return bool(glob.glob(os.path.join(glob.escape(directory), EVENTS)))
 
 

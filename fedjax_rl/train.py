@@ -1,5 +1,5 @@
 """The compiled federated loop: `make_train(config) -> train(key) -> (state, metrics)`, for any agent
-that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes from the registry).
+that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes from the registry). ::
 
     train(key):
       env_params[K] <- heterogeneity sampler                     per-agent physics
@@ -11,7 +11,7 @@ that implements the protocol in `fedjax_rl/agents/base.py` (the algorithm comes 
 
 The loop is built from named parts, module-level functions over a small frozen `Setup` (the env,
 its nominal params, the agent, the config), as brax builds `training_epoch` from `training_step`
-from `sgd_step`:
+from `sgd_step`::
 
     local_step(setup, carry, step, hp)               one agent, one environment step and its learning
     agent_round(setup, carry, round_index, hp, w)    one agent: E local steps, then the server's aggregate
@@ -28,7 +28,7 @@ parts, bound to one setup by `make_trainer(config)` (`.init`, `.run_block`, `.fi
 loop run the program block by block with a progress bar and checkpoints (`fedjax_rl.experiment.run`,
 the CLI's and the API's door, whose numbers are bit-identical across entry points and resumes).
 `train` as one fused program computes the same thing but XLA rounds a few fused operations
-differently (1-2 ulps after one update; README, Reproducibility).
+differently (1-2 ulps after one update; docs/reproducibility.md).
 
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
@@ -154,6 +154,8 @@ def for_each_agent(setup: Setup, fn, in_axes):
 
 
 def init_agent(setup: Setup, key, env_params) -> AgentCarry:
+    """One agent's initial carry: its learner, its environment reset under `env_params`, its loop key and a
+    zero episode return."""
     learner_key, reset_key, loop_key = jax.random.split(key, 3)
     obs, env_state = setup.env.reset(reset_key, env_params)
     return AgentCarry(
@@ -201,6 +203,7 @@ def local_step(setup: Setup, carry: AgentCarry, step, hp) -> tuple[AgentCarry, d
 
 
 def round_steps(setup: Setup, round_index):
+    """The environment steps of round `round_index`, counted from 1: E consecutive steps."""
     # Env steps are counted from 1 and carry no agent axis, so schedules stay real branches.
     E = setup.config.sync_every
     return round_index * E + 1 + jnp.arange(E)
@@ -232,6 +235,8 @@ def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight):
 
 
 def global_policy(setup: Setup, state: TrainState):
+    """The global model's greedy policy, obs -> action (agent 0's shared leaves, the same on every agent after
+    a sync)."""
     # After a sync every agent holds the same shared leaves; agent 0's copy is the global model.
     shared = jax.tree.map(lambda leaf: leaf[0], state.agents.learner.shared)
     return lambda obs: setup.agent.greedy_action(shared, obs)
@@ -395,6 +400,8 @@ def _bind(part, setup: Setup):
 
 
 def make_trainer(config: TrainConfig) -> Trainer:
+    """The loop's parts bound to one `Setup` built from `config` (`init`, `run_block`, `finalize`, `train`,
+    `local_round`)."""
     setup = make_setup(config)
     return Trainer(setup=setup, init=_bind(init, setup), run_block=_bind(run_block, setup),
                    finalize=_bind(finalize, setup), train=_bind(train, setup),

@@ -1,6 +1,7 @@
 """An environment of a user's own, a plain gymnax environment meeting the contract in
 fedjax_rl/envs/base.py, registered with `envs.register` (no edit of the registry) and trained through
-the same door as every other task. The README's example is this file's `Slide`."""
+the same door as every other task. The example in docs/environments.md ("Your own environment") is
+this file's `Slide`."""
 
 import math
 

@@ -67,10 +67,12 @@ ALGORITHMS: dict[str, Algorithm] = {
 
 
 def names() -> tuple[str, ...]:
+    """The registered algorithm names (the `--algo` choices), sorted."""
     return tuple(sorted(ALGORITHMS))
 
 
 def get(name: str) -> Algorithm:
+    """The registered algorithm `name`; a ValueError listing the names if there is none."""
     try:
         return ALGORITHMS[name]
     except KeyError:

@@ -35,6 +35,8 @@ from fedjax_rl.settings import Hyperparams, Setting, at_least, interval, positiv
 
 @struct.dataclass
 class Transition:
+    """One stored step of one agent: s, a, r, s' (before any reset) and whether the episode terminated."""
+
     obs: jax.Array
     action: jax.Array
     reward: jax.Array
@@ -107,6 +109,7 @@ TARGET_UPDATE_RATE = Setting("target_update_rate", 1.0, interval(0, 1, low_open=
 
 
 def check_replay(config) -> None:
+    """Refuse a batch larger than the replay buffer (ValueError naming both sizes)."""
     if config.batch_size > config.buffer_size:
         raise ValueError(f"batch_size ({config.batch_size}) must be <= buffer_size ({config.buffer_size})")
 
@@ -129,6 +132,8 @@ def item_buffer(config):
 
 
 def num_gradient_steps(config) -> int:
+    """Gradient steps per training phase (every `train_freq` environment steps): `gradient_steps`, or
+    `train_freq` when it is -1 (SB3's convention: as many as the environment steps)."""
     return config.train_freq if config.gradient_steps == -1 else config.gradient_steps
 
 

@@ -70,6 +70,9 @@ DDPGConfig = settings.config_class("DDPGConfig", SETTINGS, base=_DDPGConfigMetho
 
 @struct.dataclass
 class DDPGShared:
+    """What the server averages: the critics, the actor, both targets and the robust term's D (None for
+    DDPGAvg)."""
+
     critic: Any  # [num_critics, ...] stacked parameters
     critic_target: Any
     actor: Any
@@ -79,6 +82,8 @@ class DDPGShared:
 
 @struct.dataclass
 class DDPGPrivate:
+    """What stays with the agent: the optimizer states (D's included) and the replay buffer."""
+
     critic_opt: Any
     actor_opt: Any
     degree_opt: Any  # the robust term's optimizer state; None without it

@@ -68,6 +68,8 @@ DQNConfig = settings.config_class("DQNConfig", SETTINGS, base=_DQNConfigMethods,
 
 @struct.dataclass
 class DQNShared:
+    """What the server averages: the Q network, its target and the robust term's D (None for DQNAvg)."""
+
     q: Any
     q_target: Any
     degree: Any  # the robust term's expectile network D(s; psi); None for DQNAvg
@@ -75,6 +77,8 @@ class DQNShared:
 
 @struct.dataclass
 class DQNPrivate:
+    """What stays with the agent: the optimizer states (D's included) and the replay buffer."""
+
     q_opt: Any
     degree_opt: Any  # the robust term's optimizer state; None for DQNAvg
     buffer: Any

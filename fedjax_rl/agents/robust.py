@@ -2,12 +2,13 @@
 (DESIGN.md, "The robust term on any actor-critic").
 
 The base algorithm (DQN, DDPG, TD3, SAC) computes the next-state value V(s') it bootstraps
-from and hands it over; the component returns the target and trains the expectile network:
+from and hands it over; the component returns the target and trains the expectile network::
 
     y   = r + gamma (1 - omega) V(s') + gamma omega D(s; psi)       V(s') = 0 on termination
     L_D = E l_tau(V(s'), D(s; psi))                                  expectile regression, same V(s')
 
 It holds
+
   * its settings, declared once (`SETTINGS`: robust, omega, tau), which an agent puts first in its
     own, and the config methods that go with them (`RobustVariantConfig`);
   * the expectile network D(s; psi) (an MLP with the agent's hidden sizes), its loss and its
@@ -17,11 +18,11 @@ It holds
     averages it with the base networks), psi's optimizer state is *private* (the field
     `degree_opt` of the agent's private dataclass: it never leaves the agent).
 
-What the *Avg baselines (robust=False) lack: an omega hyperparameter leaf, the D network and its
+What the `*Avg` baselines (robust=False) lack: an omega hyperparameter leaf, the D network and its
 optimizer state (both fields hold None, an empty pytree, so their state is only the base
 algorithm's), and the robust part of the target: omega = 0 and D = 0 give the ordinary TD target.
 
-An agent composes it, and this is the whole contract (the field names are the component's):
+An agent composes it, and this is the whole contract (the field names are the component's)::
 
     SETTINGS = (*robust.SETTINGS, ...the base algorithm's settings...)
     Config = settings.config_class(..., base=<subclass of robust.RobustVariantConfig>)
@@ -59,7 +60,7 @@ LOSS_DESCRIPTIONS = {LOSS_NAME: "expectile loss (degree_loss)"}
 
 class RobustVariantConfig(base.OffPolicyConfig):
     """Config methods of an algorithm family with a robust variant (FedR*: expectile network and
-    omega term) and averaging baselines (*Avg: omega = 0, no expectile network). Subclasses name the
+    omega term) and averaging baselines (`*Avg`: omega = 0, no expectile network). Subclasses name the
     two: `ROBUST_NAME = "FedRDQN"`, `ROBUST_ALGO = "fedrdqn"`, `AVG_NAME = "DQNAvg"`."""
 
     ROBUST_NAME = ROBUST_ALGO = AVG_NAME = ""
@@ -75,7 +76,7 @@ class RobustVariantConfig(base.OffPolicyConfig):
     def hparams(self) -> Hyperparams:
         """The vmappable leaves: the settings declared `leaf=True`, as the pytree the compiled
         program takes (its caller, `experiment.compile_programs`, makes it here, from the config,
-        once). The *Avg baselines have no omega leaf (their target has no robustness term), so a
+        once). The `*Avg` baselines have no omega leaf (their target has no robustness term), so a
         sweep cannot silently change their discount."""
         leaves = {s.name: getattr(self, s.name) for s in self.SETTINGS
                   if s.leaf and (self.robust or s.name != OMEGA.name)}
@@ -113,8 +114,8 @@ class RobustTerm:
 
     def init(self, key: jax.Array, dummy_obs: jax.Array) -> tuple[dict, dict]:
         """({"degree": psi}, {"degree_opt": psi's optimizer state}): the component's shared and
-        private leaves, by field name, for the agent's dataclasses; None for the *Avg baselines.
-        The agent splits `key` off whether or not it is used, so that omega = 0 FedR* and *Avg
+        private leaves, by field name, for the agent's dataclasses; None for the `*Avg` baselines.
+        The agent splits `key` off whether or not it is used, so that omega = 0 `FedR*` and `*Avg`
         draw the same base networks."""
         if not self.enabled:
             return {"degree": None}, {"degree_opt": None}
@@ -130,7 +131,7 @@ class RobustTerm:
 
     def td_target(self, shared: Any, batch: Transition, next_value: jax.Array, hp: Hyperparams) -> jax.Array:
         """y = r + gamma (1 - omega) V(s') + gamma omega D(s; psi), V(s') = 0 on termination.
-        `next_value` is the base algorithm's V(s') before the episode-end rule; for the *Avg
+        `next_value` is the base algorithm's V(s') before the episode-end rule; for the `*Avg`
         baselines (omega = 0, D = 0) y is the ordinary TD target."""
         degree = self.degree(shared.degree, batch.obs) if self.enabled else jnp.zeros_like(next_value)
         return robust_td_target(batch.reward, next_value, batch.terminated, degree, hp.gamma, self.omega(hp))
@@ -142,7 +143,7 @@ class RobustTerm:
 
     def update(self, shared: Any, private: Any, batch: Transition, next_value: jax.Array, hp: Hyperparams):
         """One gradient step of psi toward the expectile of `next_value` (which must carry no
-        gradient). Returns (shared, private, L_D); the *Avg baselines get their state back and a
+        gradient). Returns (shared, private, L_D); the `*Avg` baselines get their state back and a
         loss of 0."""
         if not self.enabled:
             return shared, private, jnp.float32(0.0)

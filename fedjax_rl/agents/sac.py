@@ -1,5 +1,5 @@
 """FedRSAC and SACAvg: soft actor-critic (Haarnoja et al. 2018; SB3's SAC) with the robust term,
-for one agent.
+for one agent. ::
 
     u ~ N(mu(s; phi), sigma(s; phi)^2),  a = tanh(u)              squashed Gaussian policy on [-1, 1]^d
     log pi(a|s) = log N(u; mu, sigma^2) - sum_i log(1 - tanh(u_i)^2)
@@ -78,6 +78,8 @@ SACConfig = settings.config_class("SACConfig", SETTINGS, base=_SACConfigMethods,
 
 @struct.dataclass
 class SACShared:
+    """What the server averages: the actor, the critics, their targets, log(alpha) and the robust term's D."""
+
     critic: Any  # [num_critics, ...] stacked parameters
     critic_target: Any
     actor: Any  # outputs (mu, log sigma) of the pre-squash Gaussian
@@ -87,6 +89,9 @@ class SACShared:
 
 @struct.dataclass
 class SACPrivate:
+    """What stays with the agent: the optimizer states (the temperature's and D's included) and the replay
+    buffer."""
+
     critic_opt: Any
     actor_opt: Any
     alpha_opt: Any
@@ -212,7 +217,7 @@ class SACAgent:
         return -jnp.mean(log_alpha * jax.lax.stop_gradient(log_prob + self.target_entropy))
 
     def critic_target(self, shared: SACShared, batch: Transition, hp, alpha, next_noise: jax.Array):
-        """(y, V'): the critic target and the soft value min_j Q_j(s', a'; theta_j') - alpha log pi(a'|s'),
+        """(y, V'): the critic target and the soft value `min_j Q_j(s', a'; theta_j') - alpha log pi(a'|s')`,
         a' = the policy's sample for standard normal `next_noise` (before the episode-end rule)."""
         next_action, next_log_prob = self.sample(shared.actor, batch.next_obs, next_noise)
         next_q = losses.clipped_double_q(self.critics(shared.critic_target, batch.next_obs, next_action))

@@ -1,4 +1,4 @@
-"""FedRTD3 and TD3Avg: TD3 (Fujimoto et al. 2018; SB3's TD3) with the robust term, for one agent.
+"""FedRTD3 and TD3Avg: TD3 (Fujimoto et al. 2018; SB3's TD3) with the robust term, for one agent. ::
 
     a~  = clip(pi(s'; phi') + clip(eps, -c, c), -1, 1),  eps ~ N(0, sigma~^2)   target policy smoothing
     V'  = min_j Q_j(s', a~; theta_j')                                             twin critics, clipped double Q
@@ -79,6 +79,9 @@ TD3Shared = ddpg.DDPGShared  # TD3 shares what DDPG shares: the same networks, f
 
 @struct.dataclass
 class TD3Private:
+    """What stays with the agent: the optimizer states, the replay buffer and the count of gradient steps that
+    schedules the delay."""
+
     critic_opt: Any
     actor_opt: Any
     degree_opt: Any  # the robust term's optimizer state; None without it
@@ -102,7 +105,7 @@ class TD3Agent(ddpg.DDPGAgent):
 
     def critic_target(self, shared: TD3Shared, batch: Transition, hp, noise: jax.Array):
         """(y, V'): the critic target and min_j Q_j(s', a~; theta_j') (before the episode-end rule),
-        for the standard normal smoothing `noise` [batch, *action_shape]."""
+        for the standard normal smoothing `noise`, shape `[batch, *action_shape]`."""
         next_action = self.smoothed_target_action(shared, batch.next_obs, noise, hp)
         next_value = losses.clipped_double_q(self.critics(shared.critic_target, batch.next_obs, next_action))
         target = self.robust.td_target(shared, batch, next_value, hp)

@@ -2,7 +2,7 @@
 and the shared pieces every perturbable environment uses (physics by name, identity, scale checks).
 
 An environment is a gymnax 1.x `Environment` (its physics in a frozen params pytree, its shapes on the
-object) with perturbable physics:
+object) with perturbable physics::
 
     env.default_params                                   # the nominal physics: a frozen pytree
     params.max_steps_in_episode                          # the time limit (a concrete int in the defaults)
@@ -30,7 +30,7 @@ equal and hash alike, so building a fresh env (through the registry) does not re
 `PerturbableEnv` states the contract as a Protocol; `PerturbablePhysics` implements the physics
 methods for params dataclasses whose float fields are the parameters. An environment of your own is
 used by registering it: `envs.register(envs.EnvSpec(name=..., factory=..., perturbed=(...), ...))`
-(README, "Your own environment").
+(docs/environments.md, "Your own environment").
 """
 
 from __future__ import annotations

@@ -45,18 +45,23 @@ MAX_STEPS = 1000  # Brax's training episode length (brax.envs.training.EpisodeWr
 
 @struct.dataclass
 class BraxParams(environment.EnvParams):
+    """A Brax task's perturbable physics: each body's mass and the magnitude of gravity, plus the time limit."""
+
     link_mass: jax.Array = None  # [links] each body's mass
     gravity: jax.Array = None  # |g|
 
 
 @struct.dataclass
 class BraxState:
+    """Brax's own state of the environment and the step count the adapter's time limit reads."""
+
     brax_state: Any  # brax.envs.base.State
     time: jax.Array
 
 
 # Brax warns at every model it loads that it is no longer actively maintained (brax/io/mjcf.py): the
-# README says so once, where Brax's environments are described, instead of every run.
+# documentation says so once, where Brax's environments are described (docs/environments.md),
+# instead of every run.
 BRAX_NOTICE = r"Brax System, piplines and environments are not actively being maintained"
 
 
@@ -79,6 +84,7 @@ def _brax_env(name: str, backend: str):
 
 
 def brax_names() -> tuple[str, ...]:
+    """The names of Brax's registered environments (`--env brax:<name>`), sorted."""
     return tuple(sorted(_brax_envs()._envs))
 
 

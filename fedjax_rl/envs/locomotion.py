@@ -15,7 +15,7 @@ package at runtime:
   body's frame (`get_body_com("torso")`), read from MuJoCo's data after `mj_step`, i.e. computed at
   the start of the last sub-step; the state carries it (`com_xy`) so it is reproduced exactly.
 - termination (health), gymnasium's ranges and strictness: Hopper 0.7 < z, -0.2 < angle < 0.2 and
-  |qpos[2:], qvel| < 100; Walker2d 0.8 < z < 2, -1 < angle < 1; Ant finite state and
+  `|qpos[2:], qvel| < 100`; Walker2d 0.8 < z < 2, -1 < angle < 1; Ant finite state and
   0.2 <= z <= 1; HalfCheetah never terminates. Truncation at `max_steps_in_episode` = 1000 (the
   TimeLimit of gymnasium's registration), reported separately (gymnax 1.x step API, auto-reset,
   `info["final_observation"]` is the observation before the reset).
@@ -35,6 +35,7 @@ Physics lives in the params pytree: `params.model_fields` maps model field names
 pattern). Nominal params carry `body_mass`.
 
 Names accepted by `get_physics`/`set_physics` (`physics_names` lists them all):
+
 - a *part*: the paper's body parts (table below) and every body by its XML name (unnamed bodies are
   "body<i>"); the value is the part's mass (for a multi-body part, the sum; setting it scales each
   body's mass by the same factor; a body whose XML name a part takes over, such as Ant's
@@ -46,13 +47,13 @@ Names accepted by `get_physics`/`set_physics` (`physics_names` lists them all):
 - any float mjx.Model field ("body_inertia", "geom_friction", "dof_damping", "actuator_gear",
   ...) and "opt.<field>" ("opt.gravity", "opt.timestep", ...); the value is the whole array.
 
-Paper parts (two per task are perturbed by default, see the registry):
+Paper parts (two per task are perturbed by default, see the registry)::
 
-| task | part | bodies |
-| Hopper | torso, thigh, leg, foot | the body of that name |
-| Walker2d | torso; right_thigh/leg/foot; left_thigh/leg/foot | torso; thigh, leg, foot; thigh_left, leg_left, foot_left |
-| HalfCheetah | torso; back_/front_ thigh, shin, foot | torso; bthigh, bshin, bfoot; fthigh, fshin, ffoot |
-| Ant | front_left_leg, front_right_leg, back_left_leg, back_right_leg | the whole chain: hip segment, upper leg (aux_i), lower leg (unnamed) |
+    | task | part | bodies |
+    | Hopper | torso, thigh, leg, foot | the body of that name |
+    | Walker2d | torso; right_thigh/leg/foot; left_thigh/leg/foot | torso; thigh, leg, foot; thigh_left, leg_left, foot_left |
+    | HalfCheetah | torso; back_/front_ thigh, shin, foot | torso; bthigh, bshin, bfoot; fthigh, fshin, ffoot |
+    | Ant | front_left_leg, front_right_leg, back_left_leg, back_right_leg | the whole chain: hip segment, upper leg (aux_i), lower leg (unnamed) |
 
 Ant's legs are whole chains because the XML body named after each leg is only the hip segment
 welded to the torso (no joint): scaling it alone would be a 0.04 kg change of the torso's mass.
@@ -125,6 +126,8 @@ def load_model(xml_file: str) -> mujoco.MjModel:
 
 @struct.dataclass
 class MuJoCoParams(environment.EnvParams):
+    """A task's physics: the model fields that replace the model's, per simulation, and the time limit."""
+
     #: model field name ("opt.<name>" for an Option field) -> value replacing the model's.
     model_fields: dict[str, jax.Array] = struct.field(default_factory=dict)
     max_steps_in_episode: int = 1000
@@ -132,6 +135,8 @@ class MuJoCoParams(environment.EnvParams):
 
 @struct.dataclass
 class MuJoCoState(environment.EnvState):
+    """What MuJoCo's data carries from step to step, plus the engine's own exact state."""
+
     qpos: jax.Array
     qvel: jax.Array
     #: MuJoCo's solver warm start (mj_step saves qacc for the next step); part of the exact state.
@@ -372,6 +377,8 @@ class MuJoCoLocomotion(EnvIdentity, PerturbablePhysics, environment.Environment[
 
 
 class Hopper(MuJoCoLocomotion):
+    """gymnasium's Hopper-v4."""
+
     env_id = "Hopper-v4"
     xml_file = "hopper.xml"
     mjx_ls_iterations = 4  # the same states as 50 over 1024 float32 states (tests, benchmarks)
@@ -389,6 +396,8 @@ class Hopper(MuJoCoLocomotion):
 
 
 class Walker2d(MuJoCoLocomotion):
+    """gymnasium's Walker2d-v4."""
+
     env_id = "Walker2d-v4"
     xml_file = "walker2d.xml"
     frame_skip = 4
@@ -412,6 +421,8 @@ class Walker2d(MuJoCoLocomotion):
 
 
 class HalfCheetah(MuJoCoLocomotion):
+    """gymnasium's HalfCheetah-v4 (never terminates)."""
+
     env_id = "HalfCheetah-v4"
     xml_file = "half_cheetah.xml"
     frame_skip = 5
@@ -433,6 +444,9 @@ class HalfCheetah(MuJoCoLocomotion):
 
 
 class Ant(MuJoCoLocomotion):
+    """gymnasium's Ant-v4 with its default 27-dim observation (no contact forces); a leg is its chain of three
+    bodies."""
+
     env_id = "Ant-v4"
     xml_file = "ant.xml"
     mjx_ls_iterations = 4  # the same states as 50 over 1024 float32 states (tests, benchmarks)

@@ -79,7 +79,7 @@ after a TOI impact the leg's position is not moved off its joint as in Box2D (re
 keep joints exact). The tests in ``tests/test_lunar_lander.py`` measure what all this costs, on
 400 paired episodes per setting (gymnasium's episode replayed on the port from the same start
 with the same engine noise): heuristic and random-action returns, landing agreement, leg flags at
-rest, episode lengths, in four physical settings (numbers in the README).
+rest, episode lengths, in four physical settings (numbers in docs/environments.md).
 
 Every function uses ``jax.lax``-friendly control flow only, and everything is vmappable over
 ``EnvParams`` and keys, so each agent can have its own gravity, wind and lander physics.
@@ -206,6 +206,9 @@ class EnvParams(environment.EnvParams):
 
 @struct.dataclass
 class EnvState(environment.EnvState):
+    """One lander episode: the three bodies' positions, angles and velocities, the solver's warm starts,
+    contacts and their Box2D event order, sleep, the episode's terrain, wind phases and shaping so far."""
+
     pos: jax.Array  # (3, 2) centres of mass: lander, legs[0], legs[1]
     angle: jax.Array  # (3,)
     vel: jax.Array  # (3, 2)
@@ -740,6 +743,8 @@ def _foot(q, leg, slot):
 
 # --- observation and reward (pure functions, shared with the tests) ---------------------------
 def observation(state: EnvState) -> jax.Array:
+    """gymnasium's 8-dim observation of a state: position, velocity, angle, angular velocity and the two
+    leg-contact flags."""
     origin = lander_origin(state.pos, state.angle)
     v = state.vel[0]
     return jnp.stack(
@@ -757,6 +762,7 @@ def observation(state: EnvState) -> jax.Array:
 
 
 def shaping(obs):
+    """gymnasium's shaping potential of an observation; a step's reward includes its change."""
     return (
         -100 * jnp.sqrt(obs[0] * obs[0] + obs[1] * obs[1])
         - 100 * jnp.sqrt(obs[2] * obs[2] + obs[3] * obs[3])
@@ -965,5 +971,6 @@ def heuristic_action(obs: jax.Array) -> jax.Array:
 
 
 def make_env(enable_wind: bool = False, **kwargs: Any) -> tuple[LunarLander, EnvParams]:
+    """A LunarLander (with wind when `enable_wind`) and its default params; `kwargs` go to the constructor."""
     env = LunarLander(enable_wind=enable_wind, **kwargs)
     return env, env.default_params

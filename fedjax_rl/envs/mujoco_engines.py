@@ -50,7 +50,7 @@ ENGINES = ("c", "mjx", "warp")
 WARP_MAX_WORLDS = 4096
 WARP_CONTACTS_PER_WORLD = 16
 # gymnasium's exact physics, and the fastest at federated batch sizes on every machine measured, a GPU
-# machine included (README).
+# machine included (docs/environments.md).
 DEFAULT_ENGINE = "c"
 
 ENGINE_HELP = {
@@ -304,6 +304,8 @@ def _from_words(words: jax.Array, dtype) -> jax.Array:
 
 
 def make_engine(engine: str, mj_model: mujoco.MjModel, frame_skip: int, ls_iterations: int | None = None):
+    """The physics engine named `engine` ("c", "mjx" or "warp") for `mj_model`, stepping `frame_skip`
+    sub-steps per step."""
     check_engine(engine)
     if engine == "c":
         return CEngine(mj_model, frame_skip)

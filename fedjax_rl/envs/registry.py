@@ -29,14 +29,14 @@ import jax.numpy as jnp
 class EnvSpec:
     """One registered environment.
 
-    factory: builds the env from the names of the parameters that will be perturbed (LunarLander
+    - factory: builds the env from the names of the parameters that will be perturbed (LunarLander
       needs its wind-enabled variant when "wind" is among them; the classic-control envs ignore it)
       and the physics engine, one of `engines`.
-    perturbed: the physical parameters the paper perturbs, in the paper's order.
-    max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
-    random_return: mean undiscounted episode return of a uniformly random policy at the nominal
+    - perturbed: the physical parameters the paper perturbs, in the paper's order.
+    - max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
+    - random_return: mean undiscounted episode return of a uniformly random policy at the nominal
       params of the default variant, `make(name)` (1000 episodes, key 0).
-    variant_random_returns: ((perturbed, return), ...) for the variants `make(name, perturbed)`
+    - variant_random_returns: ((perturbed, return), ...) for the variants `make(name, perturbed)`
       builds that are not the default one (LunarLander without wind); see `random_return`.
     """
 

@@ -1,4 +1,4 @@
-"""FedRQ vs QAvg on the heterogeneous windy-cliff gridworld: a table and a figure (a few seconds on CPU).
+"""FedRQ vs QAvg on the heterogeneous windy-cliff gridworld: a table and a figure (a few seconds on CPU). ::
 
     from fedjax_rl.tabular.demo import run_demo
     summary = run_demo("runs/demo")
@@ -6,6 +6,7 @@
 FedRQ runs with omega = omega_min (the smallest omega whose P_omega covers every agent's kernel);
 QAvg is the same run with omega = 0. Both use exact local updates, E local steps between averages
 and Theorem 1's step sizes. Reported for each algorithm's final greedy policy:
+
   * worst case: its worst-case value over P_omega at the start state (robust policy evaluation);
   * agent k: its ordinary value in agent k's own environment at the start state (linear solve);
   * avg / min over the K agents.

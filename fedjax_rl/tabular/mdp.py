@@ -91,11 +91,11 @@ class TabularMDP:
         return self.P.mean(axis=0)
 
     def neighbours(self) -> np.ndarray:
-        """N_k^s as a boolean mask [K, S, S]: s' with sum_a P_k(s'|s, a) != 0."""
+        """N_k^s as a boolean mask [K, S, S]: s' with `sum_a P_k(s'|s, a) != 0`."""
         return self.P.sum(axis=2) > 0
 
     def neighbours_bar(self) -> np.ndarray:
-        """N^s as a boolean mask [S, S]: s' with sum_a P_bar(s'|s, a) != 0."""
+        """N^s as a boolean mask [S, S]: s' with `sum_a P_bar(s'|s, a) != 0`."""
         return self.P_bar.sum(axis=1) > 0
 
     def state_name(self, s: int) -> str:
@@ -164,9 +164,9 @@ def _check_assumption1(P: np.ndarray, names) -> None:
 
 
 def kappa(mdp: TabularMDP) -> np.ndarray:
-    """kappa(s, a) = max_k max_{s'} (P_bar(s'|s,a) - P_k(s'|s,a)) / P_bar(s'|s,a), shape [S, A].
+    """`kappa(s, a) = max_k max_{s'} (P_bar(s'|s,a) - P_k(s'|s,a)) / P_bar(s'|s,a)`, shape [S, A].
 
-    The max runs over s' in N^s with P_bar(s'|s, a) > 0; where P_bar(s'|s, a) = 0 every P_k is 0 too
+    The max runs over s' in N^s with `P_bar(s'|s, a) > 0`; where `P_bar(s'|s, a) = 0` every P_k is 0 too
     and the term imposes nothing.
     """
     P_bar = mdp.P_bar
@@ -237,7 +237,7 @@ def _padded_lists(mask: np.ndarray, width: int | None) -> np.ndarray:
 
 
 def support_sizes(mdp: TabularMDP) -> tuple[int, int]:
-    """(largest |supp P_bar(.|s,a)|, largest neighbour set): the padding `to_arrays` needs."""
+    """(largest `|supp P_bar(.|s,a)|`, largest neighbour set): the padding `to_arrays` needs."""
     return int((mdp.P_bar > 0).sum(-1).max()), int(
         max(mdp.neighbours().sum(-1).max(), mdp.neighbours_bar().sum(-1).max())
     )
@@ -348,10 +348,12 @@ def windy_cliff(
     cells, numbered row-major: s = row * width + col. Actions: 0 up, 1 right, 2 down, 3 left.
 
     Dynamics of agent k (one wind probability theta_k per agent, 0 < theta_k < 1):
+
       * from an ordinary cell, with probability 1 - theta_k the intended move happens; with
         probability theta_k the wind blows the agent one cell *down*, towards the cliff, instead.
         Moves into the outer wall leave the agent where it is.
       * the cliff cells and the goal are absorbing (every action stays).
+
     Rewards (in [0, 1], shared by all agents): r = 1 for every action taken in the goal,
     r = `step_reward` (default 0.1) in every ordinary cell (start included) and r = 0 in a cliff
     cell. Falling thus ends all reward (a cliff cell earns 0 forever), the goal earns

@@ -1,5 +1,7 @@
 """Robust Bellman operators, robust value iteration and exact policy evaluation (DESIGN.md section 1).
 
+The operators::
+
   T_k Q(s,a)  = r(s,a) + gamma [ (1-omega) sum_s' P_k(s'|s,a) V(s') + omega min_{s' in N_k^s} V(s') ]
   T_bar Q     = the same with P_bar and N^s,       V(s') = max_a' Q(s', a').
 
@@ -88,7 +90,7 @@ def robust_value_iteration(problem: TabularArrays, omega, tol=None, max_iters: i
     """Q_R*, the fixed point of T_bar (omega = 0: the optimal Q of P_bar), shape [S, A].
 
     Iterates Q <- T_bar Q from 0 until successive iterates differ by at most `tol` (default: a few
-    ulps of max |Q|), so the error is at most gamma tol / (1 - gamma).
+    ulps of `max |Q|`), so the error is at most gamma tol / (1 - gamma).
     """
     q0 = jnp.zeros_like(problem.reward)
     return _fixed_point(lambda q: average_operator(problem, q, omega), q0, tol, max_iters)
