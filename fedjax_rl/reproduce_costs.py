@@ -127,4 +127,5 @@ def estimate(found: list[Measurement], table: str, row: str, program: str, engin
 
 
 def duration(seconds: float) -> str:
+    """Seconds as the status line says them: minutes up to an hour and a half, then hours."""
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
