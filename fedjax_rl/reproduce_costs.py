@@ -10,6 +10,7 @@ reads them; `estimate` turns the closest measurement into a time for a new piece
 - on a GPU a program of these sizes is latency-bound (Table 2's 90-agent and 30-agent programs took
   about as long on an H200), so the time scales with steps, and with runs only beyond the measured
   width.
+
 The closest measurement is the same table, task, program and physics engine on that kind of machine;
 failing that, the same program and engine on another task of the table (said so: "from Hopper-v4").
 None: no measurement.

@@ -17,11 +17,13 @@ nothing about a finished piece needs a checkpoint: a finished piece directory ca
 machine that ran it into any clone of the results and is merged there.
 
 Rules, checked before anything compiles (`check`):
+
 - a piece is refused if a finished piece of the same program holds other settings (they could never be
   merged), naming both and what differs;
 - a piece is refused if its seeds overlap a finished piece's (no piece computes again what a finished
   piece wrote), or an unfinished piece's of another range (resume that one instead), naming both;
 - a piece of exactly a finished piece's range and settings is that piece: read back, not trained.
+
 A piece's identity is its program's recorded configuration without its seed range and its batching
 (`run_batch` changes rounding, not the algorithm, so a GPU's piece and a CPU's merge).
 """
