@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import json
 import os
 
 from fedjax_rl import run_directory
+from fedjax_rl.reproduce_tables import ROW_RESULT
 
 PIECE_PREFIX = run_directory.NESTED_RUN_PREFIX  # seeds_A-B
 # What a piece's recorded configuration holds beyond its program's identity (`identity`).
@@ -99,8 +101,24 @@ def found(program_dir: str, program: str) -> list[Found]:
             continue
         first = int(record.get("first_seed", 0))
         piece = Piece(program, first, first + int(record["num_seeds"]))
-        out.append(Found(piece, path, record, run_directory.is_finished(path, record)))
+        finished = run_directory.is_finished(path, record) or (path == program_dir and _whole_in_old_row(program_dir))
+        out.append(Found(piece, path, record, finished))
     return sorted(out, key=lambda f: (f.piece.first, f.piece.stop))
+
+
+def _whole_in_old_row(program_dir: str) -> bool:
+    """Whether a row written before pieces existed holds this program whole: its row.json lists no
+    pieces and reads its numbers from this directory. Such rows' program directories may lack their
+    finished.json (the committed Table 1 rows keep only the grid points' metrics), yet the row
+    finished, so its program did, and the row can grow by new seeds."""
+    path = os.path.join(os.path.dirname(program_dir), ROW_RESULT)
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        record = json.load(f)
+    name = os.path.basename(program_dir)
+    return "pieces" not in record and any(
+        algorithm["dir"].partition("/")[0] == name for algorithm in record["algorithms"].values())
 
 
 def location(program_dir: str, piece: Piece, total: int, on_disk: list[Found]) -> str:

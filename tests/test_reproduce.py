@@ -585,3 +585,33 @@ def test_a_row_grows_by_new_seeds_without_recomputing_its_pieces(in_pieces, tmp_
         assert len(numbers["reported"]["minimum"]) == 3
     assert [p["seeds"] for p in grown["pieces"]["fedrdqn"]] == [[0, 1], [1, 3], [3, 4]]
     assert grown["request"]["num_seeds"] == 3
+
+
+def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, monkeypatch):
+    """The committed Table 1 rows predate pieces: row.json lists no pieces and their program
+    directories keep only the grid points' files, no finished.json. Such a row still counts its
+    program as finished and grows by a new seed, training that seed alone."""
+    out = tmp_path / "old"
+    shutil.copytree(os.path.join(reproduced["out"], "table1", "CartPole-v1__length"),
+                    out / "table1" / "CartPole-v1__length")
+    row_path = out / "table1" / "CartPole-v1__length" / "row.json"
+    old = json.loads(row_path.read_text())
+    del old["pieces"]
+    row_path.write_text(json.dumps(old))
+    for name in ("finished.json", "checkpoint.npz"):
+        (out / "table1" / "CartPole-v1__length" / "fedrdqn" / name).unlink(missing_ok=True)
+    request = {**TINY, "rows": ROWS[:1], "num_seeds": old["request"]["num_seeds"] + 1}
+    [row_status] = reproduce.status("table1", str(out), **{k: v for k, v in request.items() if k != "progress"})
+    [program] = row_status["programs"]
+    held = len(old["seeds"]["tuning"]) + len(old["seeds"]["reported"])
+    assert program["seeds_held"] == held
+    assert [p["seeds"] for p in program["pieces"] if p["state"] == "to run"] == [[held, held + 1]]
+
+    calls = []
+    real_run = experiment.run
+    monkeypatch.setattr(experiment, "run", lambda *a, **k: calls.append((k["first_seed"], k["num_seeds"])) or real_run(*a, **k))
+    grown = reproduce.reproduce("table1", str(out), **request)["rows"][ROWS[0]]
+    assert calls == [(held, 1)]
+    for label, numbers in grown["algorithms"].items():
+        assert numbers["tuning"] == old["algorithms"][label]["tuning"]
+        assert numbers["reported"]["minimum"][:-1] == old["algorithms"][label]["reported"]["minimum"]
