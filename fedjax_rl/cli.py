@@ -408,6 +408,35 @@ def _piece_seeds(text: str | None) -> int | None:
     return value
 
 
+def _reproduce_run_settings(pairs: list[str]) -> dict:
+    """--set-run pairs parsed by the run settings' declarations (`reproduce_executor.parse_run_settings`)."""
+    if not pairs:
+        return {}
+    from fedjax_rl import reproduce_executor
+
+    return reproduce_executor.parse_run_settings(_set_pairs(pairs))
+
+
+def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> None:
+    """`reproduce --jobs N` / `--executor ray`: the pieces as separate processes (`fedjax_rl.reproduce_executor`)."""
+    from fedjax_rl import reproduce_executor
+
+    if args.program is not None or args.status or args.report_only:
+        raise ValueError("--jobs and --executor run every missing piece of the requested rows: give no --program, "
+                         "--status or --report-only with them")
+    try:
+        result = reproduce_executor.run(args.table, args.out, jobs=args.jobs, executor=args.executor or "local",
+                                        address=args.address, cpus_per_piece=args.cpus_per_piece,
+                                        gpus_per_piece=args.gpus_per_piece, progress=not args.no_progress,
+                                        piece_seeds=piece_seeds, **request)
+    except reproduce_executor.PiecesFailed as failed:
+        for path in (failed.result or {}).get("paths", []):
+            print(f"wrote {path}")
+        raise _error(failed) from None
+    for path in result["paths"]:
+        print(f"wrote {path}")
+
+
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
     from fedjax_rl import experiment, reproduce, reproduce_pieces, reproduce_report
@@ -428,8 +457,11 @@ def cmd_reproduce(args) -> None:
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        budget=args.budget, seed=args.seed, run_batch=run_batch,
                        agent_overrides=_reproduce_overrides(args.table, args.set) or None,
-                       train_overrides=_switches(args, ("tensorboard",)) or None)
+                       train_overrides={**_switches(args, ("tensorboard",)), **_reproduce_run_settings(args.set_run)}
+                       or None)
         piece_seeds = _piece_seeds(args.piece_seeds)
+        if args.jobs is not None or args.executor is not None:
+            return _reproduce_with_executor(args, piece_seeds, request)
         if args.piece is not None and args.program is None:
             raise ValueError("--piece FIRST:STOP is a piece of one program: give --program too")
         if args.program is not None:
@@ -567,9 +599,37 @@ def _add_reproduce_parser(sub) -> None:
     p.add_argument("--piece-seeds", default=None, metavar="N",
                    help="run the seeds a program lacks as pieces of N seeds each, and list them so in --status "
                         "(default: one piece per missing range)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--set-run", action="append", default=[], metavar="KEY=VALUE",
+                   help="replace a run setting of every program (recorded in every row), e.g. --set-run "
+                        "eval_episodes=2 or --set-run engine=mjx; not those a row decides (algo, env_name, physics) "
+                        "(default: none, the paper's settings)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (with --jobs: plain lines)")
     _add_flag(p, _table_entry("tensorboard"))  # not part of a row's recorded settings
+    _add_executor_flags(p)
     p.set_defaults(func=cmd_reproduce)
+
+
+def _add_executor_flags(p) -> None:
+    """`reproduce --jobs N` and `--executor ray` (`fedjax_rl.reproduce_executor`)."""
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="run every piece the command would run (each missing piece of each requested row, sized by "
+                        "--piece-seeds) as its own `reproduce --program P --piece A:B` process, N at a time, each "
+                        "with its log in OUT/logs/; the cores this process may use are split into N contiguous "
+                        "groups and each process is pinned to one (as taskset -c; more processes than cores: one "
+                        "core each, shared round robin); the rows are then written from the pieces as without "
+                        "--jobs (default: the pieces one after another in this process)")
+    p.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="who runs the pieces: local (--jobs processes on this machine) or ray (Ray tasks on the "
+                        "cluster at --address, or a local Ray instance; every machine must see --out at the same "
+                        "path; needs pip install \"fedjax-rl[ray]\") (default: local with --jobs)")
+    p.add_argument("--address", default=None,
+                   help="with --executor ray: the Ray cluster's address, e.g. HEAD_IP:6379 or auto (default: a new "
+                        "local Ray instance)")
+    p.add_argument("--cpus-per-piece", type=float, default=1.0,
+                   help="with --executor ray: CPUs each piece declares to Ray (default: 1)")
+    p.add_argument("--gpus-per-piece", type=float, default=0.0,
+                   help="with --executor ray: the fraction of a GPU each piece declares, e.g. 0.25 to run four "
+                        "latency-bound programs on one GPU (default: 0, CPU only)")
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

@@ -79,6 +79,17 @@ class Setting:
                 self.kind, getattr(self.kind, "__name__", str(self.kind)))
             raise ValueError(f"{self.name} expects {kind}, got {text!r}") from None
 
+    def text(self, value) -> str:
+        """A value of this setting as the command-line text `parse` reads back to it (a float by its
+        shortest exact decimal); raises a ValueError for a value the command line cannot spell (None)."""
+        if value is None:
+            raise ValueError(f"{self.name}=None has no command-line spelling (leave the setting out for its default)")
+        if self.kind in ("ints", "strs"):
+            return ",".join(str(v) for v in value)
+        if self.kind is bool:
+            return "true" if value else "false"
+        return repr(float(value)) if self.kind is float else str(value)
+
 
 # -- range checks (the phrase each returns is the end of the error message) ----------------------
 

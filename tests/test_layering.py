@@ -106,6 +106,7 @@ FLOORS = (
     {"reproduce_costs", "reproduce_report", "run_directory", "train"},
     {"experiment", "render", "reproduce_pieces"},
     {"reproduce"},
+    {"reproduce_executor"},
     {"cli"},
 )
 

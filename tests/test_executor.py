@@ -1,0 +1,260 @@
+"""`reproduce --jobs N` and `--executor ray` (fedjax_rl/reproduce_executor.py) on the reproduce tests'
+tiny table (one CartPole row, 1 tuning + 2 reported seeds, three pieces of one seed): the same pieces
+run in this process, by local worker processes and by a local Ray instance hold bit-identical numbers;
+a failed piece is reported with the tail of its log while the others finish; a killed piece loses
+nothing that finished, and rerunning the command finishes the rest.
+
+The pieces' processes share this session's compilation cache (tests/conftest.py; its directory is
+passed to them through JAX_COMPILATION_CACHE_DIR), so each loads the program compiled here instead of
+compiling it again: the same executable, and a few seconds instead of minutes per process."""
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from fedjax_rl import cli, reproduce, reproduce_executor
+from fedjax_rl.reproduce_executor import Task
+from test_reproduce import ROWS, TINY
+
+ROW = ROWS[0]
+REQUEST = {**{k: v for k, v in TINY.items() if k != "progress"}, "rows": [ROW]}
+PIECE_SEEDS = 1  # seeds 0, 1 and 2 as three pieces, one program each (1 seed x 3 omegas)
+PIECES = ["seeds_0-1", "seeds_1-2", "seeds_2-3"]
+PROGRAM_DIR = os.path.join("table1", "CartPole-v1__length", "fedrdqn")
+# What a piece's metrics.json records of the process that ran it, not of its numbers.
+NOT_NUMBERS = ("timing", "machine")
+
+# Loaded by every piece process started while FEDJAX_RL_TEST_FAULTS is set (the test puts this file's
+# directory first on PYTHONPATH): seed piece 1 stops at once with the error a non-finite loss raises;
+# seed piece 2 writes its process id to PIDFILE after its first checkpointed block and waits to be killed.
+FAULTS = textwrap.dedent("""\
+    import os, time
+    if os.environ.get("FEDJAX_RL_TEST_FAULTS"):
+        from fedjax_rl import experiment
+        _run = experiment.run
+
+        def run(config, *args, first_seed=0, on_block=None, **kwargs):
+            if first_seed == 1:
+                raise experiment.NonFiniteError("non-finite loss in seed index 1 (injected by the test)")
+            if first_seed == 2:
+                def then_wait(done, total):
+                    if on_block is not None:
+                        on_block(done, total)
+                    if done == 1:
+                        with open(os.environ["FEDJAX_RL_TEST_FAULTS"], "w") as f:
+                            f.write(str(os.getpid()))
+                        time.sleep(600)
+                on_block = then_wait
+            return _run(config, *args, first_seed=first_seed, on_block=on_block, **kwargs)
+
+        experiment.run = run
+    """)
+
+
+@pytest.fixture(scope="module")
+def shared_cache():
+    """The pieces' processes use this session's compilation cache (see the module docstring)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JAX_COMPILATION_CACHE_DIR", os.path.abspath(jax.config.jax_compilation_cache_dir))
+    mp.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory, shared_cache):
+    """The row as the command without --jobs runs it: its three pieces one after another here."""
+    out = str(tmp_path_factory.mktemp("in_process"))
+    row = reproduce.reproduce("table1", out, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)["rows"][ROW]
+    return dict(out=out, row=row)
+
+
+def piece_numbers(out: str, piece: str) -> dict:
+    """Every number a finished piece wrote: per omega point its metrics.json (without the timing and
+    machine of the process that ran it) and its final global parameters."""
+    found = {}
+    for point in ("omega=0", "omega=0.05", "omega=0.2"):
+        path = os.path.join(out, PROGRAM_DIR, piece, point)
+        with open(os.path.join(path, "metrics.json")) as f:
+            found[point] = {k: v for k, v in json.load(f).items() if k not in NOT_NUMBERS}
+        with np.load(os.path.join(path, "global_params.npz")) as params:
+            found[point + "/params"] = {k: params[k] for k in params.files}
+    return found
+
+
+def assert_same_pieces(out: str, reference: str, pieces=PIECES) -> None:
+    for piece in pieces:
+        mine, theirs = piece_numbers(out, piece), piece_numbers(reference, piece)
+        assert mine.keys() == theirs.keys()
+        for key in mine:
+            if key.endswith("/params"):
+                assert mine[key].keys() == theirs[key].keys()
+                for name in mine[key]:
+                    np.testing.assert_array_equal(mine[key][name], theirs[key][name], err_msg=f"{piece} {key} {name}")
+            else:
+                assert mine[key] == theirs[key], f"{piece} {key}"
+
+
+@pytest.fixture(scope="module")
+def killed_then_resumed(tmp_path_factory, in_process):
+    """Run 1 (--jobs 3): piece 0 finishes, piece 1 fails at once (an injected non-finite loss), piece
+    2 is killed (SIGKILL) after its first checkpointed block. Run 2, the same command without the
+    faults (--jobs 2), runs pieces 1 and 2 and writes the row."""
+    out = str(tmp_path_factory.mktemp("jobs"))
+    faults = tmp_path_factory.mktemp("faults")
+    (faults / "sitecustomize.py").write_text(FAULTS)
+    pidfile = str(faults / "pid")
+    killed = {}
+
+    def kill_piece_2():
+        deadline = time.time() + 900
+        while time.time() < deadline and not os.path.exists(pidfile):
+            time.sleep(0.5)
+        time.sleep(0.5)  # the file is written; its process id with it
+        killed["pid"] = int(open(pidfile).read())
+        os.kill(killed["pid"], signal.SIGKILL)
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FEDJAX_RL_TEST_FAULTS", pidfile)
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(faults), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    killer = threading.Thread(target=kill_piece_2, daemon=True)
+    killer.start()
+    said = io.StringIO()
+    try:
+        planned_first = reproduce_executor.plan_tasks("table1", out, PIECE_SEEDS, **REQUEST)[1]
+        with pytest.raises(reproduce_executor.PiecesFailed) as failed, contextlib.redirect_stderr(said):
+            reproduce_executor.run("table1", out, jobs=3, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)
+    finally:
+        mp.undo()
+    killer.join(timeout=1)
+    finished_0 = os.path.getmtime(os.path.join(out, PROGRAM_DIR, PIECES[0], "finished.json"))
+    planned_second = reproduce_executor.plan_tasks("table1", out, PIECE_SEEDS, **REQUEST)[1]
+    result = reproduce_executor.run("table1", out, jobs=2, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)
+    return dict(out=out, failed=failed.value, said=said.getvalue(), killed=killed, planned_first=planned_first,
+                planned_second=planned_second, finished_0=finished_0, row=result["rows"][ROW])
+
+
+def tasks(*firsts) -> list[Task]:
+    return [Task(ROW, "fedrdqn", first, first + 1) for first in firsts]
+
+
+def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_then_resumed):
+    failed = killed_then_resumed["failed"]
+    assert killed_then_resumed["planned_first"] == tasks(0, 1, 2)
+    assert sorted((o.task.first, o.returncode) for o in failed.failed) == [(1, 1), (2, -signal.SIGKILL)]
+    message = str(failed)
+    assert message.startswith("2 of 3 piece(s) failed: ")
+    assert f"{ROW} fedrdqn seeds 1-1 (exit code 1, log " in message
+    assert f"{ROW} fedrdqn seeds 2-2 (exit code -9, log " in message
+    # Each failure was said as it happened, with the tail of its log: the injected error's line.
+    said = killed_then_resumed["said"]
+    assert f"FAILED {ROW} fedrdqn seeds 1-1 (exit code 1); the last lines of " in said
+    assert "NonFiniteError: non-finite loss in seed index 1 (injected by the test)" in said
+    # The piece that did not fail finished; no row was written while pieces were missing.
+    assert f"finished {ROW} fedrdqn seeds 0-0 in " in said
+    assert failed.result["rows"] == {}
+
+
+def test_a_killed_piece_loses_nothing_finished_and_the_rerun_finishes_the_rest(killed_then_resumed):
+    out = killed_then_resumed["out"]
+    # The rerun ran only the two pieces that had not finished; the finished one was read back.
+    assert killed_then_resumed["planned_second"] == tasks(1, 2)
+    assert os.path.getmtime(os.path.join(out, PROGRAM_DIR, PIECES[0], "finished.json")) == killed_then_resumed["finished_0"]
+    logs = sorted(os.listdir(os.path.join(out, "logs")))
+    assert logs == [f"CartPole-v1__length__fedrdqn__{p}.log" for p in PIECES]
+    attempts = {name: open(os.path.join(out, "logs", name)).read().count("\n== ") + 1 for name in logs}
+    assert list(attempts.values()) == [1, 2, 2]
+    # The killed piece resumed from the block it had checkpointed.
+    with open(os.path.join(out, PROGRAM_DIR, PIECES[2], "omega=0", "metrics.json")) as f:
+        assert json.load(f)["timing"]["resumed_at_block"] == 1
+    assert [p["seeds"] for p in killed_then_resumed["row"]["pieces"]["fedrdqn"]] == [[0, 1], [1, 2], [2, 3]]
+
+
+def test_local_workers_give_the_in_process_numbers(killed_then_resumed, in_process):
+    """Pieces run by worker processes (one of them killed and resumed) against the same pieces run in
+    this process: every number bit-identical, and so the row."""
+    assert_same_pieces(killed_then_resumed["out"], in_process["out"])
+    row, reference = killed_then_resumed["row"], in_process["row"]
+    for key in ("algorithms", "chosen_omega", "headline", "request", "configs", "seeds", "budget"):
+        assert row[key] == reference[key], key
+
+
+def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fedjax-rl[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        result = reproduce_executor.run("table1", str(tmp_path), executor="ray", progress=False,
+                                        piece_seeds=PIECE_SEEDS, **REQUEST)
+    finally:
+        ray.shutdown()
+    assert_same_pieces(str(tmp_path), in_process["out"])
+    assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
+    assert sorted(os.listdir(tmp_path / "logs")) == [f"CartPole-v1__length__fedrdqn__{p}.log" for p in PIECES]
+
+
+# -- cheap checks: nothing trains --------------------------------------------------------------------
+
+
+def test_the_request_is_spelled_as_flags_that_read_back_to_it():
+    args = reproduce_executor.request_args("table1", **{k: v for k, v in REQUEST.items() if k != "rows"})
+    assert args == ["--seeds", "2", "--tuning-seeds", "1", "--omegas", "0.05,0.2", "--budget", "0.006", "--seed", "0",
+                    "--run-batch", "3", "--set", "hidden_sizes=8", "--set", "learning_starts=50", "--set", "train_freq=4",
+                    "--set", "gradient_steps=1", "--set-run", "sweep_points=3", "--set-run", "eval_episodes=2"]
+    parsed = cli.build_parser().parse_args(["reproduce", "table1", *args])
+    assert cli._reproduce_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
+    assert cli._reproduce_run_settings(parsed.set_run) == REQUEST["train_overrides"]
+    # A float is spelled by its shortest exact decimal, so it reads back to the same float.
+    spelled = reproduce_executor.request_args("table1", budget=0.1 + 0.2)
+    assert spelled[spelled.index("--budget") + 1] == "0.30000000000000004"
+    with pytest.raises(ValueError, match="train_overrides cannot carry 'env_name'"):
+        reproduce_executor.request_args("table1", train_overrides={"env_name": "Acrobot-v1"})
+    with pytest.raises(ValueError, match=r"unknown or row-decided run settings \['physics'\] for --set-run"):
+        reproduce_executor.parse_run_settings({"physics": "length"})
+
+
+def test_cores_are_split_into_contiguous_groups():
+    assert reproduce_executor.core_groups([0, 1, 2, 3, 4, 5, 6, 7], 3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert reproduce_executor.core_groups([4, 5, 6, 7], 2) == [[4, 5], [6, 7]]
+    assert reproduce_executor.core_groups([0, 1], 3) == [[0], [1], [0]]  # more jobs than cores: round robin
+
+
+def test_executor_settings_are_refused_before_anything_runs(tmp_path, monkeypatch):
+    def nothing(*args, **kwargs):
+        raise AssertionError("nothing may run")
+
+    monkeypatch.setattr(reproduce_executor, "start_command", nothing)
+    base = ["reproduce", "table1", "--rows", ROW, "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match=r"--jobs must be an integer >= 1 \(pieces run at once\), got 0"):
+        cli.main([*base, "--jobs", "0"])
+    with pytest.raises(SystemExit, match="--address, --cpus-per-piece and --gpus-per-piece are Ray's"):
+        cli.main([*base, "--jobs", "2", "--gpus-per-piece", "0.5"])
+    with pytest.raises(SystemExit, match="--jobs is the local executor's"):
+        cli.main([*base, "--executor", "ray", "--jobs", "2"])
+    with pytest.raises(SystemExit, match="give no --program, --status or --report-only with them"):
+        cli.main([*base, "--jobs", "2", "--status"])
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed: its import fails
+    with pytest.raises(SystemExit, match=r"--executor ray needs Ray, which is not installed: "
+                                         r"pip install \"fedjax-rl\[ray\]\""):
+        cli.main([*base, "--executor", "ray"])
+    assert not os.listdir(tmp_path)
+
+
+def test_a_finished_request_runs_no_process(in_process, monkeypatch):
+    def nothing(*args, **kwargs):
+        raise AssertionError("nothing may run")
+
+    monkeypatch.setattr(subprocess, "Popen", nothing)
+    result = reproduce_executor.run("table1", in_process["out"], jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
+                                    **REQUEST)
+    assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
