@@ -12,7 +12,7 @@ CONSTRAINTS := constraints.txt
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test,ray]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -64,7 +64,7 @@ notebooks: $(STAMP)
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
-	.venv-lock/bin/python -m pip install --quiet -e ".[test,docs]"
+	.venv-lock/bin/python -m pip install --quiet -e ".[test,docs,ray]"
 	{ sed -n '1,2p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^fedjax'; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
 

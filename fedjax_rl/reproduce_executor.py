@@ -211,12 +211,21 @@ def _child_env(extra: dict | None) -> dict:
     return env
 
 
+# A piece's process: pin itself to the cores in its first argument (none: not pinned) before
+# anything starts a thread, then run the command line. Pinning here rather than between fork and exec
+# (`preexec_fn`) keeps the parent, whose JAX runs threads, from forking without exec.
+_PINNED_CLI = ("import os, sys; cores = sys.argv.pop(1); "
+               "cores and os.sched_setaffinity(0, [int(c) for c in cores.split(',')]); "
+               "from fedjax_rl import cli; sys.exit(cli.main(sys.argv[1:]))")
+
+
 def start_command(args: list[str], log_path: str, cores: Sequence[int] | None = None,
                   env: dict | None = None) -> tuple[subprocess.Popen, int]:
-    """Start `fedjax-rl ARGS` (this Python, `-m fedjax_rl.cli`) with its output appended to
-    `log_path` after a header line, pinned to `cores` (None: not pinned). Returns the process and the
-    log's offset where this attempt's output starts (a rerun appends; the tail reads from there)."""
-    command = [sys.executable, "-m", "fedjax_rl.cli", *args]
+    """Start `fedjax-rl ARGS` (this Python, `fedjax_rl.cli.main`) with its output appended to
+    `log_path` after a header line, pinned to `cores` (None: not pinned; `os.sched_setaffinity` in
+    the child, as `taskset -c` does). Returns the process and the log's offset where this attempt's
+    output starts (a rerun appends; the tail reads from there)."""
+    command = [sys.executable, "-c", _PINNED_CLI, ",".join(map(str, cores or ())), *args]
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, "a") as log:
         offset = log.tell()
@@ -226,9 +235,8 @@ def start_command(args: list[str], log_path: str, cores: Sequence[int] | None = 
         log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()}{pinned}: "
                   f"fedjax-rl {' '.join(args)}\n")
         log.flush()
-        pin = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=_child_env(env), preexec_fn=pin)
+                                   env=_child_env(env))
     return process, offset
 
 

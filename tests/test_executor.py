@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,9 +49,11 @@ FAULTS = textwrap.dedent("""\
             if first_seed == 1:
                 raise experiment.NonFiniteError("non-finite loss in seed index 1 (injected by the test)")
             if first_seed == 2:
+                report = on_block
+
                 def then_wait(done, total):
-                    if on_block is not None:
-                        on_block(done, total)
+                    if report is not None:
+                        report(done, total)
                     if done == 1:
                         with open(os.environ["FEDJAX_RL_TEST_FAULTS"], "w") as f:
                             f.write(str(os.getpid()))
@@ -123,6 +126,7 @@ def killed_then_resumed(tmp_path_factory, in_process):
             time.sleep(0.5)
         time.sleep(0.5)  # the file is written; its process id with it
         killed["pid"] = int(open(pidfile).read())
+        killed["cores"] = os.sched_getaffinity(killed["pid"])  # the cores its worker slot pinned it to
         os.kill(killed["pid"], signal.SIGKILL)
 
     mp = pytest.MonkeyPatch()
@@ -163,6 +167,9 @@ def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_th
     assert "NonFiniteError: non-finite loss in seed index 1 (injected by the test)" in said
     # The piece that did not fail finished; no row was written while pieces were missing.
     assert f"finished {ROW} fedrdqn seeds 0-0 in " in said
+    # Three workers, each pinned to its group of this machine's cores: piece 2 ran in the third.
+    groups = reproduce_executor.core_groups(sorted(os.sched_getaffinity(0)), 3)
+    assert killed_then_resumed["killed"]["cores"] == set(groups[2])
     assert failed.result["rows"] == {}
 
 
@@ -191,7 +198,12 @@ def test_local_workers_give_the_in_process_numbers(killed_then_resumed, in_proce
 
 
 def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
+    """Pieces 1 and 2 as two Ray tasks on a local 2-CPU instance (piece 0, copied from the in-process
+    run, is read back: each piece process compiles its program, the price of this test), against
+    the same pieces run in this process."""
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fedjax-rl[ray]')")
+    shutil.copytree(os.path.join(in_process["out"], PROGRAM_DIR, PIECES[0]), tmp_path / PROGRAM_DIR / PIECES[0])
+    assert reproduce_executor.plan_tasks("table1", str(tmp_path), PIECE_SEEDS, **REQUEST)[1] == tasks(1, 2)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         result = reproduce_executor.run("table1", str(tmp_path), executor="ray", progress=False,
@@ -200,7 +212,7 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
         ray.shutdown()
     assert_same_pieces(str(tmp_path), in_process["out"])
     assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
-    assert sorted(os.listdir(tmp_path / "logs")) == [f"CartPole-v1__length__fedrdqn__{p}.log" for p in PIECES]
+    assert sorted(os.listdir(tmp_path / "logs")) == [f"CartPole-v1__length__fedrdqn__{p}.log" for p in PIECES[1:]]
 
 
 # -- cheap checks: nothing trains --------------------------------------------------------------------
