@@ -107,7 +107,8 @@ class PiecesFailed(RuntimeError):
 # -- what to run ------------------------------------------------------------------------------------
 
 
-def plan_tasks(table_name: str, out_dir: str, piece_seeds: int | None = None, **request) -> tuple[list[str], list[Task]]:
+def plan_tasks(table_name: str, out_dir: str, piece_seeds: int | None = None,
+               **request) -> tuple[list[str], list[Task]]:
     """(the requested rows' keys, every piece still to run for them), for `reproduce`'s keyword
     arguments `request`: the pieces `reproduce.reproduce` would train, checked before anything
     compiles (a row finished with other settings, a piece overlapping a finished one: ValueError).
@@ -491,9 +492,13 @@ def run(table_name: str, out_dir: str, jobs: int | None = None, executor: str = 
     args_of = lambda task: task_args(table_name, out_dir, task, settings_args)  # noqa: E731
     display = Display(len(tasks), progress)
     display.say(f"{table_name}: {len(tasks)} piece(s) to run for {len(rows)} row(s) in {out_dir}"
-                + (f", {jobs} at a time" if executor == "local" else f", as Ray tasks"))
-    outcomes = (run_local(tasks, args_of, out_dir, jobs, display) if executor == "local"
-                else run_ray(tasks, args_of, out_dir, display, address, cpus_per_piece, gpus_per_piece))
+                + (f", {jobs} at a time" if executor == "local" else ", as Ray tasks"))
+    if not tasks:
+        outcomes = []  # every piece finished: nothing to start (not even Ray)
+    elif executor == "local":
+        outcomes = run_local(tasks, args_of, out_dir, jobs, display)
+    else:
+        outcomes = run_ray(tasks, args_of, out_dir, display, address, cpus_per_piece, gpus_per_piece)
     failed = [o for o in outcomes if not o.ok]
     result = write_rows(table_name, out_dir, [r for r in rows if r not in {o.task.row for o in failed}],
                         piece_seeds, request)

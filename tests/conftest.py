@@ -25,7 +25,7 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 # tests (multiprocess, learning, LunarLander parity) for the tail, with one worker idle meanwhile.
 LONGEST_FIRST = ("test_td3_sac.py", "test_learning.py", "test_lunar_lander.py", "test_multiprocess.py",
                  "test_mujoco_envs.py", "test_ddpg.py", "test_dqn.py", "test_reproducibility.py", "test_reproduce.py",
-                 "test_cli.py")
+                 "test_executor.py", "test_cli.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -177,7 +177,8 @@ def test_a_killed_piece_loses_nothing_finished_and_the_rerun_finishes_the_rest(k
     out = killed_then_resumed["out"]
     # The rerun ran only the two pieces that had not finished; the finished one was read back.
     assert killed_then_resumed["planned_second"] == tasks(1, 2)
-    assert os.path.getmtime(os.path.join(out, PROGRAM_DIR, PIECES[0], "finished.json")) == killed_then_resumed["finished_0"]
+    finished_0 = os.path.join(out, PROGRAM_DIR, PIECES[0], "finished.json")
+    assert os.path.getmtime(finished_0) == killed_then_resumed["finished_0"]
     logs = sorted(os.listdir(os.path.join(out, "logs")))
     assert logs == [f"CartPole-v1__length__fedrdqn__{p}.log" for p in PIECES]
     attempts = {name: open(os.path.join(out, "logs", name)).read().count("\n== ") + 1 for name in logs}
@@ -221,8 +222,9 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
 def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     args = reproduce_executor.request_args("table1", **{k: v for k, v in REQUEST.items() if k != "rows"})
     assert args == ["--seeds", "2", "--tuning-seeds", "1", "--omegas", "0.05,0.2", "--budget", "0.006", "--seed", "0",
-                    "--run-batch", "3", "--set", "hidden_sizes=8", "--set", "learning_starts=50", "--set", "train_freq=4",
-                    "--set", "gradient_steps=1", "--set-run", "sweep_points=3", "--set-run", "eval_episodes=2"]
+                    "--run-batch", "3", "--set", "hidden_sizes=8", "--set", "learning_starts=50",
+                    "--set", "train_freq=4", "--set", "gradient_steps=1",
+                    "--set-run", "sweep_points=3", "--set-run", "eval_episodes=2"]
     parsed = cli.build_parser().parse_args(["reproduce", "table1", *args])
     assert cli._reproduce_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
     assert cli._reproduce_run_settings(parsed.set_run) == REQUEST["train_overrides"]
@@ -270,3 +272,27 @@ def test_a_finished_request_runs_no_process(in_process, monkeypatch):
     result = reproduce_executor.run("table1", in_process["out"], jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
                                     **REQUEST)
     assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_display_redraws_running_pieces_in_place_on_a_terminal(tmp_path):
+    log = tmp_path / "piece.log"
+    log.write_text("== header\ncompiling\rtraining:  33%| 1/3\rtraining:  67%| 2/3")  # a progress bar's updates
+    screen = Terminal()
+    display = reproduce_executor.Display(total=3, progress=True, stream=screen)
+    display.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
+    block = screen.getvalue()
+    assert block.startswith("0/3 pieces done, 1 running, 0 failed (")
+    assert block.endswith(f"\n  {ROW} fedrdqn seeds 0-0: training:  67%| 2/3\n")
+    display.say("started another piece")  # erases the block (2 lines up), writes the line; the next refresh redraws
+    assert screen.getvalue() == block + "\x1b[2F\x1b[J" + "started another piece\n"
+    # Not a terminal: no escape sequences, the status only every STATUS_EVERY_S seconds.
+    plain = io.StringIO()
+    quiet = reproduce_executor.Display(total=3, progress=True, stream=plain)
+    quiet.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
+    quiet.say("started another piece")
+    assert plain.getvalue() == "started another piece\n"
