@@ -4,9 +4,10 @@ run in this process, by local worker processes and by a local Ray instance hold 
 a failed piece is reported with the tail of its log while the others finish; a killed piece loses
 nothing that finished, and rerunning the command finishes the rest.
 
-The pieces' processes share this session's compilation cache (tests/conftest.py; its directory is
-passed to them through JAX_COMPILATION_CACHE_DIR), so each loads the program compiled here instead of
-compiling it again: the same executable, and a few seconds instead of minutes per process."""
+The pieces' processes share this session's persistent compilation cache (tests/conftest.py; its
+directory is passed to them through JAX_COMPILATION_CACHE_DIR), so a piece's process can load a program
+that another process compiled instead of compiling it again (seconds instead of minutes on a loaded
+2-core machine). Every piece process still compiles or loads its own programs."""
 
 import contextlib
 import io
@@ -231,6 +232,9 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     # A float is spelled by its shortest exact decimal, so it reads back to the same float.
     spelled = reproduce_executor.request_args("table1", budget=0.1 + 0.2)
     assert spelled[spelled.index("--budget") + 1] == "0.30000000000000004"
+    switch = reproduce_executor.request_args("table1", train_overrides={"tensorboard": False})[-2:]
+    assert switch == ["--set-run", "tensorboard=false"]
+    assert cli._reproduce_run_settings(switch[1:]) == {"tensorboard": False}
     with pytest.raises(ValueError, match="train_overrides cannot carry 'env_name'"):
         reproduce_executor.request_args("table1", train_overrides={"env_name": "Acrobot-v1"})
     with pytest.raises(ValueError, match=r"unknown or row-decided run settings \['physics'\] for --set-run"):
