@@ -407,7 +407,8 @@ def run_ray(tasks: list[Task], args_of, out_dir: str, display: Display, address:
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address)  # None: a new local instance
+        # Without an address, a new instance on this machine, even where `ray start` left one running.
+        ray.init(address=address or "local")
     env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"} if 0 < gpus_per_piece < 1 else None
     remote = ray.remote(num_cpus=cpus_per_piece, num_gpus=gpus_per_piece, max_retries=0)(run_command)
     refs, running, outcomes = {}, {}, []

@@ -206,7 +206,7 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fedjax-rl[ray]')")
     shutil.copytree(os.path.join(in_process["out"], PROGRAM_DIR, PIECES[0]), tmp_path / PROGRAM_DIR / PIECES[0])
     assert reproduce_executor.plan_tasks("table1", str(tmp_path), PIECE_SEEDS, **REQUEST)[1] == tasks(1, 2)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         result = reproduce_executor.run("table1", str(tmp_path), executor="ray", progress=False,
                                         piece_seeds=PIECE_SEEDS, **REQUEST)
