@@ -169,7 +169,9 @@ def answer_lines(lines: list[dict]) -> list[str]:
     md.append(f"- Over all {len(lines)} (row, level, baseline) comparisons: "
               + ", ".join(f"{word} in {n}" for word, n in counts.items() if n) + ".")
     if not counts[stats.AHEAD]:
-        md.append("- FedR*'s Minimum is ahead of its baseline at no level of any finished row.")
+        undecided = counts[stats.INCONCLUSIVE] + counts[stats.TOO_FEW]
+        md.append("- FedR*'s Minimum is ahead of its baseline at no level of any finished row"
+                  + (f" ({undecided} of the {len(lines)} comparisons undecided)." if undecided else "."))
     return md
 
 
