@@ -1,5 +1,5 @@
 """The report of a table that maps a comparison over the heterogeneity level (`heterogeneity`, beyond
-the paper): where FedR* − *Avg on Minimum pays, against the level p and the number of agents K.
+the paper): where `FedR* − *Avg` on Minimum pays, against the level p and the number of agents K.
 
 A finished row (`DIR/heterogeneity/<env>__<param>[__K<K>]/row.json`, written by
 `fedjax_rl.reproduce`) holds one summary per level p ("points"): each level's headline FedR* omega,
@@ -113,12 +113,14 @@ LEGEND = (
 
 def _preamble(table: Table, records: dict) -> list[str]:
     """Title, what the table is, its budget and overridden settings."""
-    md = [f"# {table.title}", "",
-          f"**Beyond the paper**: {paper.SOURCE} tests one heterogeneity level, p = {paper.MAX_RATE:g} with "
+    # A "*" before a word opens emphasis in Markdown ("*Avg"): escaped wherever the text names *Avg.
+    title = table.title.replace(" *", " \\*")
+    md = [f"# {title}", "",
+          f"**Beyond the paper**: the paper ({paper.SOURCE}) tests one heterogeneity level, p = {paper.MAX_RATE:g} with "
           f"K = {paper.NUM_AGENTS} agents. This table maps the robust algorithm's difference from plain averaging "
           "on Minimum against the level p (agent k's parameter m (1 + n_k), n_k ~ U(−p, p)) and the number of "
           "agents K. Each program trains every level, omega and seed at once (p is data of the compiled "
-          "program); a seed draws the same u_k ~ U(−1, 1) at every level (n_k = p u_k), and *Avg is omega 0 of "
+          "program); a seed draws the same u_k ~ U(−1, 1) at every level (n_k = p u_k), and \\*Avg is omega 0 of "
           "the same program (DDPGAvg(2) its own program with the same seed keys), so every comparison is paired "
           "by seed. p = 0 is the homogeneous federation (every agent at the nominal physics); at p = 0.5, K = 5 "
           "a CartPole row has exactly Table 1's settings.", ""]
