@@ -254,7 +254,7 @@ def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -
     reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
     title = (f"FedR* − *Avg on Minimum against the heterogeneity level p{reduced}\n(mean of the paired per-seed "
              f"differences over {'/'.join(map(str, seeds))} reported seeds, 95% interval; filled: interval "
-             "excludes 0; ▲▼: interval unbounded there)")
+             "excludes 0; ▲▼: interval runs beyond the panel, unbounded or far)")
     return plots.interval_lines_figure(drawn, os.path.join(out_dir, f"{table.name}_map.png"),
                                        xlabel="heterogeneity level p (max perturbation rate)",
                                        ylabel="FedR* − baseline, Minimum", title=title)
