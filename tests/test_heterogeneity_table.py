@@ -195,3 +195,22 @@ def test_the_figure_draws_one_line_per_agent_count(tmp_path):
     records = {"x": {"request": {"budget": 1.0}}}
     path = reproduce_heterogeneity.write_figure(get_table("heterogeneity"), str(tmp_path), lines, records)
     assert os.path.getsize(path) > 10_000
+
+
+def test_a_new_tables_pieces_are_estimated_from_the_same_row_of_another_table_scaled_by_k():
+    from fedjax_rl.reproduce_costs import Measurement, estimate
+
+    def measured(row, wall, kind="cpu", table="table1"):
+        return Measurement(table, row, row.split("/")[0], "fedrdqn", None, kind, kind.upper(), 40, 50_000, wall, row)
+
+    found = [measured("CartPole-v1/length", 1000.0), measured("CartPole-v1/masscart", 3000.0),
+             measured("CartPole-v1/length", 400.0, "gpu")]
+    # 180 runs at K = 10: 4.5 times the runs, twice the agents, on a CPU; the row's own measurement.
+    cost = estimate(found, "heterogeneity", "CartPole-v1/length", "fedrdqn", None, 180, 50_000, agents=10)
+    assert cost["cpu"][0] == pytest.approx(1000.0 * 4.5 * 2)
+    assert cost["cpu"][1] == "from table1 CartPole-v1/length, CPU: 40 runs of 5 agents x 50,000 steps in 1,000 s"
+    assert cost["gpu"][0] == pytest.approx(400.0 * 4.5 * 2)  # beyond the measured width: linear, an upper bound
+    # At K = 5 the basis names no K; a row no table has measured takes its task's measurement.
+    same_k = estimate(found, "heterogeneity", "CartPole-v1/masscart", "fedrdqn", None, 40, 50_000)
+    assert same_k["cpu"] == (3000.0, "from table1 CartPole-v1/masscart, CPU: 40 runs x 50,000 steps in 3,000 s")
+    assert estimate(found, "heterogeneity", "Acrobot-v1/length", "fedrdqn", None, 40, 50_000)["cpu"] is None
