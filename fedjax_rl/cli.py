@@ -132,8 +132,19 @@ def flag_table() -> dict:
         "reproduce": {"tables": sorted(reproduce.TABLES), "seeds": reproduce.DEFAULT_SEEDS,
                       "tuning_seeds": reproduce.DEFAULT_TUNING_SEEDS,
                       "omegas": ",".join(f"{w:g}" for w in reproduce.DEFAULT_OMEGAS),
-                      "cpu_run_batch": reproduce.CPU_RUN_BATCH},
+                      "cpu_run_batch": reproduce.CPU_RUN_BATCH,
+                      # The tables whose defaults are their own (`reproduce.table_defaults`).
+                      "table_defaults": {name: _shown_defaults(reproduce.table_defaults(table))
+                                         for name, table in sorted(reproduce.TABLES.items())
+                                         if table.defaults or table.max_rates}},
     }
+
+
+def _shown_defaults(defaults: dict) -> dict:
+    """A table's request defaults as the command line spells them (`--seeds`, `--omegas` ...)."""
+    listed = {name: ",".join(f"{v:g}" for v in defaults[name]) for name in ("omegas", "max_rates")
+              if defaults.get(name) is not None}
+    return {"seeds": defaults["num_seeds"], "tuning_seeds": defaults["tuning_seeds"], **listed}
 
 
 def write_flag_table(path: str | None = None) -> str:
@@ -379,12 +390,21 @@ def cmd_demo(args) -> None:
         tabular_demo.run_demo(os.path.join(args.out, "tabular"))
 
 
-def _reproduce_overrides(table_name: str, pairs: list[str]) -> dict:
-    """--set pairs parsed by the declarations of the table's algorithms (one family per table)."""
+def _reproduce_overrides(table_name: str, pairs: list[str], rows: list[str] | None = None) -> dict:
+    """--set pairs parsed by the declarations of the requested rows' algorithms: one family per row
+    (a table's, or a `heterogeneity` row's own); rows of two families take no --set together."""
     from fedjax_rl import agents, reproduce
 
     table = reproduce.get_table(table_name)
-    return _parse_agent_settings(agents.get(table.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
+    if not pairs:
+        return {}
+    families = {agents.get(table.family(row).programs[0].algo).family: table.family(row)
+                for row in reproduce.select_rows(table, rows)}
+    if len(families) > 1:
+        raise ValueError(f"--set applies to one algorithm family, and these {table_name} rows run "
+                         f"{', '.join(sorted(families))}: request rows of one family (--rows) per command")
+    [family] = families.values()
+    return _parse_agent_settings(agents.get(family.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
 
 
 def _switches(args, names: tuple[str, ...]) -> dict:
@@ -451,12 +471,13 @@ def cmd_reproduce(args) -> None:
             print(f"wrote {path}")
         return
     try:
-        omegas = [float(w) for w in args.omegas.split(",") if w.strip()]
+        omegas = None if args.omegas is None else [float(w) for w in args.omegas.split(",") if w.strip()]
+        max_rates = None if args.max_rates is None else [float(p) for p in args.max_rates.split(",") if p.strip()]
         run_batch = "auto" if args.run_batch == "auto" else experiment.parse_run_batch(args.run_batch)
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
-                       budget=args.budget, seed=args.seed, run_batch=run_batch,
-                       agent_overrides=_reproduce_overrides(args.table, args.set) or None,
+                       max_rates=max_rates, budget=args.budget, seed=args.seed, run_batch=run_batch,
+                       agent_overrides=_reproduce_overrides(args.table, args.set, rows) or None,
                        train_overrides={**_switches(args, ("tensorboard",)), **_reproduce_run_settings(args.set_run)}
                        or None)
         piece_seeds = _piece_seeds(args.piece_seeds)
@@ -560,16 +581,28 @@ def _add_reproduce_parser(sub) -> None:
     """`fedjax-rl reproduce`: its choices and defaults from the generated flag table."""
     table = cli_flags.TABLE["reproduce"]
     p = sub.add_parser("reproduce", help="the paper's Table 1 or 2 and its figures, resumable row by row")
-    p.add_argument("table", choices=table["tables"], help="which of the paper's tables")
+    own = table["table_defaults"]
+
+    def default(name: str, paper: str) -> str:
+        """The paper tables' default of a request setting and each other table's own."""
+        others = "; ".join(f"{t}: {d[name]}" for t, d in own.items() if name in d)
+        return f"(default: {paper}" + (f"; {others}" if others else "") + ")"
+
+    p.add_argument("table", choices=table["tables"],
+                   help="which table: the paper's table1 and table2, or one beyond the paper (beyond_sac, heterogeneity)")
     p.add_argument("--rows", default=None,
-                   help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart (default: all)")
-    p.add_argument("--seeds", type=int, default=table["seeds"],
-                   help=f"reported seeds per row (default: {table['seeds']}, the paper's)")
-    p.add_argument("--tuning-seeds", type=int, default=table["tuning_seeds"],
-                   help=f"separate seeds on which the headline omega is chosen (default: {table['tuning_seeds']})")
-    p.add_argument("--omegas", default=table["omegas"],
+                   help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart; a heterogeneity row "
+                        "at another K than the paper's 5 says so, e.g. CartPole-v1/length/K=10 (default: all)")
+    papers = f"{table['seeds']}, the paper's"
+    p.add_argument("--seeds", type=int, default=None, help=f"reported seeds per row {default('seeds', papers)}")
+    p.add_argument("--tuning-seeds", type=int, default=None,
+                   help=f"separate seeds on which the headline omega is chosen {default('tuning_seeds', table['tuning_seeds'])}")
+    p.add_argument("--omegas", default=None,
                    help=f"omega grid of the robust algorithm (omega 0 = the baseline, always run) "
-                        f"(default: {table['omegas']})")
+                        f"{default('omegas', table['omegas'])}")
+    p.add_argument("--max-rates", default=None, metavar="P[,P]",
+                   help="heterogeneity levels p of a table that maps them, each in [0, 1), all in one program "
+                        f"(only such a table takes it) {default('max_rates', 'none')}")
     p.add_argument("--budget", default="paper",
                    help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it (default: paper)")
     p.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")

@@ -122,8 +122,12 @@ TABLE = {'train': [{'dest': 'algo',
              'gradient_steps, hidden_sizes, initial_alpha, learning_rate, learning_starts, num_critics, '
              "omega, target_update_rate, tau, train_freq. (default: none; each setting's default depends on "
              'the algorithm and the task, see fedjax_rl/configs.py)',
- 'reproduce': {'tables': ['beyond_sac', 'table1', 'table2'],
+ 'reproduce': {'tables': ['beyond_sac', 'heterogeneity', 'table1', 'table2'],
                'seeds': 5,
                'tuning_seeds': 3,
                'omegas': '0.01,0.05,0.1,0.2',
-               'cpu_run_batch': 20}}
+               'cpu_run_batch': 20,
+               'table_defaults': {'heterogeneity': {'seeds': 10,
+                                                    'tuning_seeds': 2,
+                                                    'omegas': '0.05,0.1',
+                                                    'max_rates': '0,0.3,0.5,0.6,0.9'}}}}

@@ -72,7 +72,9 @@ TRAIN_SETTINGS = (
             help="K, the number of agents", source="(paper)"),
     Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
             help="local steps between federated averages", source="(paper)"),
-    Setting("max_rate", heterogeneity.PAPER_MAX_RATE, interval(0, 1, high_open=True), kind=float,
+    # A leaf of the loop's settings is data of the program, not its shape: a grid over it is one
+    # program (`experiment.run(grid={"max_rate": [...]})`; p enters only `train.init`'s draw).
+    Setting("max_rate", heterogeneity.PAPER_MAX_RATE, interval(0, 1, high_open=True), leaf=True, kind=float,
             label="max perturbation rate p", help="p: m_k = m (1 + n_k), n_k ~ U(-p, p)", source="(paper)"),
     Setting("steps_per_agent", 50_000, at_least(1), kind=int,
             help="environment steps per agent (configs.train_config resolves RL-Zoo3's budget per task)",
@@ -99,6 +101,8 @@ TRAIN_SETTINGS = (
 
 # Settings that change no number and so are not part of what a run directory records.
 NOT_IDENTITY = tuple(s.name for s in TRAIN_SETTINGS if not s.identity)
+# The loop's settings a grid may vary inside one program (`experiment.grid_configs`): data, not shape.
+TRAIN_LEAVES = tuple(s.name for s in TRAIN_SETTINGS if s.leaf)
 
 
 def identity_fields(fields: dict) -> dict:

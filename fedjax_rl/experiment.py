@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_rl import distributed, federated, machine, run_directory, tensorboard_log
-from fedjax_rl.configs import TrainConfig
+from fedjax_rl.configs import TRAIN_LEAVES, TrainConfig
 from fedjax_rl.machine import NotEnoughMemory, check_memory  # noqa: F401 (part of `run`'s interface)
 # Part of `run`'s interface, and importable from here as before the run directory had its own module:
 # the errors `run` raises on a directory, the files it writes, what it records and how far it got.
@@ -71,7 +71,7 @@ def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | Non
     if grid:  # flat index over [grid point, seed]
         num_seeds = np.shape(metrics["env_steps"])[-1]
         s, point = s % num_seeds, s // num_seeds
-        where = f" at grid point {point} ({grid[point].agent.hparams()})"
+        where = f" at grid point {point} ({grid[point].agent.hparams()}, max_rate={grid[point].max_rate:g})"
     def describe(quantity):
         if quantity == "parameters":
             return "shared parameters"
@@ -93,16 +93,20 @@ def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | Non
 
 def grid_configs(config: TrainConfig, grid: dict[str, Sequence[float]]) -> list[TrainConfig]:
     """One validated config per point of the Cartesian grid over vmappable agent hyperparameters
-    (e.g. {"omega": [0.01, 0.1], "learning_rate": [1e-3]}); raises before anything compiles."""
-    leaves = set(config.agent.hparams().names())
+    and the loop's vmappable settings (`configs.TRAIN_LEAVES`: the heterogeneity level max_rate),
+    e.g. {"max_rate": [0, 0.5], "omega": [0.01, 0.1]}, in that order (the first name varies slowest);
+    raises before anything compiles."""
+    agent_leaves = set(config.agent.hparams().names())
     for name, values in grid.items():
-        if name not in leaves:
+        if name not in agent_leaves | set(TRAIN_LEAVES):
             raise ValueError(f"grid setting {name!r} is not a vmappable hyperparameter of {config.algo}; "
-                             f"allowed: {', '.join(sorted(leaves))}")
+                             f"allowed: {', '.join(sorted(agent_leaves))}, and the run's {', '.join(TRAIN_LEAVES)}")
         if len(values) < 1:
             raise ValueError(f"grid setting {name!r} needs at least one value")
     points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    configs = [dataclasses.replace(config, agent=dataclasses.replace(config.agent, **p)) for p in points]
+    configs = [dataclasses.replace(config, agent=dataclasses.replace(config.agent, **{
+                   k: v for k, v in p.items() if k not in TRAIN_LEAVES}),
+                   **{k: v for k, v in p.items() if k in TRAIN_LEAVES}) for p in points]
     for c in configs:
         c.validate()
     return configs
@@ -337,18 +341,24 @@ def compile_programs(plan: RunPlan) -> Programs:
     to them: made here, once, from the config (or the grid's points, stacked), where the programs
     are made."""
     trainer, points = plan.trainer, plan.points
-    init = jax.vmap(trainer.init)
-    if points:
-        hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
-        init = jax.vmap(init, in_axes=None, axis_size=len(points))
+    jit = functools.partial(jax.jit, compiler_options=plan.config.compiler_options)
+    if not points:
+        hparams, init = plan.config.agent.hparams(), jit(jax.vmap(trainer.init))
     else:
-        hparams = plan.config.agent.hparams()
+        hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
+        if "max_rate" in plan.grid:
+            # Each point draws its agents' physics at its own p, an argument of the program like the
+            # hyperparameters; every later part sees p only through the env params in the state.
+            over_points = jit(jax.vmap(jax.vmap(trainer.init, in_axes=(0, None)), in_axes=(None, 0)))
+            max_rates = jnp.asarray([p.max_rate for p in points], jnp.float32)
+            init = lambda keys: over_points(keys, max_rates)  # noqa: E731
+        else:  # every point starts from the same state
+            init = jit(jax.vmap(jax.vmap(trainer.init), in_axes=None, axis_size=len(points)))
     run_block = over_runs(trainer.run_block, plan.run_shape, plan.run_batch)
     finalize = over_runs(trainer.finalize, plan.run_shape, plan.run_batch)
-    jit = functools.partial(jax.jit, compiler_options=plan.config.compiler_options)
     # The block donates its input state: replay buffers (0.6 GiB for 25 Ant agents at 1e5) are not
     # held twice while a block runs.
-    return Programs(init=jit(init), run_block=_WithHparams(jit(run_block, donate_argnums=0), hparams),
+    return Programs(init=init, run_block=_WithHparams(jit(run_block, donate_argnums=0), hparams),
                     finalize=_WithHparams(jit(finalize), hparams))
 
 

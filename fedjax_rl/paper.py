@@ -54,6 +54,11 @@ class PaperRow:
     def key(self) -> str:
         return f"{self.env_name}/{self.param}"
 
+    @property
+    def dir_name(self) -> str:
+        """The row's directory in a reproduction's output (`reproduce_tables.row_dir`)."""
+        return f"{self.env_name}__{self.param}"
+
     def paper_numbers(self, label: str) -> tuple[float | None, float | None]:
         """(Average, Minimum) the paper reports for `label`, (None, None) if its table has no such column."""
         return self.reported.get(label) or (None, None)

@@ -316,6 +316,60 @@ def _text_table(header: tuple, rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
+def _interval_limits(estimates: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> tuple[float, float]:
+    """A panel's y range for estimates with intervals: 0, every estimate and every finite interval
+    end, except that it reaches at most 3 times the estimates' spread (0 included) beyond them (the
+    narrowest finite interval's width where the estimates are all 0): few seeds give intervals
+    hundreds of times wider than the differences, and the estimates must stay readable; padded by 8%."""
+    core_low, core_high = min(0.0, np.min(estimates)), max(0.0, np.max(estimates))
+    widths = (highs - lows)[np.isfinite(highs - lows)]
+    reach = 3.0 * ((core_high - core_low) or (float(np.min(widths)) if len(widths) else 1.0) or 1.0)
+    ends = np.concatenate([lows, highs])
+    ends = ends[np.isfinite(ends)]
+    low = max(min(core_low, ends.min(initial=core_low)), core_low - reach)
+    high = min(max(core_high, ends.max(initial=core_high)), core_high + reach)
+    pad = 0.08 * (high - low or 1.0)
+    return low - pad, high + pad
+
+
+def interval_lines_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: str) -> str:
+    """Estimates with their intervals against x, one panel per (panel title, [(label, x, estimate,
+    low, high, decided)]) (arrays over x), a dashed line at 0. The lines of a panel are dodged
+    sideways a little so that their intervals do not hide each other. A decided point (its interval
+    excludes 0) is filled, an undecided one hollow. The panel spans the estimates, 0 and the interval
+    ends, but no further than `_interval_limits` allows; an interval end beyond it (at +-infinity with
+    too few seeds, or far out on the side of one odd seed) is drawn to the panel's edge and marked
+    with an arrowhead there, so that one wide interval does not flatten every estimate to a line."""
+    ncols = min(3, max(1, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(8.0, 5.2 * ncols), 4.2 * nrows + 0.8), squeeze=False)
+    for ax, (panel_title, lines) in zip(axes.flat, panels):
+        ax.set_title(panel_title, fontsize=11)
+        low, high = _interval_limits(*(np.concatenate([np.ravel(np.asarray(line[j], float)) for line in lines]
+                                                      or [np.zeros(1)]) for j in (2, 3, 4)))
+        xs = np.unique(np.concatenate([np.asarray(line[1], float) for line in lines])) if lines else np.zeros(1)
+        step = np.min(np.diff(xs)) if len(xs) > 1 else 1.0
+        for i, (name, x, estimate, lo, hi, decided) in enumerate(lines):
+            x = np.asarray(x, float) + (i - (len(lines) - 1) / 2) * 0.12 * step
+            lo, hi = np.clip(np.asarray(lo, float), low, high), np.clip(np.asarray(hi, float), low, high)
+            color = f"C{i}"
+            ax.plot(x, estimate, "-", color=color, lw=1.4, label=name)
+            ax.vlines(x, lo, hi, color=color, lw=1.4)
+            decided = np.asarray(decided, bool)
+            ax.plot(x[decided], np.asarray(estimate)[decided], "o", color=color, ms=6)
+            ax.plot(x[~decided], np.asarray(estimate)[~decided], "o", mfc="white", color=color, ms=6)
+            ax.plot(x[lo <= low], lo[lo <= low], "v", color=color, ms=6)
+            ax.plot(x[hi >= high], hi[hi >= high], "^", color=color, ms=6)
+        ax.axhline(0.0, color="grey", ls="--", lw=1)
+        ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low, high), xticks=xs)
+        ax.tick_params(labelsize=9)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(_wrapped(title, fig, 11), fontsize=11)
+    return _save(fig, out_path, dpi=110)
+
+
 def grid_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: str, smooth: int = 1,
                 shade: tuple[float, float] | None = None, ncols: int = 4) -> str:
     """The paper's multi-panel figures: one subplot per (panel title, [(label, x, values)]), values as

@@ -95,7 +95,8 @@ from fedjax_rl.machine import summary as machine_summary
 # The tables' declarations, shared with the reporting half; TABLES and Program are kept as this
 # module's names too (`reproduce.TABLES`, `reproduce.get_table`).
 from fedjax_rl.reproduce_tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, TABLES, Program, Table, get_table, load_program_run, load_run, row_dir)
+    OMEGA_RULE, ROW_RESULT, TABLES, Family, Program, Table, chosen_omega, first_point_dir, get_table, grid_points,
+    load_program_run, load_run, row_dir)
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_SEEDS = paper.NUM_SEEDS
@@ -157,20 +158,25 @@ def _check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
 
 
 def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
-                 agent_overrides: dict | None = None, train_overrides: dict | None = None) -> list[tuple]:
+                 agent_overrides: dict | None = None, train_overrides: dict | None = None,
+                 max_rates: Sequence[float] | None = None) -> list[tuple]:
     """[(Program, TrainConfig, grid or None)] for one row; raises a ValueError naming what this
-    installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling."""
+    installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling.
+    `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
+    p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
+    paper table's config exactly."""
     out = []
     try:
-        for program in table.programs:
+        for program in table.family(row).programs:
             steps, eval_every = budget_steps(program.algo, row.env_name, budget)
             fields = dict(physics=(row.param,), steps_per_agent=steps, eval_every_rounds=eval_every,
-                          eval_episodes=paper.EVAL_EPISODES, num_agents=paper.NUM_AGENTS,
+                          eval_episodes=paper.EVAL_EPISODES, num_agents=getattr(row, "num_agents", paper.NUM_AGENTS),
                           sync_every=paper.SYNC_EVERY, max_rate=paper.MAX_RATE)
             fields.update(train_overrides or {})
             config = configs.train_config(program.algo, row.env_name, agent_overrides=dict(agent_overrides or {}),
                                           **fields)
-            grid = {"omega": [0.0, *omegas]} if program.zero_label else None
+            grid = {**({"max_rate": [float(p) for p in max_rates]} if max_rates is not None else {}),
+                    **({"omega": [0.0, *omegas]} if program.zero_label else {})} or None
             out.append((program, config, grid))
     except ValueError as error:
         hint = f" ({table.missing_hint})" if table.missing_hint else ""
@@ -178,8 +184,11 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
     return out
 
 
-def _omega_dir(omega: float) -> str:
-    return f"omega={omega:g}"  # run_directory.grid_label's spelling
+def _point_dir(max_rate: float | None = None, omega: float | None = None) -> str:
+    """A grid point's directory, run_directory.grid_label's spelling: "omega=0.1", "max_rate=0.3,omega=0.1",
+    "max_rate=0.3" ("" for neither)."""
+    return ",".join(f"{name}={value:g}" for name, value in (("max_rate", max_rate), ("omega", omega))
+                    if value is not None)
 
 
 def versions() -> dict:
@@ -200,33 +209,37 @@ def versions() -> dict:
     return out
 
 
-def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides) -> dict:
+def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides,
+             max_rates=None) -> dict:
     """What a row records of the request it ran (another request on a finished row is refused). Run
-    settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them."""
+    settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
+    `max_rates` only for a table with a heterogeneity grid (so the paper tables' rows read as before)."""
+    levels = {} if max_rates is None else {"max_rates": list(max_rates)}
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
-                                      train_overrides=configs.identity_fields(train_overrides or {}))))
+                                      train_overrides=configs.identity_fields(train_overrides or {}), **levels)))
 
 
-def summarize_row(directory: str, table: Table, tuning_seeds: int, pieces: dict | None = None,
-                  num_seeds: int | None = None) -> dict:
+def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dict | None = None,
+                  num_seeds: int | None = None, max_rate: float | None = None) -> dict:
     """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
-    (so the tables equal the files), and the headline omega chosen on the tuning seeds. `pieces`:
-    {program: its seed pieces' directories relative to ROW/PROGRAM/, in seed order} (None: each
-    program's own directory, as before pieces); `num_seeds`: the row's seeds, [0, num_seeds) (None:
-    all its pieces hold)."""
+    (so the tables equal the files), and the headline omega chosen on the tuning seeds. `family`:
+    the row's programs (`Table.family`). `pieces`: {program: its seed pieces' directories relative
+    to ROW/PROGRAM/, in seed order} (None: each program's own directory, as before pieces);
+    `num_seeds`: the row's seeds, [0, num_seeds) (None: all its pieces hold). `max_rate`: the
+    heterogeneity level p of a program gridded over it (None: no such grid): that level's points."""
     algorithms = {}
     tuning_min = {}
-    for program in table.programs:
+    for program in family.programs:
         program_pieces = (pieces or {}).get(program.name)
         if program.zero_label:
             first = os.path.join(directory, program.name, (program_pieces or [""])[0])
             with open(os.path.join(first, "config.json")) as f:
                 grid = json.load(f)["grid"]["omega"]
             runs = [(program.zero_label if w == 0 else agents.ALGORITHMS[program.algo].describe({"omega": w}),
-                     f"{program.name}/{_omega_dir(w)}", w) for w in grid]
+                     f"{program.name}/{_point_dir(max_rate, w)}", w) for w in grid]
         else:
-            runs = [(program.label, program.name, None)]
+            runs = [(program.label, "/".join([program.name, _point_dir(max_rate)]).rstrip("/"), None)]
         for label, rel, omega in runs:
             final = load_program_run(directory, rel, program_pieces)["final"]
             avg, mn = (np.asarray(final[name], float)[:num_seeds] for name in ("local_average", "local_minimum"))
@@ -236,31 +249,55 @@ def summarize_row(directory: str, table: Table, tuning_seeds: int, pieces: dict 
                 reported=dict(average=avg[tuning_seeds:].tolist(), minimum=mn[tuning_seeds:].tolist()))
             if omega:
                 tuning_min[omega] = float(np.mean(mn[:tuning_seeds]))
-    best = max(tuning_min.values())
-    chosen = min(w for w, v in tuning_min.items() if v == best)
-    headline = agents.ALGORITHMS[table.programs[0].algo].describe({"omega": chosen})
+    chosen = chosen_omega(tuning_min)
+    headline = agents.ALGORITHMS[family.programs[0].algo].describe({"omega": chosen})
     return dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
                 headline=headline, omega_rule=OMEGA_RULE)
 
 
+def table_defaults(table: Table) -> dict:
+    """The request settings a table uses when the caller gives none: the paper tables' (DEFAULT_SEEDS,
+    DEFAULT_TUNING_SEEDS, DEFAULT_OMEGAS) and its levels p, then the table's own (`Table.defaults`)."""
+    return {**dict(num_seeds=DEFAULT_SEEDS, tuning_seeds=DEFAULT_TUNING_SEEDS, omegas=DEFAULT_OMEGAS,
+                   max_rates=table.max_rates), **table.defaults}
+
+
+def _check_max_rates(table: Table, max_rates) -> tuple[float, ...] | None:
+    if max_rates is None:
+        return None
+    if table.max_rates is None:
+        raise ValueError(f"{table.name} has no heterogeneity grid (max_rates): its rows run the paper's "
+                         f"p = {paper.MAX_RATE}; tables with one: {[t.name for t in TABLES.values() if t.max_rates]}")
+    levels = tuple(float(p) for p in max_rates)
+    if not levels or any(not 0 <= p < 1 for p in levels) or len(set(levels)) != len(levels):
+        raise ValueError(f"max_rates must be distinct heterogeneity levels p in [0, 1), got {list(max_rates)}")
+    return tuple(sorted(levels))
+
+
 def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
-          run_batch):
+          run_batch, max_rates=None):
     """Validate a request and resolve its rows' programs, before anything compiles (a missing
-    environment stops here). Returns (table, rows, request record, {row key: programs}, run_batch)."""
+    environment stops here); None for num_seeds, tuning_seeds, omegas or max_rates is the table's
+    default (`table_defaults`). Returns (table, rows, request record, {row key: programs}, run_batch)."""
     from fedjax_rl import experiment
 
     run_batch = default_run_batch() if run_batch == "auto" else run_batch
     experiment.check_run_batch(run_batch)
     table = get_table(table_name)
+    given = dict(num_seeds=num_seeds, tuning_seeds=tuning_seeds, omegas=omegas, max_rates=max_rates)
+    num_seeds, tuning_seeds, omegas, max_rates = ({**table_defaults(table), **{k: v for k, v in given.items()
+                                                                                 if v is not None}}[k] for k in given)
     budget = parse_budget(budget)
     omegas = _check_omegas(omegas)
+    max_rates = _check_max_rates(table, max_rates)
     if num_seeds < 1:
         raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
     if tuning_seeds < 1:
         raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
     selected = select_rows(table, rows)
-    request = _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides)
-    plans = {row.key: row_programs(table, row, budget, omegas, agent_overrides, train_overrides) for row in selected}
+    request = _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides, max_rates)
+    plans = {row.key: row_programs(table, row, budget, omegas, agent_overrides, train_overrides, max_rates)
+             for row in selected}
     return table, selected, request, plans, run_batch
 
 
@@ -319,7 +356,7 @@ def status(table_name: str, out_dir: str, piece_seeds: int | None = None, **requ
     from fedjax_rl import reproduce_costs
 
     given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, **request)
-    total, seed = given["tuning_seeds"] + given["num_seeds"], given["seed"]
+    total, seed = request["tuning_seeds"] + request["num_seeds"], given["seed"]
     measured = reproduce_costs.measurements(reproduce_costs.default_sources(out_dir))
     report = []
     for row in selected:
@@ -327,7 +364,7 @@ def status(table_name: str, out_dir: str, piece_seeds: int | None = None, **requ
         path = os.path.join(directory, ROW_RESULT)
         if os.path.exists(path):
             diff, record = _finished_row(path, request)
-            if diff or len(record["seeds"]["reported"]) >= given["num_seeds"]:
+            if diff or len(record["seeds"]["reported"]) >= request["num_seeds"]:
                 report.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
                                    other_settings=diff, wall_s=record.get("wall_s"),
                                    machine=machine_summary(record["machine"]),
@@ -349,7 +386,7 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
     on_disk = reproduce_pieces.found(program_dir, program.name)
     whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, total), seed, run_batch)
     mine = reproduce_pieces.identity(whole)
-    points = len(next(iter(grid.values()))) if grid else 1
+    points = grid_points(grid)
     pieces = []
     for f in on_disk:
         if reproduce_pieces.identity(f.record) != mine:
@@ -361,7 +398,7 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
         progress = run_directory.progress_on_disk(there.path, there.record, config.num_evals) if there else None
         state = "partial" if progress and progress["state"] == "partial" else "to run"
         cost = reproduce_costs.estimate(measured, table.name, row.key, program.name, config.engine,
-                                        piece.num_seeds * points, config.steps_per_agent)
+                                        piece.num_seeds * points, config.steps_per_agent, config.num_agents)
         pieces.append(dict(seeds=[piece.first, piece.stop], state=state, estimate=cost,
                            blocks_done=progress["blocks_done"] if progress else 0,
                            wall_s=progress["wall_s"] if progress else None))
@@ -488,7 +525,7 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     by_name = {plan[0].name: plan for plan in plans[selected.key]}
     if program not in by_name:
         raise ValueError(f"program must be one of {list(by_name)} for {table.name}, got {program!r}")
-    total, seed = given["tuning_seeds"] + given["num_seeds"], given["seed"]
+    total, seed = request["tuning_seeds"] + request["num_seeds"], given["seed"]
     runs = program_pieces(directory, *by_name[program], total, seed, run_batch, piece_seeds, piece)
     return [_run_piece(run, seed, run_batch, progress) for run in runs]
 
@@ -497,9 +534,9 @@ def reproduce(
     table_name: str,
     out_dir: str,
     rows: Sequence[str] | None = None,
-    num_seeds: int = DEFAULT_SEEDS,
-    tuning_seeds: int = DEFAULT_TUNING_SEEDS,
-    omegas: Sequence[float] = DEFAULT_OMEGAS,
+    num_seeds: int | None = None,
+    tuning_seeds: int | None = None,
+    omegas: Sequence[float] | None = None,
     budget: float | str = 1.0,
     seed: int = 0,
     progress: bool = True,
@@ -507,6 +544,7 @@ def reproduce(
     train_overrides: dict | None = None,
     run_batch: int | None | str = "auto",
     piece_seeds: int | None = None,
+    max_rates: Sequence[float] | None = None,
 ) -> dict:
     """Run the requested rows of `table_name` (those without a row.json of at least the requested
     seeds), then rebuild the table and figures from every finished row in `out_dir`. Each program
@@ -514,11 +552,14 @@ def reproduce(
     range; `fedjax_rl.reproduce_pieces`); a row finished with fewer reported seeds grows by new ones.
     `agent_overrides` / `train_overrides` replace the paper's settings (tests use tiny networks);
     they are recorded and printed with the results. `run_batch`: runs vmapped at a time
-    (`experiment.run`); "auto" is `default_run_batch()`.
+    (`experiment.run`); "auto" is `default_run_batch()`. `num_seeds`, `tuning_seeds`, `omegas` and
+    (a table with a heterogeneity grid) `max_rates`, the levels p: None is the table's default
+    (`table_defaults`: 5, 3 and 0.01-0.2 for the paper's tables; `heterogeneity`: 10, 2, 0.05 and 0.1).
     Returns {"rows": {key: row record}, "paths": [written files]}."""
     table, selected, request, plans, run_batch = _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget,
-                                                       seed, agent_overrides, train_overrides, run_batch)
-    num_total = tuning_seeds + num_seeds
+                                                       seed, agent_overrides, train_overrides, run_batch, max_rates)
+    tuning_seeds = request["tuning_seeds"]
+    num_total = tuning_seeds + request["num_seeds"]
     work = {}  # every row's pieces, checked before anything compiles
     for row in selected:
         directory = row_dir(out_dir, table, row)
@@ -572,11 +613,12 @@ def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, 
         seen["blocks"] = done
         if bar is not None:
             bar.set_description(description)
-            points = len(next(iter(grid.values()))) if grid else 1
+            points = grid_points(grid)
             # The final evaluation (local environments and the 19-point sweep) comes after the
             # last block: most of an Ant program's wall time on a CPU, so say it is running.
             stage = ", final evaluation" if done == total else ""
-            bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} omega(s), step "
+            axis = "grid points (p x omega)" if "max_rate" in (grid or {}) else "omega(s)"
+            bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} {axis}, step "
                                 f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent"
                                 f"{stage}", refresh=False)
             if resumed:
@@ -620,9 +662,18 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
         # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
         wall_s=None if None in walls else sum(walls),
         wall_s_this_process=time.time() - start,
-        **summarize_row(directory, table, tuning_seeds, {k: [p["dir"] for p in v] for k, v in pieces.items()},
-                        num_seeds),
+        **_summarize(directory, table, row, request, {k: [p["dir"] for p in v] for k, v in pieces.items()}, num_seeds),
     )
+
+
+def _summarize(directory: str, table: Table, row, request: dict, pieces: dict, num_seeds: int) -> dict:
+    """A row's numbers (`summarize_row`); for a table with a heterogeneity grid, one summary per level
+    p, each with its own headline omega chosen on the tuning seeds at that level ("points")."""
+    family, tuning_seeds = table.family(row), request["tuning_seeds"]
+    if "max_rates" not in request:
+        return summarize_row(directory, family, tuning_seeds, pieces, num_seeds)
+    return dict(points=[dict(max_rate=p, **summarize_row(directory, family, tuning_seeds, pieces, num_seeds, p))
+                        for p in request["max_rates"]], omega_rule=OMEGA_RULE)
 
 
 def _one_or_all(values: list):
@@ -632,7 +683,7 @@ def _one_or_all(values: list):
 def _piece_record(program_dir: str, found, grid) -> dict:
     """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine it ran on and its
     wall time, from its own metrics (a piece written before runs recorded their machine: None)."""
-    first_point = os.path.join(found.path, _omega_dir(grid["omega"][0])) if grid else found.path
+    first_point = os.path.join(found.path, first_point_dir(grid)) if grid else found.path
     metrics = load_run(first_point)
     rel = os.path.relpath(found.path, program_dir)
     return dict(dir="" if rel == "." else rel, seeds=[found.piece.first, found.piece.stop],

@@ -12,8 +12,10 @@ reads them; `estimate` turns the closest measurement into a time for a new piece
   width.
 
 The closest measurement is the same table, task, program and physics engine on that kind of machine;
-failing that, the same program and engine on another task of the table (said so: "from Hopper-v4").
-None: no measurement.
+failing that, the same program and engine on the same row, then the same task, in another table (a
+heterogeneity row from Table 1's, said so: "from table1 CartPole-v1/length"), then on another task of
+the table (said so: "from Hopper-v4/torso"). A measurement at another number of agents K scales by K like runs (each
+agent is a network and an environment stepped). None: no measurement.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import glob
 import json
 import os
 
-from fedjax_rl.reproduce_tables import ROW_RESULT, load_run
+from fedjax_rl.reproduce_tables import ROW_RESULT, first_point_dir, grid_points, load_run
 
 # The results directories committed with the code (a clone's results/), read beside --out.
 COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -45,17 +47,18 @@ class Measurement:
     steps: int
     wall_s: float
     source: str
+    agents: int = 5  # K
 
 
 def _program_measurements(row_path: str, record: dict, table: str) -> list[Measurement]:
     out = []
     for program, entry in record["configs"].items():
         grid = entry.get("grid") or {}
-        points = len(next(iter(grid.values()))) if grid else 1
+        points = grid_points(grid)
         pieces = record.get("pieces", {}).get(program) or [{"dir": "", "seeds": None}]
         for piece in pieces:
             base = os.path.join(row_path, program, piece["dir"])
-            metrics_dir = os.path.join(base, f"omega={grid['omega'][0]:g}") if grid else base
+            metrics_dir = os.path.join(base, first_point_dir(grid)) if grid else base
             try:
                 metrics = load_run(metrics_dir)
             except (OSError, ValueError):
@@ -74,7 +77,8 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
             name += "" if own else " (the row's machine)"
             out.append(Measurement(table, record["row"], record["env_name"], program, entry["config"].get("engine"), kind, name,
                                    seeds * points,
-                                   int(entry["config"]["steps_per_agent"]), float(wall), base))
+                                   int(entry["config"]["steps_per_agent"]), float(wall), base,
+                                   int(entry["config"].get("num_agents", 5))))
     return out
 
 
@@ -100,30 +104,35 @@ def default_sources(out_dir: str) -> list[str]:
 
 
 def estimate(found: list[Measurement], table: str, row: str, program: str, engine: str | None, runs: int,
-             steps: int) -> dict[str, tuple[float, str] | None]:
+             steps: int, agents: int = 5) -> dict[str, tuple[float, str] | None]:
     """{"cpu": (seconds, basis), "gpu": (seconds, basis)} for a piece of `runs` runs (seeds x grid
-    points) and `steps` steps per agent of `program` in `row` ("Ant-v4/back_left_leg"), each from the
-    closest measurement (module docstring): the same row, else the same task, else another task of the
-    table; among those the one closest in size (runs x steps), whose fixed costs (compilation, the
-    final evaluation) weigh alike. None where there is none. The basis names the measurement: its row
-    when another, machine, runs, time."""
+    points) and `steps` steps per agent of `program` in `row` ("Ant-v4/back_left_leg") at `agents`
+    agents, each from the closest measurement (module docstring): the same row, else the same task,
+    else the same row or task in another table, else another task of the table; among those the one closest
+    in size (runs x agents x steps), whose fixed costs (compilation, the final evaluation) weigh
+    alike. None where there is none. The basis names the measurement: its table and row when
+    another, machine, runs, agents when another K, time."""
     import math
 
     env_name = row.split("/")[0]
     out = {}
     for kind in ("cpu", "gpu"):
-        same = [m for m in found if (m.table, m.program, m.engine, m.kind) == (table, program, engine, kind)]
-        pool = ([m for m in same if m.row == row] or [m for m in same if m.env_name == env_name] or same)
+        same = [m for m in found if (m.program, m.engine, m.kind) == (program, engine, kind)]
+        here = [m for m in same if m.table == table]
+        pool = ([m for m in here if m.row == row] or [m for m in here if m.env_name == env_name]
+                or [m for m in same if m.row == row] or [m for m in same if m.env_name == env_name] or here)
         if not pool:
             out[kind] = None
             continue
-        m = min(pool, key=lambda m: (abs(math.log(m.runs * m.steps / (runs * steps))), m.source))
+        m = min(pool, key=lambda m: (abs(math.log(m.runs * m.agents * m.steps / (runs * agents * steps))), m.source))
         if kind == "cpu":
-            seconds = m.wall_s * (runs * steps) / (m.runs * m.steps)
+            seconds = m.wall_s * (runs * agents * steps) / (m.runs * m.agents * m.steps)
         else:
-            seconds = m.wall_s * steps / m.steps * max(1.0, runs / m.runs)
-        where = "" if m.row == row else f"from {m.row}, "
-        out[kind] = (seconds, f"{where}{m.machine}: {m.runs} runs x {m.steps:,} steps in {m.wall_s:,.0f} s")
+            seconds = m.wall_s * steps / m.steps * max(1.0, runs * agents / (m.runs * m.agents))
+        where = "" if (m.table, m.row) == (table, row) else (
+            f"from {m.row}, " if m.table == table else f"from {m.table} {m.row}, ")
+        k = "" if m.agents == agents else f" of {m.agents} agents"
+        out[kind] = (seconds, f"{where}{m.machine}: {m.runs} runs{k} x {m.steps:,} steps in {m.wall_s:,.0f} s")
     return out
 
 

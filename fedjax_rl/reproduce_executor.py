@@ -114,7 +114,7 @@ def plan_tasks(table_name: str, out_dir: str, piece_seeds: int | None = None,
     compiles (a row finished with other settings, a piece overlapping a finished one: ValueError).
     A finished row has none; a finished piece is not among them."""
     given, (table, selected, recorded, plans, run_batch) = reproduce._bind_request(table_name, out_dir, **request)
-    total, seed = given["tuning_seeds"] + given["num_seeds"], given["seed"]
+    total, seed = recorded["tuning_seeds"] + recorded["num_seeds"], given["seed"]
     tasks = []
     for row in selected:
         directory = row_dir(out_dir, table, row)
@@ -132,20 +132,28 @@ def _spell_run_batch(run_batch) -> str:
     return "all" if run_batch is None else str(int(run_batch))
 
 
-def request_args(table_name: str, num_seeds: int = reproduce.DEFAULT_SEEDS,
-                 tuning_seeds: int = reproduce.DEFAULT_TUNING_SEEDS, omegas: Sequence[float] = reproduce.DEFAULT_OMEGAS,
-                 budget: float | str = 1.0, seed: int = 0, agent_overrides: dict | None = None,
-                 train_overrides: dict | None = None, run_batch="auto") -> list[str]:
+def request_args(table_name: str, num_seeds: int | None = None, tuning_seeds: int | None = None,
+                 omegas: Sequence[float] | None = None, budget: float | str = 1.0, seed: int = 0,
+                 agent_overrides: dict | None = None, train_overrides: dict | None = None, run_batch="auto",
+                 max_rates: Sequence[float] | None = None) -> list[str]:
     """`reproduce`'s request as the command line's flags that read back to it: each value spelled by
     its setting's declaration (`Setting.text`; a float by its shortest exact decimal), agent settings
-    as --set, run settings as --set-run. Raises a ValueError for a setting the command line cannot
-    carry."""
+    as --set, run settings as --set-run; None (the table's default) as no flag. Raises a ValueError
+    for a setting the command line cannot carry."""
     from fedjax_rl import agents, settings
     from fedjax_rl.configs import TRAIN_SETTINGS
 
-    args = ["--seeds", str(int(num_seeds)), "--tuning-seeds", str(int(tuning_seeds)),
-            "--omegas", ",".join(repr(float(w)) for w in omegas), "--budget", repr(reproduce.parse_budget(budget)),
-            "--seed", str(int(seed)), "--run-batch", _spell_run_batch(run_batch)]
+    def floats(values):
+        return ",".join(repr(float(v)) for v in values)
+
+    args = []
+    for flag, value, spell in (("--seeds", num_seeds, lambda n: str(int(n))),
+                               ("--tuning-seeds", tuning_seeds, lambda n: str(int(n))),
+                               ("--omegas", omegas, floats), ("--max-rates", max_rates, floats)):
+        if value is not None:
+            args += [flag, spell(value)]
+    args += ["--budget", repr(reproduce.parse_budget(budget)), "--seed", str(int(seed)),
+             "--run-batch", _spell_run_batch(run_batch)]
     table = reproduce.get_table(table_name)
     declared = {s.name: s for s in agents.get(table.programs[0].algo).config.SETTINGS}
     for name, value in (agent_overrides or {}).items():

@@ -12,20 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedjax_rl import envs, paper, stats
+from fedjax_rl import envs, paper, reproduce_heterogeneity, stats
 from fedjax_rl.machine import summary as machine_summary
-from fedjax_rl.reproduce_tables import OMEGA_RULE, ROW_RESULT, Table, load_algorithm, load_run, row_dir
-
-
-def finished_rows(table: Table, out_dir: str) -> dict:
-    """{row key: row record} for every row of `table` with a row.json in `out_dir`, in paper order."""
-    out = {}
-    for row in table.rows:
-        path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
-        if os.path.exists(path):
-            with open(path) as f:
-                out[row.key] = json.load(f)
-    return out
+# finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
+from fedjax_rl.reproduce_tables import (  # noqa: F401
+    OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_algorithm, load_run, row_dir)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -412,6 +403,8 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     finished row; trains nothing (`fedjax-rl reproduce TABLE --out DIR --report-only`)."""
     import csv
 
+    if table.max_rates:  # a map over the heterogeneity level: its own report
+        return reproduce_heterogeneity.write_outputs(table, out_dir, figures)
     records = finished_rows(table, out_dir)
     paths = []
     if records:

@@ -3,12 +3,19 @@ of `fedjax-rl reproduce` share: the tables (`TABLES`: rows and compiled programs
 takes its choices from it, through the generated flag table), where a row lives in the output
 directory, and the omega rule. Both import this module and reporting never imports running, so
 the import graph has no cycle (tests/test_layering.py).
+
+A table that maps a comparison over the heterogeneity level (`heterogeneity`, beyond the paper)
+declares its levels p (`Table.max_rates`): every program of its rows is a grid over p (the
+loop's data, one compiled program, `experiment.grid_configs`) and over omega. Its rows (`MapRow`)
+name their number of agents K, which shapes the program (one row per K), and the programs they
+run and compare (`Family`: FedRDQN against DQNAvg, or FedRDDPG against DDPGAvg(1) and (2)).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 
 from fedjax_rl import paper
@@ -30,6 +37,44 @@ class Program:
 
 
 @dataclasses.dataclass(frozen=True)
+class Family:
+    """What a row runs and compares: its programs, the robust algorithm's label, its baselines."""
+
+    programs: tuple[Program, ...]
+    robust_label: str
+    baselines: tuple[str, ...]
+
+
+DQN = Family((Program("fedrdqn", "fedrdqn", "FedRDQN", zero_label="DQNAvg"),), "FedRDQN", ("DQNAvg",))
+DDPG = Family((Program("fedrddpg", "fedrddpg", "FedRDDPG", zero_label="DDPGAvg(1)"),
+               Program("ddpgavg2", "ddpgavg2", "DDPGAvg(2)")), "FedRDDPG", ("DDPGAvg(1)", "DDPGAvg(2)"))
+
+
+@dataclasses.dataclass(frozen=True)
+class MapRow(paper.PaperRow):
+    """A row of a table that maps a comparison over the heterogeneity level: a task and parameter
+    (`paper.PaperRow`, without paper numbers) at `num_agents` agents (K shapes the program, so each K
+    is its own row), running `family`. Its key and directory are Table 1's at the paper's K = 5
+    ("CartPole-v1/length") and say K otherwise ("CartPole-v1/length/K=10", CartPole-v1__length__K10)."""
+
+    num_agents: int = paper.NUM_AGENTS
+    family: Family | None = None
+
+    @property
+    def key(self) -> str:
+        return super().key + ("" if self.num_agents == paper.NUM_AGENTS else f"/K={self.num_agents}")
+
+    @property
+    def dir_name(self) -> str:
+        return super().dir_name + ("" if self.num_agents == paper.NUM_AGENTS else f"__K{self.num_agents}")
+
+    @property
+    def panel(self) -> str:
+        """The task and parameter without K: a figure's panel, with a line per K."""
+        return f"{self.env_name}/{self.param}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Table:
     """One reproducible table: its rows, the programs each row runs, and how the report names and normalises
     the algorithms."""
@@ -43,6 +88,14 @@ class Table:
     paper_baseline: str  # the baseline the paper's table reports (beyond the paper: ours): the normalisation's reference
     missing_hint: str = ""
     in_paper: bool = True  # False: the paper has no numbers for these algorithms (no paper columns)
+    # The heterogeneity levels p every program grids over (None: the paper's p alone, no grid over it).
+    max_rates: tuple[float, ...] | None = None
+    # The table's own defaults of `reproduce`'s num_seeds, tuning_seeds, omegas where not the paper tables'.
+    defaults: dict = dataclasses.field(default_factory=dict)
+
+    def family(self, row: paper.PaperRow) -> "Family":
+        """The programs `row` runs and the comparison it reports: its own (a `MapRow`), else the table's."""
+        return getattr(row, "family", None) or Family(self.programs, self.robust_label, self.baselines)
 
 
 TABLES = {
@@ -65,7 +118,40 @@ TABLES = {
         (paper.PaperRow("Hopper-v4", "torso", "torso"), paper.PaperRow("Walker2d-v4", "left_foot", "left foot")),
         programs=(Program("fedrsac", "fedrsac", "FedRSAC", zero_label="SACAvg"),),
         robust_label="FedRSAC", baselines=("SACAvg",), paper_baseline="SACAvg", in_paper=False),
+    # Beyond the paper (REPRODUCTION.md, "Where robustness pays"): FedR* - *Avg over the heterogeneity
+    # level p and the number of agents K. p = 0.5 is a level so that the map passes through the
+    # paper's point: at K = 5 exactly Table 1's settings (tests/test_heterogeneity_table.py).
+    "heterogeneity": Table(
+        "heterogeneity", "Where robustness pays: FedR* − *Avg against heterogeneity (beyond the paper)",
+        tuple(MapRow(env, param, paper_param, num_agents=k, family=family)
+              for env, param, paper_param, family, agent_counts in (
+                  ("CartPole-v1", "length", "length", DQN, (5, 10, 20)),
+                  ("CartPole-v1", "masscart", "mass cart", DQN, (5, 10, 20)),
+                  ("Pendulum-v1", "m", "mass", DDPG, (5,)),
+                  ("LunarLander-v3", "gravity", "gravity", DQN, (5,)),
+                  ("Hopper-v4", "torso", "torso", DDPG, (5,)))
+              for k in agent_counts),
+        programs=DQN.programs, robust_label="FedR*", baselines=("*Avg",), paper_baseline="*Avg", in_paper=False,
+        max_rates=(0.0, 0.3, 0.5, 0.6, 0.9), defaults=dict(num_seeds=10, tuning_seeds=2, omegas=(0.05, 0.1)),
+        missing_hint="its Hopper-v4 row needs the MuJoCo robots registered in fedjax_rl.envs"),
 }
+
+
+def grid_points(grid: dict | None) -> int:
+    """How many points a program's grid has (its Cartesian product); 1 without a grid."""
+    return math.prod(len(values) for values in grid.values()) if grid else 1
+
+
+def first_point_dir(grid: dict) -> str:
+    """The directory of a grid's first point (`run_directory.grid_label`'s spelling): "omega=0",
+    "max_rate=0,omega=0"."""
+    return ",".join(f"{name}={values[0]:g}" for name, values in grid.items())
+
+
+def chosen_omega(tuning_minimum_mean: dict) -> float:
+    """OMEGA_RULE: the omega (> 0) of the highest mean Minimum on the tuning seeds, ties to the smaller."""
+    best = max(tuning_minimum_mean.values())
+    return min(w for w, v in tuning_minimum_mean.items() if v == best)
 
 
 def get_table(name: str) -> Table:
@@ -77,8 +163,20 @@ def get_table(name: str) -> Table:
 
 
 def row_dir(out_dir: str, table: Table, row: paper.PaperRow) -> str:
-    """The directory that holds one row of `table` under `out_dir`: `OUT/<table>/<env>__<param>`."""
-    return os.path.join(out_dir, table.name, f"{row.env_name}__{row.param}")
+    """The directory that holds one row of `table` under `out_dir`: `OUT/<table>/<env>__<param>` (a
+    `MapRow` at another K than the paper's: `__K<K>` appended)."""
+    return os.path.join(out_dir, table.name, row.dir_name)
+
+
+def finished_rows(table: Table, out_dir: str) -> dict:
+    """{row key: row record} for every row of `table` with a row.json in `out_dir`, in the table's order."""
+    out = {}
+    for row in table.rows:
+        path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
+        if os.path.exists(path):
+            with open(path) as f:
+                out[row.key] = json.load(f)
+    return out
 
 
 def load_run(path: str) -> dict:

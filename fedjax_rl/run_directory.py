@@ -106,8 +106,10 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
 
 
 def grid_label(point: TrainConfig, grid: dict) -> str:
-    """`omega=0.05,learning_rate=0.001`: the sub-directory name of one grid point."""
-    return ",".join(f"{name}={getattr(point.agent, name):g}" for name in grid)
+    """`omega=0.05,learning_rate=0.001` (`max_rate=0.3,omega=0.05`): the sub-directory name of one
+    grid point, its agent hyperparameters' values and the run's own (`configs.TRAIN_LEAVES`)."""
+    return ",".join(f"{name}={getattr(point if name in configs.TRAIN_LEAVES else point.agent, name):g}"
+                    for name in grid)
 
 
 def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:

@@ -242,13 +242,20 @@ def global_policy(setup: Setup, state: TrainState):
     return lambda obs: setup.agent.greedy_action(shared, obs)
 
 
-def init(setup: Setup, key) -> TrainState:
-    """Per-agent physics (m_k = m (1 + n_k)), then every agent's learner and environment."""
+def init(setup: Setup, key, max_rate=None) -> TrainState:
+    """Per-agent physics (m_k = m (1 + n_k)), then every agent's learner and environment.
+
+    `max_rate`: p, the config's when None (then a constant of the program, as it always was). A
+    traced p (a grid over the heterogeneity level, `experiment.run(grid={"max_rate": [...]})`)
+    vmaps: p enters nothing but this draw, and the env params it makes are data carried in the
+    state. No key depends on p, so a seed draws the same u_k ~ U(-1, 1) at every level and
+    n_k = p u_k: runs at different p are paired."""
     config, K = setup.config, setup.config.num_agents
+    max_rate = config.max_rate if max_rate is None else max_rate
     physics_key, agents_key, eval_key = jax.random.split(key, 3)
     rates = jnp.stack(
         [
-            heterogeneity.sample_rates(k, K, config.max_rate)
+            heterogeneity.sample_rates(k, K, max_rate)
             for k in jax.random.split(physics_key, len(config.physics))
         ],
         axis=-1,
@@ -368,7 +375,7 @@ class Trainer(NamedTuple):
     composes them (jit, vmap over seeds or hyperparameters)."""
 
     setup: Setup
-    init: Any  # key -> TrainState
+    init: Any  # (key, max_rate=None) -> TrainState
     run_block: Any  # (TrainState, hparams, block_index) -> (TrainState, block metrics)
     finalize: Any  # (TrainState, hparams) -> final metrics
     train: Any  # (key, hparams=None) -> (TrainState, metrics)

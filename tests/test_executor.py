@@ -232,6 +232,10 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     # A float is spelled by its shortest exact decimal, so it reads back to the same float.
     spelled = reproduce_executor.request_args("table1", budget=0.1 + 0.2)
     assert spelled[spelled.index("--budget") + 1] == "0.30000000000000004"
+    # A table's own defaults travel as no flag; a heterogeneity table's levels as --max-rates.
+    levels = reproduce_executor.request_args("heterogeneity", max_rates=[0, 0.5])
+    assert "--seeds" not in levels and levels[:2] == ["--max-rates", "0.0,0.5"]
+    assert cli.build_parser().parse_args(["reproduce", "heterogeneity", *levels]).max_rates == "0.0,0.5"
     switch = reproduce_executor.request_args("table1", train_overrides={"tensorboard": False})[-2:]
     assert switch == ["--set-run", "tensorboard=false"]
     assert cli._reproduce_run_settings(switch[1:]) == {"tensorboard": False}

@@ -103,7 +103,7 @@ FLOORS = (
     {"federated", "heterogeneity"},
     {"agents", "paper", "tabular"},
     {"configs", "plots", "reproduce_tables", "tensorboard_log"},
-    {"reproduce_costs", "reproduce_report", "run_directory", "train"},
+    {"reproduce_costs", "reproduce_heterogeneity", "reproduce_report", "run_directory", "train"},
     {"experiment", "render", "reproduce_pieces"},
     {"reproduce"},
     {"reproduce_executor"},

@@ -1,0 +1,285 @@
+"""The report of a table that maps a comparison over the heterogeneity level (`heterogeneity`, beyond
+the paper): where `FedR* − *Avg` on Minimum pays, against the level p and the number of agents K.
+
+A finished row (`DIR/heterogeneity/<env>__<param>[__K<K>]/row.json`, written by
+`fedjax_rl.reproduce`) holds one summary per level p ("points"): each level's headline FedR* omega,
+chosen on the tuning seeds at that level (the omega rule), and every algorithm's tuning and reported
+numbers. For each row, level and baseline this module computes the paired difference FedR* − baseline
+on the reported seeds with `fedjax_rl.stats` (the verdicts' interval, verdict and seeds for 80% power),
+on Minimum, on Average and on the robustness sweep's mean return over 0.1m-1.9m, and writes:
+
+- DIR/heterogeneity.md: the differences per row, level and baseline, and what they add up to;
+- DIR/heterogeneity.csv: per row, level and algorithm, Average, Minimum and sweep mean (mean and std);
+- DIR/heterogeneity_comparisons.csv: per row, level and baseline, the differences and the verdict;
+- DIR/heterogeneity_map.png: one panel per task and parameter, FedR* − baseline on Minimum with its
+  interval against p, one line per K (and per baseline where a row has two).
+
+`fedjax_rl.reproduce_report.write_outputs` hands a table with levels (`Table.max_rates`) to
+`write_outputs` here. Computes no training.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import numpy as np
+
+from fedjax_rl import paper, stats
+from fedjax_rl.machine import summary as machine_summary
+from fedjax_rl.reproduce_tables import OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_program_run, row_dir
+
+METRICS = ("minimum", "average", "sweep")
+METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
+
+
+def reported_values(row_path: str, record: dict, algorithm: dict) -> dict:
+    """{metric: the reported seeds' values} of one algorithm of one level of a finished row: Average
+    and Minimum from row.json, the sweep's mean return over its scales (0.1m-1.9m) from the metrics
+    files of the algorithm's seed pieces."""
+    program = algorithm["dir"].partition("/")[0]
+    pieces = [piece["dir"] for piece in record["pieces"][program]]
+    tuning, total = len(record["seeds"]["tuning"]), len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])
+    sweep = np.asarray(load_program_run(row_path, algorithm["dir"], pieces)["final"]["sweep_returns"], float)
+    return dict(minimum=np.asarray(algorithm["reported"]["minimum"], float),
+                average=np.asarray(algorithm["reported"]["average"], float),
+                sweep=sweep[tuning:total].mean(axis=-1))
+
+
+def judge(robust: dict, baseline: dict) -> dict:
+    """The paired comparison of two algorithms' reported values ({metric: per-seed values}): per
+    metric the difference with its interval (stats.difference) and P(robust > baseline); the verdict
+    read from the Minimum interval (stats.verdict) and, for an undecided one, about how many seeds
+    would decide it (stats.seeds_for_power; None where no difference is seen or below 2 seeds)."""
+    seeds = len(robust["minimum"])
+    line = dict(seeds=seeds)
+    for metric in METRICS:
+        line[metric] = stats.difference(robust[metric], baseline[metric], paired=True)
+        line[f"{metric}_improvement"] = stats.probability_of_improvement(robust[metric], baseline[metric])
+    line["verdict"] = stats.verdict(line["minimum"], seeds)
+    decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)
+    line["seeds_for_power"] = None if decided or seeds < 2 else stats.seeds_for_power(robust["minimum"],
+                                                                                        baseline["minimum"])
+    return line
+
+
+def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
+    """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
+    the reported seeds (`judge`), with both algorithms' mean Minimum."""
+    rows_by_key = {row.key: row for row in table.rows}
+    out = []
+    for key, rec in records.items():
+        row = rows_by_key[key]
+        row_path = row_dir(out_dir, table, row)
+        for point in rec["points"]:
+            algs = point["algorithms"]
+            robust = reported_values(row_path, rec, algs[point["headline"]])
+            for base in table.family(row).baselines:
+                baseline = reported_values(row_path, rec, algs[base])
+                out.append(dict(row=key, panel=row.panel, num_agents=row.num_agents, max_rate=point["max_rate"],
+                                robust=point["headline"], omega=point["chosen_omega"], baseline=base,
+                                robust_minimum=float(robust["minimum"].mean()),
+                                baseline_minimum=float(baseline["minimum"].mean()),
+                                **judge(robust, baseline)))
+    return out
+
+
+def _verdict_cell(word: str, seeds: int) -> str:
+    return f"**{word}**" + (f" ({seeds} < {stats.MIN_SEEDS})" if seeds < stats.MIN_SEEDS else "")
+
+
+def _seeds_cell(line: dict) -> str:
+    if line["verdict"] in (stats.AHEAD, stats.BEHIND):
+        return "—"
+    return "no difference seen" if line["seeds_for_power"] is None else f"about {line['seeds_for_power']}"
+
+
+def _levels(values: list[float]) -> str:
+    return "{" + ", ".join(f"{p:g}" for p in values) + "}"
+
+
+LEGEND = (
+    "Per row (task, parameter, K agents), level p and baseline, over the reported seeds: the mean of the "
+    "per-seed differences FedR* − baseline with its 95% interval (the {method}, computed at nominal "
+    "{verdict_level:.0%}, {reps:,} resamples, generator seed {seed}; fedjax_rl/stats.py and REPRODUCTION.md, "
+    "\"How the tables judge a comparison\"), on Minimum and Average over the K local environments and on the "
+    "robustness sweep's mean return over 0.1m-1.9m. FedR* is the level's headline: the omega chosen on the "
+    "tuning seeds at that level ({omega_rule}). **Verdict** (on Minimum): *ahead* if the interval lies above 0, "
+    "*behind* if below, *inconclusive* otherwise, *too few seeds* below {min_seeds}. **Seeds for {power:.0%} "
+    "power**: about how many seeds a true difference of the observed mean and spread needs to be decided that "
+    "often (t test count, normal differences).")
+
+
+def _preamble(table: Table, records: dict) -> list[str]:
+    """Title, what the table is, its budget and overridden settings."""
+    # A "*" before a word opens emphasis in Markdown ("*Avg"): escaped wherever the text names *Avg.
+    title = table.title.replace(" *", " \\*")
+    md = [f"# {title}", "",
+          f"**Beyond the paper**: the paper ({paper.SOURCE}) tests one heterogeneity level, p = {paper.MAX_RATE:g} with "
+          f"K = {paper.NUM_AGENTS} agents. This table maps the robust algorithm's difference from plain averaging "
+          "on Minimum against the level p (agent k's parameter m (1 + n_k), n_k ~ U(−p, p)) and the number of "
+          "agents K. Each program trains every level, omega and seed at once (p is data of the compiled "
+          "program); a seed draws the same u_k ~ U(−1, 1) at every level (n_k = p u_k), and \\*Avg is omega 0 of "
+          "the same program (DDPGAvg(2) its own program with the same seed keys), so every comparison is paired "
+          "by seed. p = 0 is the homogeneous federation (every agent at the nominal physics); at p = 0.5, K = 5 "
+          "a CartPole row has exactly Table 1's settings.", ""]
+    budgets = sorted({r["request"]["budget"] for r in records.values()})
+    if budgets != [1.0]:
+        ran = "; ".join(f"{key}: {'/'.join(f'{n:,}' for n in sorted(set(r['budget']['steps_per_agent'].values())))} "
+                        f"steps per agent (RL-Zoo3 {'/'.join(f'{n:,}' for n in sorted(set(r['budget']['paper_steps_per_agent'].values())))})"
+                        for key, r in records.items())
+        md += [f"**REDUCED BUDGET**: {ran}. These numbers are not the full budget.", ""]
+    overrides = {k: r["request"][k] for r in records.values() for k in ("agent_overrides", "train_overrides")
+                 if r["request"][k]}
+    if overrides:
+        md += [f"**Settings overridden** (not the paper's): {json.dumps(overrides)}", ""]
+    return md
+
+
+def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
+    """The markdown: preamble, the comparisons per row, level and baseline, where FedR* is ahead,
+    and per row its omega choices, wall time and machine."""
+    md = _preamble(table, records) + [
+        "## FedR* − baseline, paired by seed, per level p", "",
+        LEGEND.format(method=stats.METHOD_NAMES[stats.METHOD], verdict_level=stats.VERDICT_CONFIDENCE,
+                      reps=stats.REPS, seed=stats.SEED, omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS,
+                      power=stats.POWER), "",
+        "| row | K | p | baseline | seeds | FedR* (headline ω) | baseline Minimum | FedR* Minimum | "
+        "Minimum: difference [95% CI] | Average: difference [95% CI] | Sweep mean: difference [95% CI] | "
+        f"P(FedR* > baseline), Minimum | verdict | seeds for {stats.POWER:.0%} power |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for line in lines:
+        md.append(f"| {line['panel']} | {line['num_agents']} | {line['max_rate']:g} | {line['baseline']} | "
+                  f"{line['seeds']} | {line['robust']} | {line['baseline_minimum']:.1f} | {line['robust_minimum']:.1f} | "
+                  f"{line['minimum'].format()} | {line['average'].format()} | {line['sweep'].format()} | "
+                  f"{line['minimum_improvement']:.2f} | {_verdict_cell(line['verdict'], line['seeds'])} | "
+                  f"{_seeds_cell(line)} |")
+    return md + ["", "## Where FedR* pays", ""] + answer_lines(lines) + _per_row(table, records)
+
+
+def answer_lines(lines: list[dict]) -> list[str]:
+    """Per row and baseline, the levels at which each verdict fell; then the counts over every point."""
+    md = []
+    for key in dict.fromkeys(line["row"] for line in lines):
+        for base in dict.fromkeys(line["baseline"] for line in lines if line["row"] == key):
+            mine = [line for line in lines if (line["row"], line["baseline"]) == (key, base)]
+            parts = [f"{word} at p = {_levels([line['max_rate'] for line in mine if line['verdict'] == word])}"
+                     for word in stats.VERDICTS if any(line["verdict"] == word for line in mine)]
+            md.append(f"- {key}, against {base}: " + "; ".join(parts) + ".")
+    counts = {word: sum(line["verdict"] == word for line in lines) for word in stats.VERDICTS}
+    md.append(f"- Over all {len(lines)} (row, level, baseline) comparisons: "
+              + ", ".join(f"{word} in {n}" for word, n in counts.items() if n) + ".")
+    if not counts[stats.AHEAD]:
+        undecided = counts[stats.INCONCLUSIVE] + counts[stats.TOO_FEW]
+        md.append("- FedR*'s Minimum is ahead of its baseline at no level of any finished row"
+                  + (f" ({undecided} of the {len(lines)} comparisons undecided)." if undecided else "."))
+    return md
+
+
+def _per_row(table: Table, records: dict) -> list[str]:
+    md = ["", "## Per row", ""]
+    rows_by_key = {row.key: row for row in table.rows}
+    for key, rec in records.items():
+        choices = "; ".join(f"p = {point['max_rate']:g}: " + ", ".join(
+            f"ω={w}: {float(v):.1f}" for w, v in point["tuning_minimum_mean"].items())
+            + f" -> ω = {point['chosen_omega']:g}" for point in rec["points"])
+        wall = "wall not recorded" if rec.get("wall_s") is None else f"wall {rec['wall_s']:,.0f} s"
+        steps = "/".join(f"{n:,}" for n in sorted(set(rec["budget"]["steps_per_agent"].values())))
+        md.append(f"- {key}: {steps} steps per agent; tuning-seed mean Minimum {{{choices}}}; {wall} on "
+                  f"{machine_summary(rec['machine'])}, jax {rec['versions'].get('jax')}; exact configs: "
+                  f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}")
+    return md
+
+
+def csv_records(table: Table, records: dict, out_dir: str) -> list[dict]:
+    """One record per finished row, level and algorithm: its Average, Minimum and sweep mean, mean
+    and std (numpy, ddof 0) over the reported seeds."""
+    rows_by_key = {row.key: row for row in table.rows}
+    out = []
+    for key, rec in records.items():
+        row = rows_by_key[key]
+        row_path = row_dir(out_dir, table, row)
+        for point in rec["points"]:
+            for label, alg in point["algorithms"].items():
+                values = reported_values(row_path, rec, alg)
+                role = ("baseline" if label in table.family(row).baselines
+                        else "headline" if label == point["headline"] else "omega grid")
+                out.append(dict(table=table.name, row=key, env_name=row.env_name, param=row.param,
+                                num_agents=row.num_agents, max_rate=point["max_rate"], algorithm=label, role=role,
+                                omega="" if alg["omega"] is None else alg["omega"], seeds=len(values["minimum"]),
+                                **{f"{m}_{s}": float(getattr(np, s)(values[m])) for m in METRICS for s in ("mean", "std")},
+                                budget_fraction=rec["request"]["budget"],
+                                steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
+    return out
+
+
+def comparison_records(table: Table, lines: list[dict]) -> list[dict]:
+    """The comparisons as CSV records."""
+    out = []
+    for line in lines:
+        record = {k: line[k] for k in ("row", "num_agents", "max_rate", "robust", "omega", "baseline", "seeds")}
+        for metric in METRICS:
+            interval = line[metric]
+            record.update({f"{metric}_difference": interval.estimate, f"{metric}_low": interval.low,
+                           f"{metric}_high": interval.high, f"{metric}_improvement": line[f"{metric}_improvement"]})
+        record.update(verdict=line["verdict"], seeds_for_power=line["seeds_for_power"], method=stats.METHOD,
+                      confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
+        out.append({"table": table.name, **record})
+    return out
+
+
+def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -> str:
+    """DIR/<table>_map.png: one panel per task and parameter with a finished row, FedR* − baseline on
+    Minimum with its interval against p, one line per K (and baseline, where a row has two)."""
+    from fedjax_rl import plots
+
+    panels = {}
+    for line in lines:
+        series = panels.setdefault(line["panel"], {}).setdefault((line["num_agents"], line["baseline"]), [])
+        series.append(line)
+    rows_by_panel = {row.panel: row for row in table.rows}
+    drawn = []
+    for panel, by_series in panels.items():
+        baselines = {base for _, base in by_series}
+        curves = []
+        for (k, base), series in sorted(by_series.items()):
+            name = f"K = {k}" + (f", vs {base}" if len(baselines) > 1 else f" (vs {base})")
+            curves.append((name, [s["max_rate"] for s in series], [s["minimum"].estimate for s in series],
+                           [s["minimum"].low for s in series], [s["minimum"].high for s in series],
+                           [s["verdict"] in (stats.AHEAD, stats.BEHIND) for s in series]))
+        row = rows_by_panel[panel]
+        drawn.append((f"{row.env_name} ({row.paper_param})", curves))
+    seeds = sorted({line["seeds"] for line in lines})
+    reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
+    title = (f"FedR* − *Avg on Minimum against the heterogeneity level p{reduced}\n(mean of the paired per-seed "
+             f"differences over {'/'.join(map(str, seeds))} reported seeds, 95% interval; filled: interval "
+             "excludes 0; ▲▼: interval runs beyond the panel, unbounded or far)")
+    return plots.interval_lines_figure(drawn, os.path.join(out_dir, f"{table.name}_map.png"),
+                                       xlabel="heterogeneity level p (max perturbation rate)",
+                                       ylabel="FedR* − baseline, Minimum", title=title)
+
+
+def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
+    """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the map figure from every
+    finished row; trains nothing. Returns {"rows": {key: record}, "paths": [written files]}."""
+    records = finished_rows(table, out_dir)
+    paths = []
+    if not records:
+        return {"rows": records, "paths": paths}
+    lines = comparisons(table, records, out_dir)
+    path = os.path.join(out_dir, f"{table.name}.md")
+    with open(path, "w") as f:
+        f.write("\n".join(table_lines(table, records, lines)) + "\n")
+    paths.append(path)
+    for name, rows in ((table.name, csv_records(table, records, out_dir)),
+                       (f"{table.name}_comparisons", comparison_records(table, lines))):
+        path = os.path.join(out_dir, f"{name}.csv")
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        paths.append(path)
+    if figures:
+        paths.append(write_figure(table, out_dir, lines, records))
+    return {"rows": records, "paths": paths}
