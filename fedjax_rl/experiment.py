@@ -492,8 +492,8 @@ def _warn_if_never_trains(config) -> None:
     """A run whose agents never reach a training phase only evaluates its initial policy: legitimate
     for a smoke test or a throughput measurement, a surprise otherwise, so warned about, not refused."""
     agent = config.agent
-    starts, freq = max(1, getattr(agent, "learning_starts", 1)), getattr(agent, "train_freq", 1)
-    first = -(-starts // freq) * freq  # the first step >= learning_starts that is a multiple of train_freq
+    starts, freq = getattr(agent, "learning_starts", 0), getattr(agent, "train_freq", 1)
+    first = (starts // freq + 1) * freq  # agents.base.first_training_step (SB3's schedule)
     if first > config.steps_per_agent:
         warnings.warn(
             f"no agent will take a gradient step: the first training phase would be at environment step "

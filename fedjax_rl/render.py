@@ -98,7 +98,7 @@ def _run_config(recorded: dict):
         return tuple(tuples(v) for v in value) if isinstance(value, list) else value
 
     fields = {name: tuples(value) for name, value in recorded.items()
-              if name not in ("algo", "env_name", "agent", "num_seeds", "seed", "run_batch")}
+              if name not in ("algo", "env_name", "agent", "num_seeds", "seed", "run_batch", "first_seed", "agent_revision")}
     agent = {name: tuples(value) for name, value in recorded["agent"].items()}
     return configs.train_config(recorded["algo"], recorded["env_name"], agent_overrides=agent, **fields)
 

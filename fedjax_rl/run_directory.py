@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from fedjax_rl import checkpoint, configs, distributed
+from fedjax_rl.agents.base import REVISION
 from fedjax_rl.checkpoint import DamagedFile, read_json
 from fedjax_rl.configs import TrainConfig
 
@@ -81,7 +82,8 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
                     run_batch: int | None = None, first_seed: int = 0) -> tuple[dict, int | None]:
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
     run_batch that shapes the program: None when every run fits in one vmap."""
-    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, **_first_seed(first_seed)}
+    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, **_first_seed(first_seed),
+                   "agent_revision": REVISION}
     if config_dict.get("engine") is None:
         # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
         # tasks, written before engines existed, still resume and read back as finished.
@@ -139,7 +141,11 @@ def _shown(value) -> str:
 # used: (section, name) -> value. A record without the field is read as holding that value, so
 # older run directories still resume, read back as finished, and compare equal to a new run of the
 # same settings.
-UNRECORDED_BEFORE = {("agent", "init"): "flax"}  # network initialisation (agents.base.INIT)
+# A one-name key is a top-level field.
+UNRECORDED_BEFORE = {
+    ("agent", "init"): "flax",  # network initialisation (agents.base.INIT)
+    ("agent_revision",): 1,  # how the agents act and learn, where no setting says (agents.base.REVISION)
+}
 
 
 def as_recorded(value):
@@ -147,9 +153,11 @@ def as_recorded(value):
     (`UNRECORDED_BEFORE`): what it is compared as."""
     value = json.loads(json.dumps(value))
     if isinstance(value, dict):
-        for (section, name), before in UNRECORDED_BEFORE.items():
-            if isinstance(value.get(section), dict):
-                value[section].setdefault(name, before)
+        for path, before in UNRECORDED_BEFORE.items():
+            if len(path) == 1:
+                value.setdefault(path[0], before)
+            elif isinstance(value.get(path[0]), dict):
+                value[path[0]].setdefault(path[1], before)
     return value
 
 

@@ -504,7 +504,7 @@ def test_a_run_that_never_trains_is_warned_about_before_compiling():
                                     agent_overrides=dict(learning_starts=learning_starts, train_freq=train_freq))
 
     with pytest.warns(UserWarning, match=r"no agent will take a gradient step: the first training phase would be "
-                                         r"at environment step 10,000 \(learning_starts 10,000, train_freq 1\), "
+                                         r"at environment step 10,001 \(learning_starts 10,000, train_freq 1\), "
                                          r"after the run's 1,000 steps per agent"):
         experiment._warn_if_never_trains(config(1000, 10_000))
     with pytest.warns(UserWarning, match=r"at environment step 1,024 \(learning_starts 1,000, train_freq 256\)"):
@@ -513,8 +513,10 @@ def test_a_run_that_never_trains_is_warned_about_before_compiling():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        experiment._warn_if_never_trains(config(1000, 1000))  # trains once, at step 1000
+        experiment._warn_if_never_trains(config(1010, 1000))  # trains from step 1001 (SB3: > learning_starts)
         experiment._warn_if_never_trains(config(1030, 1000, train_freq=256))  # at step 1024
+    with pytest.warns(UserWarning, match=r"at environment step 1,001 \(learning_starts 1,000, train_freq 1\)"):
+        experiment._warn_if_never_trains(config(1000, 1000))
 
 
 def test_a_config_is_validated_once_before_anything_compiles(monkeypatch):

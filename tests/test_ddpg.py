@@ -249,6 +249,14 @@ def test_learns_pendulum_with_perturbed_mass(algo):
     steps per agent, the median over 4 vmapped seeds of the global policy's nominal return and of
     its average over the agents' own environments must reach -600 (half of random's cost).
 
+    With the agents' revision 2 (SB3's warm-up and first gradient step, 2026-11-26), measured on a
+    2-core Intel Xeon (AVX-512), identical under the default ISA and under AVX2, with the algorithm's
+    own CPU matrix-product library (as the test runs):
+      fedrddpg  nominal -176.4 -105.2 -269.0 -165.1 (median -170.8)
+                local   -138.9 -141.8 -410.4 -228.5 (median -185.2; margin 415 to -600)
+      ddpgavg2  nominal -177.1 -131.6 -254.7 -165.2 (median -171.2)
+                local   -143.9 -164.3 -478.5 -202.0 (median -183.2; margin 417 to -600)
+    Revision 1 (before):
     Measured on an AMD EPYC (AVX-512), per seed 0..3, identical under the default ISA and under
     XLA_FLAGS=--xla_cpu_max_isa=AVX2, with DDPG's CPU matrix-product library, Eigen (2026-11-26):
       fedrddpg  nominal -175.1 -126.3 -135.9 -328.6 (median -155.5)

@@ -36,7 +36,12 @@ def test_learns_cartpole(algo):
     """K = 5, perturbed pole length (p = 0.5), 10k steps per agent, the demo's small-budget DQN
     settings (`configs.DEMO_DQN`), 4 vmapped seeds. A uniformly random policy returns 22.5.
 
-    Measured per seed (nominal / local):
+    With the agents' revision 2 (SB3's warm-up and first gradient step, 2026-11-26), measured on a
+    2-core Intel Xeon (AVX-512), identical under the default ISA and under AVX2 (nominal / local):
+      fedrdqn: 231.4 263.5 293.7 177.7 / 213.6 393.9 322.2 205.5 (medians 247.5 / 267.9)
+      dqnavg:  166.5 205.9 210.7 134.5 / 109.8 170.7 231.1 107.8 (medians 186.2 / 140.3)
+    The smallest margin is 40.3 (DQNAvg, local). Revision 1 (before), on an AMD EPYC (AVX-512),
+    per seed (nominal / local):
       fedrdqn, default and AVX2: 245.1 232.0 296.7 169.9 / 199.4 402.3 386.3 170.7 (medians 238.6 / 292.8)
       fedrdqn, SSE4_2:           185.2 209.1 315.3 187.9 / 348.2 188.8 500.0 191.8 (medians 198.5 / 270.0)
       dqnavg, default and AVX2:  175.9 149.6 164.5 195.7 / 191.2 125.1 149.7 158.0 (medians 170.2 / 153.9)
@@ -62,6 +67,10 @@ def test_fedrdqn_learns_lunar_lander():
     DQN settings with the paper's batch 16 / buffer 1000 and a 64x64 network, 4 vmapped seeds.
     A uniformly random policy returns -186.2 (registry, no-wind variant, 1000 episodes).
 
+    With the agents' revision 2 (SB3's warm-up and first gradient step, 2026-11-26), measured on a
+    2-core Intel Xeon (AVX-512), identical under the default ISA and under AVX2 (nominal / local):
+      -115.9 13.1 -91.0 33.2 / -85.4 -23.9 -64.5 -53.4 (medians -39.0 / -59.0; margin 61.0)
+    Revision 1 (before), on an AMD EPYC (AVX-512):
     Measured per seed (nominal / local):
       default and AVX2: -121.0 -91.7 -81.6 -67.6 / -98.5 -73.5 -92.7 -80.6 (medians -86.6 / -86.6)
       SSE4_2:            -82.5  -4.2 -80.4 -24.0 / -78.3  -8.4 -81.6 -86.9 (medians -52.2 / -80.0)

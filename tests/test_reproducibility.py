@@ -129,8 +129,9 @@ def test_bad_grids_raise_before_compiling(grid, match):
 
 
 def _one_update_config(**fields):
-    # One block of 30 steps whose only gradient step is the last one (learning_starts = 30).
-    agent = dict(AGENT, learning_starts=30)
+    # One block of 30 steps whose only gradient step is the last one (learning_starts = 29: the first
+    # gradient step follows step learning_starts + 1).
+    agent = dict(AGENT, learning_starts=29)
     return configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=agent,
                                 **{**FIELDS, "num_agents": 4, "steps_per_agent": 30, "eval_episodes": 1, "sweep_points": 2,
                                    **fields})

@@ -344,6 +344,12 @@ def test_fedrsac_learns_pendulum_with_perturbed_mass():
     its average over the agents' own environments must reach -600 (half of random's cost), as the
     DDPG test in tests/test_ddpg.py asks.
 
+    With the agents' revision 2 (SB3's warm-up and first gradient step, 2026-11-26), measured on a
+    2-core Intel Xeon (AVX-512), identical under the default ISA and under AVX2, with the algorithm's
+    own CPU matrix-product library (as the test runs):
+      nominal -335.9 -101.7 -263.8 -160.1 (median -212.0; margin 388 to -600)
+      local   -192.9 -168.2 -295.4 -213.4 (median -203.2; margin 397 to -600)
+    Revision 1 (before):
     Measured on the shared 2-core AMD EPYC (AVX-512), per seed 0..3, identical under the default
     ISA and under XLA_FLAGS=--xla_cpu_max_isa=AVX2, with SAC's CPU matrix-product library, Eigen:
       nominal -310.1 -325.2 -130.2 -160.9 (median -235.5; margin 364 to -600)
@@ -372,6 +378,12 @@ def test_fedrtd3_learns_pendulum_with_perturbed_mass():
     """The FedRSAC test's setting and bar (median over 4 vmapped seeds of the nominal return and of
     the local average at least -600, half of random's cost -1199), with 8000 steps per agent.
 
+    With the agents' revision 2 (SB3's warm-up and first gradient step, 2026-11-26), measured on a
+    2-core Intel Xeon (AVX-512), identical under the default ISA and under AVX2, with the algorithm's
+    own CPU matrix-product library (as the test runs):
+      nominal  -99.1 -125.0 -259.7 -131.2 (median -128.1; margin 472 to -600)
+      local   -160.3 -140.9 -434.3 -205.1 (median -182.7; margin 417 to -600)
+    Revision 1 (before):
     Measured on the shared 2-core AMD EPYC (AVX-512), per seed 0..3, identical under the default ISA
     and under XLA_FLAGS=--xla_cpu_max_isa=AVX2, with TD3's CPU matrix-product library, Eigen:
       nominal  -97.9 -153.0 -103.7 -129.3 (median -116.5; margin 484 to -600)

@@ -76,17 +76,46 @@ class Agent(Protocol):
     def hparams(self) -> Hyperparams: ...
 
 
+# How the agents act and learn where no setting says, recorded in every run directory
+# (run_directory.recorded_config) so that runs of different revisions never resume into, merge with or
+# read back as each other. 1: every run written before this was recorded. 2: SB3's warm-up and first
+# gradient step: random actions during the first learning_starts steps (DDPG and TD3 add their
+# exploration noise to them and clip, as SB3 does), DQN's epsilon counted from the first step, and the
+# first gradient step after step learning_starts, not at it.
+REVISION = 2
+
+
+def torch_linear_init(fan_in: int):
+    """PyTorch's `nn.Linear` default (what SB3's off-policy networks keep): weights and biases uniform
+    on [-1/sqrt(fan_in), 1/sqrt(fan_in)] (``kaiming_uniform_`` with a = sqrt(5) for the weights)."""
+    bound = 1.0 / float(fan_in) ** 0.5
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
 class MLP(nn.Module):
-    """The networks of every agent: ReLU hidden layers, a linear output."""
+    """The networks of every agent: ReLU hidden layers, a linear output. `initializer` is the `init`
+    setting: "flax" (LeCun-normal weights, zero biases, Flax's Dense default) or "torch" (PyTorch's
+    Linear default, as SB3 runs the paper's baselines). The parameters have the same names and
+    shapes either way. (The field is not called `init`, which is the Module's own method.)"""
 
     hidden_sizes: Sequence[int]
     out_size: int
+    initializer: str = "flax"
+
+    def dense(self, size: int, fan_in: int) -> nn.Dense:
+        if self.initializer == "torch":
+            return nn.Dense(size, kernel_init=torch_linear_init(fan_in), bias_init=torch_linear_init(fan_in))
+        return nn.Dense(size)
 
     @nn.compact
     def __call__(self, x):
         for size in self.hidden_sizes:
-            x = nn.relu(nn.Dense(size)(x))
-        return nn.Dense(self.out_size)(x)
+            x = nn.relu(self.dense(size, x.shape[-1])(x))
+        return self.dense(self.out_size, x.shape[-1])(x)
 
 
 # -- settings every off-policy agent has (declared once; DQN and DDPG add their own; the robust
@@ -95,10 +124,14 @@ class MLP(nn.Module):
 GAMMA = Setting("gamma", 0.99, interval(0, 1, low_open=True), leaf=True, help="discount")
 LEARNING_RATE = Setting("learning_rate", 1e-3, positive, leaf=True)
 HIDDEN_SIZES = Setting("hidden_sizes", (256, 256), positive_sizes, kind="ints", help="MLP hidden layers")
+INIT = Setting("init", "flax", settings.one_of("flax", "torch"), kind=str,
+               help="network initialisation: flax (LeCun-normal weights, zero biases) or torch (PyTorch's "
+                    "Linear default, uniform +-1/sqrt(fan_in) weights and biases, as SB3 runs)",
+               source="(flax: Flax's Dense default)")
 BATCH_SIZE = Setting("batch_size", 16, at_least(1), kind=int)
 BUFFER_SIZE = Setting("buffer_size", 1000, at_least(1), kind=int, help="replay capacity per agent")
 LEARNING_STARTS = Setting("learning_starts", 1000, at_least(0), kind=int,
-                          help="environment steps before the first gradient step")
+                          help="warm-up environment steps (random actions) before the policy acts and learns")
 TRAIN_FREQ = Setting("train_freq", 1, at_least(1), kind=int, help="environment steps between training phases")
 GRADIENT_STEPS = Setting(
     "gradient_steps", 1, lambda v: None if v >= 1 or v == -1 else "must be >= 1 or -1 (= train_freq)", kind=int,
@@ -137,10 +170,25 @@ def num_gradient_steps(config) -> int:
     return config.train_freq if config.gradient_steps == -1 else config.gradient_steps
 
 
+def is_warmup(config, step: jax.Array) -> jax.Array:
+    """Whether environment step `step` (1-based) acts at random: the first `learning_starts` steps,
+    as SB3 (`_sample_action` draws from the action space while num_timesteps, the steps already
+    taken, is below learning_starts)."""
+    return step <= config.learning_starts
+
+
+def first_training_step(config) -> int:
+    """The environment step (1-based) after which the first gradient step runs: the first multiple of
+    `train_freq` above `learning_starts`, as SB3 (it trains after a rollout of train_freq steps once
+    num_timesteps > learning_starts)."""
+    return (config.learning_starts // config.train_freq + 1) * config.train_freq
+
+
 def train_on_schedule(config, gradient_step, state, key, step, loss_names):
-    """After environment step `step` (1-based): if `step >= learning_starts` and `step` is a
-    multiple of `train_freq`, run `gradient_step(state, key) -> (state, losses tuple)` for every
-    gradient step (a scan). Returns (state, {loss: mean over the gradient steps, "trained": 1 or 0}).
+    """After environment step `step` (1-based): if `step > learning_starts` and `step` is a multiple
+    of `train_freq` (SB3's schedule; `first_training_step`), run `gradient_step(state, key) ->
+    (state, losses tuple)` for every gradient step (a scan). Returns (state, {loss: mean over the
+    gradient steps, "trained": 1 or 0}).
 
     `step` must not carry the agent axis, so the conditional stays a real branch under vmap.
     """
@@ -153,7 +201,7 @@ def train_on_schedule(config, gradient_step, state, key, step, loss_names):
     def skip(state):
         return state, tuple(jnp.float32(0.0) for _ in loss_names), jnp.float32(0.0)
 
-    should_train = (step >= config.learning_starts) & (step % config.train_freq == 0)
+    should_train = (step > config.learning_starts) & (step % config.train_freq == 0)
     state, means, trained = jax.lax.cond(should_train, train, skip, state)
     return state, {**dict(zip(loss_names, means)), "trained": trained}
 

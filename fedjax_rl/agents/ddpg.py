@@ -17,8 +17,9 @@ phi, phi') every E steps. `private` (optimizer states, replay buffer) never leav
 
 Actions: the actor's tanh output lives in [-1, 1]^d; exploration adds N(0, sigma^2) there and clips
 (SB3's NormalActionNoise on the rescaled action), the buffer stores that normalised action, and the
-environment receives it mapped affinely onto the env's Box [low, high]. Before `learning_starts`
-actions are uniform on [-1, 1]^d (SB3's warm-up).
+environment receives it mapped affinely onto the env's Box [low, high]. During the first
+`learning_starts` steps the actor is replaced by a uniform draw on [-1, 1]^d, noised and clipped
+the same way (SB3's warm-up: it adds its action noise to the random actions too).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ SETTINGS = (
             help="critics; the target takes the minimum of the target critics (2: clipped double Q)",
             source="(paper: 1 for FedRDDPG and DDPGAvg(1), 2 for DDPGAvg(2))"),
     base.HIDDEN_SIZES.with_default((400, 300), _ZOO),
+    base.INIT,
     base.LEARNING_RATE.with_default(1e-3, _ZOO),
     base.GAMMA.with_default(0.99, "(SB3 default; RL-Zoo3 MuJoCo keeps it)"),
     base.BATCH_SIZE.with_default(64, _PAPER),
@@ -112,8 +114,8 @@ class DDPGAgent:
         self.action_low, self.action_high = low, high
         self.total_steps = int(total_steps)
         action_size = int(np.prod(self.action_shape))
-        self.actor_net = MLP(config.hidden_sizes, action_size)
-        self.critic_net = MLP(config.hidden_sizes, 1)
+        self.actor_net = MLP(config.hidden_sizes, action_size, config.init)
+        self.critic_net = MLP(config.hidden_sizes, 1, config.init)
         self.optimizer = base.adam()  # SB3's DDPG/TD3: Adam, no gradient clipping
         self.robust = robust.RobustTerm(config, self.optimizer)
         self.buffer = base.item_buffer(config)
@@ -179,9 +181,11 @@ class DDPGAgent:
         """Returns the normalised action in [-1, 1]^d (what the buffer stores); `env_action` maps it."""
         noise_key, warmup_key = jax.random.split(key)
         sigma = self.config.exploration_noise if hp is None else hp.exploration_noise
-        noisy = self.actor(shared.actor, obs) + sigma * jax.random.normal(noise_key, self.action_shape)
+        noise = sigma * jax.random.normal(noise_key, self.action_shape)
+        # SB3 adds the exploration noise to the warm-up's uniform actions too, then clips.
         warmup = jax.random.uniform(warmup_key, self.action_shape, minval=-1.0, maxval=1.0)
-        return jnp.where(step < self.config.learning_starts, warmup, jnp.clip(noisy, -1.0, 1.0))
+        chosen = jnp.where(base.is_warmup(self.config, step), warmup, self.actor(shared.actor, obs))
+        return jnp.clip(chosen + noise, -1.0, 1.0)
 
     def env_action(self, action: jax.Array) -> jax.Array:
         return self.to_env_action(action)
@@ -249,13 +253,13 @@ class DDPGAgent:
 # (the settings' defaults above) apply to every task. RL-Zoo3's MuJoCo block (HalfCheetah, Ant,
 # Hopper, Walker2d): learning_starts 10000, normal noise 0.1, train_freq 1, gradient_steps 1,
 # learning_rate 1e-3, net_arch [400, 300], 1e6 steps (its batch 256 is replaced by the paper's 64).
-# Pendulum-v1 (RL-Zoo3 ddpg.yml): gamma 0.98, noise 0.1, lr 1e-3, [400, 300], 20000 steps,
-# learning_starts SB3's default 100 (its buffer 200000 is replaced by the paper's 1e5).
+# Pendulum-v1 (RL-Zoo3 ddpg.yml and td3.yml): gamma 0.98, noise 0.1, lr 1e-3, [400, 300], 20000 steps,
+# learning_starts 10000 (its buffer 200000 is replaced by the paper's 1e5).
 _MUJOCO = dict(learning_starts=10_000, exploration_noise=0.1, learning_rate=1e-3, hidden_sizes=(400, 300),
                steps=1_000_000)
 ZOO_DDPG: dict[str, dict] = {
     "Pendulum-v1": dict(gamma=0.98, exploration_noise=0.1, learning_rate=1e-3, hidden_sizes=(400, 300),
-                        learning_starts=100, steps=20_000),
+                        learning_starts=10_000, steps=20_000),
     **{name: dict(_MUJOCO) for name in ("Hopper-v4", "HalfCheetah-v4", "Walker2d-v4", "Ant-v4")},
 }
 DEFAULT_STEPS = 1_000_000  # RL-Zoo3's MuJoCo budget, for a continuous task without an entry

@@ -41,6 +41,7 @@ _PAPER = "(paper, federated replay)"
 SETTINGS = (
     *robust.SETTINGS,
     base.HIDDEN_SIZES.with_default((256, 256), _ZOO),
+    base.INIT,
     base.LEARNING_RATE.with_default(2.3e-3, _ZOO),
     base.GAMMA.with_default(0.99, _ZOO),
     base.BATCH_SIZE.with_default(16, _PAPER),
@@ -109,7 +110,7 @@ class DQNAgent:
         # An int is accepted as the number of actions (older call sites and tests).
         self.num_actions = int(action_space if isinstance(action_space, int) else action_space.n)
         self.total_steps = int(total_steps)
-        self.q_net = MLP(config.hidden_sizes, self.num_actions)
+        self.q_net = MLP(config.hidden_sizes, self.num_actions, config.init)
         self.optimizer = base.adam(config.max_grad_norm)
         self.robust = robust.RobustTerm(config, self.optimizer)
         self.buffer = base.item_buffer(config)
@@ -153,11 +154,18 @@ class DQNAgent:
     def greedy_action(self, shared: DQNShared, obs: jax.Array) -> jax.Array:
         return jnp.argmax(self.q_values(shared.q, obs), axis=-1)
 
+    def epsilon(self, step: jax.Array) -> jax.Array:
+        """The exploration rate at environment step `step` (1-based): the schedule at the steps
+        already taken, step - 1, as SB3 updates its exploration rate after each step from
+        num_timesteps."""
+        return linear_epsilon(self.config, step - 1, self.total_steps)
+
     def act(self, shared: DQNShared, obs: jax.Array, key: jax.Array, step: jax.Array, hp=None) -> jax.Array:
+        """SB3's DQN: a uniform random action during the warm-up (the first `learning_starts` steps),
+        then epsilon-greedy."""
         explore_key, random_action_key = jax.random.split(key)
-        eps = linear_epsilon(self.config, step, self.total_steps)
         random_action = jax.random.randint(random_action_key, (), 0, self.num_actions)
-        explore = jax.random.uniform(explore_key) < eps
+        explore = base.is_warmup(self.config, step) | (jax.random.uniform(explore_key) < self.epsilon(step))
         return jnp.where(explore, random_action, self.greedy_action(shared, obs)).astype(jnp.int32)
 
     def env_action(self, action: jax.Array) -> jax.Array:

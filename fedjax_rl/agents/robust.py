@@ -109,7 +109,7 @@ class RobustTerm:
 
     def __init__(self, config, optimizer):
         self.enabled = bool(config.robust)
-        self.net = MLP(config.hidden_sizes, 1)
+        self.net = MLP(config.hidden_sizes, 1, config.init)
         self.optimizer = optimizer
 
     def init(self, key: jax.Array, dummy_obs: jax.Array) -> tuple[dict, dict]:

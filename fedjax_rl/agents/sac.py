@@ -55,6 +55,7 @@ SETTINGS = (
     Setting("num_critics", 2, at_least(1), kind=int, source="(SAC: twin critics)",
             help="critics; the target takes the minimum of the target critics"),
     base.HIDDEN_SIZES.with_default((256, 256), _SB3),
+    base.INIT,
     base.LEARNING_RATE.with_default(3e-4, _SB3),
     base.GAMMA.with_default(0.99, _SB3),
     base.BATCH_SIZE.with_default(64, _PAPER),
@@ -132,9 +133,10 @@ class SACAgent:
         self.total_steps = int(total_steps)
         self.action_size = int(np.prod(self.action_shape))
         self.target_entropy = -float(self.action_size)  # SB3's 'auto': -dim(A)
-        # SB3's actor: ReLU layers, then linear mean and log-std heads (one Dense with both outputs).
-        self.actor_net = MLP(config.hidden_sizes, 2 * self.action_size)
-        self.critic_net = MLP(config.hidden_sizes, 1)
+        # SB3's actor: ReLU layers, then linear mean and log-std heads (one Dense with both outputs:
+        # the same fan-in, so `init=torch` draws both heads as PyTorch would).
+        self.actor_net = MLP(config.hidden_sizes, 2 * self.action_size, config.init)
+        self.critic_net = MLP(config.hidden_sizes, 1, config.init)
         self.optimizer = base.adam()  # SB3's SAC: Adam for actor, critics and temperature, one rate
         self.robust = robust.RobustTerm(config, self.optimizer)
         self.buffer = base.item_buffer(config)
@@ -196,11 +198,11 @@ class SACAgent:
 
     def act(self, shared: SACShared, obs: jax.Array, key: jax.Array, step: jax.Array, hp=None) -> jax.Array:
         """A sample of the policy, flat in [-1, 1]^d (what the buffer stores); uniform on [-1, 1]^d
-        before `learning_starts` (SB3's warm-up)."""
+        during the first `learning_starts` steps (SB3's warm-up; SAC has no action noise to add)."""
         policy_key, warmup_key = jax.random.split(key)
         action, _ = self.sample(shared.actor, obs, self.noise(policy_key))
         warmup = jax.random.uniform(warmup_key, (self.action_size,), minval=-1.0, maxval=1.0)
-        return jnp.where(step < self.config.learning_starts, warmup, action)
+        return jnp.where(base.is_warmup(self.config, step), warmup, action)
 
     def env_action(self, action: jax.Array) -> jax.Array:
         return self.to_env_action(action)

@@ -47,6 +47,7 @@ SETTINGS = (
     Setting("num_critics", 2, at_least(1), kind=int, source="(TD3: twin critics)",
             help="critics; the target takes the minimum of the target critics"),
     base.HIDDEN_SIZES.with_default((400, 300), _ZOO),
+    base.INIT,
     base.LEARNING_RATE.with_default(1e-3, _ZOO),
     base.GAMMA.with_default(0.99, "(SB3 default; RL-Zoo3 MuJoCo keeps it)"),
     base.BATCH_SIZE.with_default(64, _PAPER),
