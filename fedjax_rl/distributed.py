@@ -65,8 +65,8 @@ def coordinator_risk(address: str | None) -> str | None:
             f"authenticates nobody, so any process that reaches that port can join this run as one of its "
             f"processes, and the parameters of its agents enter the federated average. Keep the coordinator on a "
             f"trusted network: a private interface, a firewall that admits only the run's hosts, or an SSH tunnel "
-            f"(README, \"Several processes, several machines\"). --aggregation median or trimmed_mean keeps a "
-            f"minority of agents (e.g. one process's, if it holds fewer than half of them) from moving the "
+            f"(docs/federation.md, \"Several processes, several machines\"). --aggregation median or trimmed_mean "
+            f"keeps a minority of agents (e.g. one process's, if it holds fewer than half of them) from moving the "
             f"average at will; the mean does not")
 
 

@@ -100,8 +100,8 @@ def _locomotion(env_id):
 # on this CPU is too slow for 1000 x 1000-step episodes; Hopper's and Walker2d's MJX dynamics follow
 # C to ~1e-12, and Ant's episode statistics are compared in tests/test_mujoco_envs.py.
 _MUJOCO_NOTES = (
-    "gymnasium 1.3.0's v4 task; parts are body masses (README table), any float model field is a "
-    "parameter too. Engines: c (MuJoCo's C engine, the default), mjx, warp."
+    "gymnasium 1.3.0's v4 task; parts are body masses (docs/environments.md, MuJoCo locomotion), any float "
+    "model field is a parameter too. Engines: c (MuJoCo's C engine, the default), mjx, warp."
 )
 _MUJOCO_ENGINES = ("c", "mjx", "warp")  # mujoco_engines.ENGINES, the default first; not imported here
 # so that listing the registry does not load MuJoCo
