@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import cli, stats
+from fedjax_rl.agents import base
 
 TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", "2", "--eval-episodes", "1",
         "--set", "hidden_sizes=8", "--set", "learning_starts=10", "--set", "train_freq=1",
@@ -116,6 +117,7 @@ def test_written_files_hold_the_run(trained_run):
     # config.json: the run's TrainConfig, plus the seeds.
     written = json.loads((out / "config.json").read_text())
     assert (written.pop("num_seeds"), written.pop("seed")) == (2, 0)
+    assert written.pop("agent_revision") == base.REVISION  # how the agents act where no setting says
     assert _config_from_json(written, config) == config
     assert (config.algo, config.agent.omega, config.num_agents, config.sync_every, config.agent.hidden_sizes) == (
         "fedrdqn", 0.2, 2, 10, (8,))

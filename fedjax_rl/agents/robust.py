@@ -105,11 +105,13 @@ def robust_td_target(
 
 class RobustTerm:
     """The robust term of one agent (see the module docstring). `config` has the `SETTINGS` fields
-    and `hidden_sizes`; `optimizer` is the one the agent trains its own networks with."""
+    and `hidden_sizes`, and `init` where the agent declares it (else Flax's initialisation, so an
+    agent written before the setting composes the term unchanged); `optimizer` is the one the agent
+    trains its own networks with."""
 
     def __init__(self, config, optimizer):
         self.enabled = bool(config.robust)
-        self.net = MLP(config.hidden_sizes, 1, config.init)
+        self.net = MLP(config.hidden_sizes, 1, getattr(config, "init", "flax"))
         self.optimizer = optimizer
 
     def init(self, key: jax.Array, dummy_obs: jax.Array) -> tuple[dict, dict]:
