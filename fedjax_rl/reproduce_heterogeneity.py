@@ -64,35 +64,32 @@ def judge(robust: dict, baseline: dict) -> dict:
     return line
 
 
-def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
-    """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
-    the reported seeds (`judge`), with both algorithms' mean Minimum."""
+def _levels_of(table: Table, records: dict, out_dir: str):
+    """(row key, row, its directory, its record, one level's summary) for every level of every
+    finished row."""
     rows_by_key = {row.key: row for row in table.rows}
-    out = []
     for key, rec in records.items():
         row = rows_by_key[key]
         row_path = row_dir(out_dir, table, row)
         for point in rec["points"]:
-            algs = point["algorithms"]
-            robust = reported_values(row_path, rec, algs[point["headline"]])
-            for base in table.family(row).baselines:
-                baseline = reported_values(row_path, rec, algs[base])
-                out.append(dict(row=key, panel=row.panel, num_agents=row.num_agents, max_rate=point["max_rate"],
-                                robust=point["headline"], omega=point["chosen_omega"], baseline=base,
-                                robust_minimum=float(robust["minimum"].mean()),
-                                baseline_minimum=float(baseline["minimum"].mean()),
-                                **judge(robust, baseline)))
+            yield key, row, row_path, rec, point
+
+
+def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
+    """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
+    the reported seeds (`judge`), with both algorithms' mean Minimum."""
+    out = []
+    for key, row, row_path, rec, point in _levels_of(table, records, out_dir):
+        algs = point["algorithms"]
+        robust = reported_values(row_path, rec, algs[point["headline"]])
+        for base in table.family(row).baselines:
+            baseline = reported_values(row_path, rec, algs[base])
+            out.append(dict(row=key, panel=row.panel, num_agents=row.num_agents, max_rate=point["max_rate"],
+                            robust=point["headline"], omega=point["chosen_omega"], baseline=base,
+                            robust_minimum=float(robust["minimum"].mean()),
+                            baseline_minimum=float(baseline["minimum"].mean()),
+                            **judge(robust, baseline)))
     return out
-
-
-def _verdict_cell(word: str, seeds: int) -> str:
-    return f"**{word}**" + (f" ({seeds} < {stats.MIN_SEEDS})" if seeds < stats.MIN_SEEDS else "")
-
-
-def _seeds_cell(line: dict) -> str:
-    if line["verdict"] in (stats.AHEAD, stats.BEHIND):
-        return "—"
-    return "no difference seen" if line["seeds_for_power"] is None else f"about {line['seeds_for_power']}"
 
 
 def _levels(values: list[float]) -> str:
@@ -153,8 +150,8 @@ def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
         md.append(f"| {line['panel']} | {line['num_agents']} | {line['max_rate']:g} | {line['baseline']} | "
                   f"{line['seeds']} | {line['robust']} | {line['baseline_minimum']:.1f} | {line['robust_minimum']:.1f} | "
                   f"{line['minimum'].format()} | {line['average'].format()} | {line['sweep'].format()} | "
-                  f"{line['minimum_improvement']:.2f} | {_verdict_cell(line['verdict'], line['seeds'])} | "
-                  f"{_seeds_cell(line)} |")
+                  f"{line['minimum_improvement']:.2f} | {stats.verdict_cell(line['verdict'], line['seeds'])} | "
+                  f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |")
     return md + ["", "## Where FedR* pays", ""] + answer_lines(lines) + _per_row(table, records)
 
 
@@ -195,22 +192,18 @@ def _per_row(table: Table, records: dict) -> list[str]:
 def csv_records(table: Table, records: dict, out_dir: str) -> list[dict]:
     """One record per finished row, level and algorithm: its Average, Minimum and sweep mean, mean
     and std (numpy, ddof 0) over the reported seeds."""
-    rows_by_key = {row.key: row for row in table.rows}
     out = []
-    for key, rec in records.items():
-        row = rows_by_key[key]
-        row_path = row_dir(out_dir, table, row)
-        for point in rec["points"]:
-            for label, alg in point["algorithms"].items():
-                values = reported_values(row_path, rec, alg)
-                role = ("baseline" if label in table.family(row).baselines
-                        else "headline" if label == point["headline"] else "omega grid")
-                out.append(dict(table=table.name, row=key, env_name=row.env_name, param=row.param,
-                                num_agents=row.num_agents, max_rate=point["max_rate"], algorithm=label, role=role,
-                                omega="" if alg["omega"] is None else alg["omega"], seeds=len(values["minimum"]),
-                                **{f"{m}_{s}": float(getattr(np, s)(values[m])) for m in METRICS for s in ("mean", "std")},
-                                budget_fraction=rec["request"]["budget"],
-                                steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
+    for key, row, row_path, rec, point in _levels_of(table, records, out_dir):
+        for label, alg in point["algorithms"].items():
+            values = reported_values(row_path, rec, alg)
+            role = ("baseline" if label in table.family(row).baselines
+                    else "headline" if label == point["headline"] else "omega grid")
+            out.append(dict(table=table.name, row=key, env_name=row.env_name, param=row.param,
+                            num_agents=row.num_agents, max_rate=point["max_rate"], algorithm=label, role=role,
+                            omega="" if alg["omega"] is None else alg["omega"], seeds=len(values["minimum"]),
+                            **{f"{m}_{s}": float(getattr(np, s)(values[m])) for m in METRICS for s in ("mean", "std")},
+                            budget_fraction=rec["request"]["budget"],
+                            steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
     return out
 
 

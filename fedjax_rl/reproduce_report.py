@@ -264,7 +264,8 @@ def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[di
         agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
         md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | {line['minimum'].format()} | "
                   f"{line['average'].format()} | {line['minimum_improvement']:.2f} / {line['average_improvement']:.2f} | "
-                  f"{_verdict_cell(line['verdict'], line['seeds'])} | {_seeds_cell(line)} |"
+                  f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
+                  f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |"
                   + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if table.in_paper else ""))
         record = dict(table=table.name, row=line["row"], robust=line["robust"], baseline=line["baseline"],
                       seeds=line["seeds"])
@@ -325,7 +326,7 @@ def _aggregate_section(table: Table, records: dict) -> list[str]:
         seeds = sorted({len(records[k]["algorithms"][records[k]["headline"]]["reported"]["minimum"]) for k in agg["rows"]})
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
                   f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
-                  f"{a.difference.format(2)} | {_verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
+                  f"{a.difference.format(2)} | {stats.verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
     if paper_iqm:
         md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
                f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
@@ -347,15 +348,6 @@ def _per_row_section(table: Table, records: dict) -> list[str]:
     return md
 
 
-def _verdict_cell(word: str, seeds: int) -> str:
-    return f"**{word}**" + (f" ({seeds} < {stats.MIN_SEEDS})" if seeds < stats.MIN_SEEDS else "")
-
-
-def _seeds_cell(line: dict) -> str:
-    """About how many seeds an undecided Minimum comparison needs at stats.POWER; '—' if decided."""
-    if line["verdict"] in (stats.AHEAD, stats.BEHIND):
-        return "—"
-    return "no difference seen" if line["seeds_for_power"] is None else f"about {line['seeds_for_power']}"
 
 
 def _unsigned(interval: stats.Interval) -> str:

@@ -299,6 +299,19 @@ def verdict(interval: Interval, num_seeds: int):
     return str(words) if words.ndim == 0 else words
 
 
+def verdict_cell(word: str, num_seeds: int) -> str:
+    """A verdict as the tables print it: bold, with the seed count where it is below MIN_SEEDS."""
+    return f"**{word}**" + (f" ({num_seeds} < {MIN_SEEDS})" if num_seeds < MIN_SEEDS else "")
+
+
+def seeds_cell(verdict_word: str, seeds_needed: int | None) -> str:
+    """About how many seeds an undecided comparison needs (`seeds_for_power`), as the tables print
+    it; '—' for a decided one."""
+    if verdict_word in (AHEAD, BEHIND):
+        return "—"
+    return "no difference seen" if seeds_needed is None else f"about {seeds_needed}"
+
+
 def t_test_power(n: int, effect: float, confidence: float = VERDICT_CONFIDENCE, paired: bool = True) -> float:
     """The probability that the two-sided t test at level 1 - `confidence` rejects a zero difference
     when the true one is `effect` standard deviations, with n seeds (per algorithm): noncentral t with
