@@ -42,7 +42,8 @@ def describe() -> dict:
     JAX, devices, XLA_FLAGS and the load average."""
     import jax
 
-    info = dict(cpu=cpu_model(), cpu_isa=cpu_isa(), cores=os.cpu_count(), platform=platform.platform(),
+    info = dict(cpu=cpu_model(), cpu_isa=cpu_isa(), cores=usable_cores(), host_cores=os.cpu_count(),
+                platform=platform.platform(),
                 python=platform.python_version(), jax=jax.__version__, backend=jax.default_backend(),
                 devices=[str(d) for d in jax.devices()], xla_flags=os.environ.get("XLA_FLAGS", ""),
                 load_average_1_5_15min_at_start=list(os.getloadavg()))
@@ -51,10 +52,26 @@ def describe() -> dict:
     return info
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: fewer than the host's when it is pinned (`taskset`, a
+    `reproduce --jobs` piece), and those are what its speed was measured on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def machine_cores(machine: dict) -> str:
+    """A `describe()` record's cores in words: "2 cores", or "1 of 2 cores" for a pinned run (records
+    written before `host_cores` existed: their `cores`, the host's)."""
+    cores, host = machine.get("cores", "?"), machine.get("host_cores")
+    return f"{cores} of {host} cores" if host not in (None, cores) else f"{cores} cores"
+
+
 def summary(machine: dict) -> str:
     """A `describe()` record in words: the accelerator first where there was one (the host CPU then
     only feeds it), else the CPU with the widest vector extension XLA could use."""
-    cores = f"{machine.get('cores')} cores{_widest_isa(machine)}"
+    cores = f"{machine_cores(machine)}{_widest_isa(machine)}"
     if machine.get("gpu"):
         return f"{' + '.join(machine['gpu'])}, host {machine.get('cpu')} ({cores})"
     return f"{machine.get('cpu')} ({cores}, {machine.get('backend')})"

@@ -3,7 +3,7 @@
 Every finished program (or piece) in a results directory records its wall time (compilation, training
 and the final evaluation), its runs (seeds x grid points) and its steps per agent, and the machine it
 ran on (its own metrics.json since pieces exist; before that, its row's row.json). `measurements`
-reads them; `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
+reads them, the finished pieces of a row still in pieces (no row.json yet) included; `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
 
 - on a CPU the work is the networks' (benchmarks/README.md: 97% of a DDPG agent-step), so the time
   scales with runs x steps;
@@ -25,6 +25,9 @@ import glob
 import json
 import os
 
+from fedjax_rl import paper
+from fedjax_rl.machine import machine_cores
+from fedjax_rl.reproduce_pieces import found
 from fedjax_rl.reproduce_tables import ROW_RESULT, first_point_dir, grid_points, load_run
 
 # The results directories committed with the code (a clone's results/), read beside --out.
@@ -73,8 +76,7 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
             seeds = (piece["seeds"][1] - piece["seeds"][0]) if piece.get("seeds") else len(
                 metrics["final"]["local_average"])
             kind = "gpu" if machine.get("backend") == "gpu" else "cpu"
-            name = ", ".join(machine.get("gpu") or []) or f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores)"
-            name += "" if own else " (the row's machine)"
+            name = machine_name(machine) + ("" if own else " (the row's machine)")
             out.append(Measurement(table, record["row"], record["env_name"], program, entry["config"].get("engine"), kind, name,
                                    seeds * points,
                                    int(entry["config"]["steps_per_agent"]), float(wall), base,
@@ -82,16 +84,55 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
     return out
 
 
+def _unwritten_row_measurements(row_path: str, table: str) -> list[Measurement]:
+    """The finished pieces of a row not yet written (no row.json: its other pieces still to run), each
+    read from its own config.json and metrics.json, so that a row's first pieces already give the
+    estimates for its next ones and its sibling rows'."""
+    out = []
+    for program_dir in sorted(p for p in glob.glob(os.path.join(row_path, "*")) if os.path.isdir(p)):
+        program = os.path.basename(program_dir)
+        for piece in found(program_dir, program):
+            if not piece.finished:
+                continue
+            config, grid = piece.record, piece.record.get("grid") or {}
+            try:
+                metrics = load_run(os.path.join(piece.path, first_point_dir(grid)) if grid else piece.path)
+            except (OSError, ValueError):
+                continue
+            wall, machine = metrics.get("timing", {}).get("wall_s"), metrics.get("machine")
+            if not wall or not machine:
+                continue
+            agents = int(config.get("num_agents", paper.NUM_AGENTS))
+            row = "/".join([config["env_name"], *config["physics"]]) + (
+                "" if agents == paper.NUM_AGENTS else f"/K={agents}")
+            out.append(Measurement(table, row, config["env_name"], program, config.get("engine"),
+                                   "gpu" if machine.get("backend") == "gpu" else "cpu", machine_name(machine),
+                                   piece.piece.num_seeds * grid_points(grid), int(config["steps_per_agent"]),
+                                   float(wall), piece.path, agents))
+    return out
+
+
+def machine_name(machine: dict) -> str:
+    """A GPU by its kind; a CPU by its model and the cores the run could use ("1 of 2 cores": pinned)."""
+    if machine.get("gpu"):
+        return ", ".join(machine["gpu"])
+    return f"{machine.get('cpu', '?')} ({machine_cores(machine)})"
+
+
 def measurements(results_dirs: list[str]) -> list[Measurement]:
-    """Every finished program or piece of every finished row under these directories (each a
-    `reproduce --out`)."""
+    """Every finished program or piece under these directories (each a `reproduce --out`): of every
+    written row (its row.json), and every finished piece of a row still in pieces."""
     out = []
     for results in results_dirs:
-        for path in sorted(glob.glob(os.path.join(results, "*", "*", ROW_RESULT))):
+        for row_path in sorted(p for p in glob.glob(os.path.join(results, "*", "*")) if os.path.isdir(p)):
+            path = os.path.join(row_path, ROW_RESULT)
             try:
+                if not os.path.exists(path):
+                    out += _unwritten_row_measurements(row_path, os.path.basename(os.path.dirname(row_path)))
+                    continue
                 with open(path) as f:
                     record = json.load(f)
-                out += _program_measurements(os.path.dirname(path), record, record["table"])
+                out += _program_measurements(row_path, record, record["table"])
             except (OSError, ValueError, KeyError):
                 continue
     return out

@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_report, reproduce_tables, stats
+from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_costs, reproduce_report, reproduce_tables, stats
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
 TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0.006, progress=False,
@@ -585,6 +585,23 @@ def test_a_row_grows_by_new_seeds_without_recomputing_its_pieces(in_pieces, tmp_
         assert len(numbers["reported"]["minimum"]) == 3
     assert [p["seeds"] for p in grown["pieces"]["fedrdqn"]] == [[0, 1], [1, 3], [3, 4]]
     assert grown["request"]["num_seeds"] == 3
+
+
+def test_a_row_still_in_pieces_is_measured_by_its_finished_pieces(in_pieces, tmp_path):
+    """Before a row is written (no row.json: pieces still to run), its finished pieces already time
+    the pieces left, named by the cores they ran on."""
+    out = tmp_path / "unwritten"
+    shutil.copytree(in_pieces["out"], out)
+    (out / "table1" / "CartPole-v1__length" / "row.json").unlink()
+    request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
+    [row_status] = reproduce.status("table1", str(out), **{**request, "rows": ROWS[:1], "num_seeds": 3})
+    [todo] = [p for p in row_status["programs"][0]["pieces"] if p["state"] == "to run"]
+    first = in_pieces["row"]["pieces"]["fedrdqn"][0]
+    here = machine.describe()
+    seconds, basis = todo["estimate"][here["backend"]]
+    assert seconds == pytest.approx(first["wall_s"])
+    assert basis == f"{reproduce_costs.machine_name(here)}: 3 runs x 300 steps in {first['wall_s']:,.0f} s"
+    assert here["cores"] == len(os.sched_getaffinity(0))
 
 
 def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, monkeypatch):
