@@ -466,6 +466,9 @@ def test_row_machine_names_the_accelerator_before_its_host():
     gpu = dict(cpu="Intel(R) Xeon(R) Processor", cores=16, cpu_isa=["avx2", "avx512f"], backend="gpu",
                gpu=["NVIDIA H100 80GB HBM3"])
     assert machine.summary(gpu) == "NVIDIA H100 80GB HBM3, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
+    # A piece pinned to one core of two (`reproduce --jobs 2`) ran on one: its speed says so.
+    assert machine.summary(dict(cpu, cores=1, host_cores=2)) == "AMD EPYC 7B13 (1 of 2 cores, AVX2, cpu)"
+    assert machine.summary(dict(cpu, host_cores=2)) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
 
 
 # -- seed pieces -------------------------------------------------------------------------------------
