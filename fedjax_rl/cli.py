@@ -442,13 +442,13 @@ def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> No
     from fedjax_rl import reproduce_executor
 
     if args.program is not None or args.status or args.report_only:
-        raise ValueError("--jobs and --executor run every missing piece of the requested rows: give no --program, "
-                         "--status or --report-only with them")
+        raise ValueError("--jobs, --executor and --max-pieces run the missing pieces of the requested rows: give "
+                         "no --program, --status or --report-only with them")
     try:
         result = reproduce_executor.run(args.table, args.out, jobs=args.jobs, executor=args.executor or "local",
                                         address=args.address, cpus_per_piece=args.cpus_per_piece,
                                         gpus_per_piece=args.gpus_per_piece, progress=not args.no_progress,
-                                        piece_seeds=piece_seeds, **request)
+                                        piece_seeds=piece_seeds, max_pieces=args.max_pieces, **request)
     except reproduce_executor.PiecesFailed as failed:
         for path in (failed.result or {}).get("paths", []):
             print(f"wrote {path}")
@@ -481,7 +481,7 @@ def cmd_reproduce(args) -> None:
                        train_overrides={**_switches(args, ("tensorboard",)), **_reproduce_run_settings(args.set_run)}
                        or None)
         piece_seeds = _piece_seeds(args.piece_seeds)
-        if args.jobs is not None or args.executor is not None:
+        if args.jobs is not None or args.executor is not None or args.max_pieces is not None:
             return _reproduce_with_executor(args, piece_seeds, request)
         if args.piece is not None and args.program is None:
             raise ValueError("--piece FIRST:STOP is a piece of one program: give --program too")
@@ -651,6 +651,11 @@ def _add_executor_flags(p) -> None:
                         "groups and each process is pinned to one (as taskset -c; more processes than cores: one "
                         "core each, shared round robin); the rows are then written from the pieces as without "
                         "--jobs (default: the pieces one after another in this process)")
+    p.add_argument("--max-pieces", type=int, default=None, metavar="N",
+                   help="run only the first N missing pieces (in --status's order; alone: one process, as --jobs "
+                        "1), then stop: for a machine lent for a while, so that it starts no piece it cannot "
+                        "finish; rows with pieces left are not written, and the same command runs the rest "
+                        "(default: every missing piece)")
     p.add_argument("--executor", choices=("local", "ray"), default=None,
                    help="who runs the pieces: local (--jobs processes on this machine) or ray (Ray tasks on the "
                         "cluster at --address, or a local Ray instance; every machine must see --out at the same "

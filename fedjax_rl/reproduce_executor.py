@@ -462,11 +462,13 @@ def _ray_outcome(ray, ref, task: Task, log: str, submitted: float) -> Outcome:
 
 
 def check_executor(executor: str, jobs: int | None, address: str | None, cpus_per_piece: float,
-                   gpus_per_piece: float) -> int:
+                   gpus_per_piece: float, max_pieces: int | None = None) -> int:
     """Validate the executor's settings before anything runs (a ValueError naming the setting and
     its allowed range; Ray not installed: the install command). Returns the local executor's jobs."""
     if executor not in EXECUTORS:
         raise ValueError(f"--executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    if max_pieces is not None and (not isinstance(max_pieces, int) or max_pieces < 1):
+        raise ValueError(f"--max-pieces must be an integer >= 1 (pieces to run before stopping), got {max_pieces!r}")
     if executor == "local":
         if address is not None or cpus_per_piece != 1.0 or gpus_per_piece != 0.0:
             raise ValueError("--address, --cpus-per-piece and --gpus-per-piece are Ray's: give --executor ray")
@@ -487,21 +489,28 @@ def check_executor(executor: str, jobs: int | None, address: str | None, cpus_pe
 
 def run(table_name: str, out_dir: str, jobs: int | None = None, executor: str = "local", address: str | None = None,
         cpus_per_piece: float = 1.0, gpus_per_piece: float = 0.0, progress: bool = True,
-        piece_seeds: int | None = None, **request) -> dict:
+        piece_seeds: int | None = None, max_pieces: int | None = None, **request) -> dict:
     """`reproduce.reproduce(table_name, out_dir, piece_seeds=..., **request)` with its pieces run by
     an executor (the module docstring): each missing piece of each requested row as its own
     single-piece command, `jobs` processes at a time on this machine, or as Ray tasks. Then the rows
     whose pieces all finished are written in this process and the tables rebuilt; returns
     `reproduce.reproduce`'s result. Raises `PiecesFailed` (after writing what finished) naming every
-    piece that failed."""
-    jobs = check_executor(executor, jobs, address, cpus_per_piece, gpus_per_piece)
+    piece that failed.
+
+    `max_pieces`: run only the first that many missing pieces (in --status's order), for a machine
+    lent for a while (a working session, a GPU lease) that should start no piece it cannot finish;
+    rows with pieces left are not written, and the same command later runs the rest."""
+    jobs = check_executor(executor, jobs, address, cpus_per_piece, gpus_per_piece, max_pieces)
     request.pop("progress", None)
     rows, tasks = plan_tasks(table_name, out_dir, piece_seeds, **request)
+    left = tasks[max_pieces:] if max_pieces is not None else []
+    tasks = tasks[:max_pieces] if max_pieces is not None else tasks
     settings_args = request_args(table_name, **{k: v for k, v in request.items() if k != "rows"})
     args_of = lambda task: task_args(table_name, out_dir, task, settings_args)  # noqa: E731
     display = Display(len(tasks), progress)
     display.say(f"{table_name}: {len(tasks)} piece(s) to run for {len(rows)} row(s) in {out_dir}"
-                + (f", {jobs} at a time" if executor == "local" else ", as Ray tasks"))
+                + (f", {jobs} at a time" if executor == "local" else ", as Ray tasks")
+                + (f" (--max-pieces {max_pieces}; {len(left)} more left for a later run)" if left else ""))
     if not tasks:
         outcomes = []  # every piece finished: nothing to start (not even Ray)
     elif executor == "local":
@@ -509,8 +518,11 @@ def run(table_name: str, out_dir: str, jobs: int | None = None, executor: str = 
     else:
         outcomes = run_ray(tasks, args_of, out_dir, display, address, cpus_per_piece, gpus_per_piece)
     failed = [o for o in outcomes if not o.ok]
-    result = write_rows(table_name, out_dir, [r for r in rows if r not in {o.task.row for o in failed}],
-                        piece_seeds, request)
+    unwritten = {o.task.row for o in failed} | {task.row for task in left}
+    result = write_rows(table_name, out_dir, [r for r in rows if r not in unwritten], piece_seeds, request)
+    if left:
+        display.say(f"{len(left)} piece(s) left (--max-pieces {max_pieces}), their rows not written: "
+                    + ", ".join(task.describe() for task in left) + "; the same command runs them")
     if failed:
         raise PiecesFailed(f"{len(failed)} of {len(tasks)} piece(s) failed: "
                            + "; ".join(f"{o.task.describe()} (exit code {o.returncode}, log {o.log})" for o in failed)

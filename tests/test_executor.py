@@ -265,6 +265,8 @@ def test_executor_settings_are_refused_before_anything_runs(tmp_path, monkeypatc
         cli.main([*base, "--executor", "ray", "--jobs", "2"])
     with pytest.raises(SystemExit, match="give no --program, --status or --report-only with them"):
         cli.main([*base, "--jobs", "2", "--status"])
+    with pytest.raises(SystemExit, match=r"--max-pieces must be an integer >= 1 \(pieces to run before stopping\), got 0"):
+        cli.main([*base, "--max-pieces", "0"])
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed: its import fails
     with pytest.raises(SystemExit, match=r"--executor ray needs Ray, which is not installed: "
                                          r"pip install \"fedjax-rl\[ray\]\""):
@@ -280,6 +282,30 @@ def test_a_finished_request_runs_no_process(in_process, monkeypatch):
     result = reproduce_executor.run("table1", in_process["out"], jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
                                     **REQUEST)
     assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
+
+
+def test_max_pieces_runs_the_first_pieces_and_writes_no_row_with_pieces_left(tmp_path, monkeypatch, capsys):
+    """A lent machine runs what it can finish: the first N missing pieces in --status's order; a row
+    with pieces left is not written (and never trained in this process)."""
+    ran, written = [], []
+
+    def run_local(tasks, args_of, out_dir, jobs, display):
+        ran.extend((task.first, task.stop, jobs) for task in tasks)
+        return [reproduce_executor.Outcome(task, 0, 1.0, "log") for task in tasks]
+
+    monkeypatch.setattr(reproduce_executor, "run_local", run_local)
+    monkeypatch.setattr(reproduce_executor, "write_rows", lambda table, out, rows, *a: written.append(rows) or {})
+    reproduce_executor.run("table1", str(tmp_path), jobs=None, progress=False, piece_seeds=PIECE_SEEDS,
+                           max_pieces=2, **REQUEST)
+    assert ran == [(0, 1, 1), (1, 2, 1)] and written == [[]]
+    said = capsys.readouterr().err
+    assert "2 piece(s) to run for 1 row(s)" in said and "(--max-pieces 2; 1 more left for a later run)" in said
+    assert f"1 piece(s) left (--max-pieces 2), their rows not written: {ROW} fedrdqn seeds 2-2" in said
+    # Enough pieces allowed: every piece runs and the row is written, as without the setting.
+    ran.clear(), written.clear()
+    reproduce_executor.run("table1", str(tmp_path), jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
+                           max_pieces=5, **REQUEST)
+    assert ran == [(0, 1, 2), (1, 2, 2), (2, 3, 2)] and written == [[ROW]]
 
 
 class Terminal(io.StringIO):
