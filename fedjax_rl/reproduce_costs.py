@@ -25,10 +25,9 @@ import glob
 import json
 import os
 
-from fedjax_rl import paper
 from fedjax_rl.machine import machine_cores
 from fedjax_rl.reproduce_pieces import found
-from fedjax_rl.reproduce_tables import ROW_RESULT, first_point_dir, grid_points, load_run
+from fedjax_rl.reproduce_tables import ROW_RESULT, first_point_dir, get_table, grid_points, load_run
 
 # The results directories committed with the code (a clone's results/), read beside --out.
 COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -75,19 +74,26 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
                 continue
             seeds = (piece["seeds"][1] - piece["seeds"][0]) if piece.get("seeds") else len(
                 metrics["final"]["local_average"])
-            kind = "gpu" if machine.get("backend") == "gpu" else "cpu"
-            name = machine_name(machine) + ("" if own else " (the row's machine)")
-            out.append(Measurement(table, record["row"], record["env_name"], program, entry["config"].get("engine"), kind, name,
-                                   seeds * points,
-                                   int(entry["config"]["steps_per_agent"]), float(wall), base,
-                                   int(entry["config"].get("num_agents", 5))))
+            out.append(_measurement(table, record["row"], program, entry["config"], machine, seeds * points, wall,
+                                    base, "" if own else " (the row's machine)"))
     return out
+
+
+def _measurement(table: str, row: str, program: str, config: dict, machine: dict, runs: int, wall: float,
+                 source: str, machine_note: str = "") -> Measurement:
+    """One finished program or piece of `row`, from its recorded config and the machine it ran on."""
+    return Measurement(table, row, config["env_name"], program, config.get("engine"),
+                       "gpu" if machine.get("backend") == "gpu" else "cpu", machine_name(machine) + machine_note,
+                       runs, int(config["steps_per_agent"]), float(wall), source, int(config.get("num_agents", 5)))
 
 
 def _unwritten_row_measurements(row_path: str, table: str) -> list[Measurement]:
     """The finished pieces of a row not yet written (no row.json: its other pieces still to run), each
     read from its own config.json and metrics.json, so that a row's first pieces already give the
-    estimates for its next ones and its sibling rows'."""
+    estimates for its next ones and its sibling rows'. The row is the table's row of that directory."""
+    row = next((r.key for r in get_table(table).rows if r.dir_name == os.path.basename(row_path)), None)
+    if row is None:
+        return []
     out = []
     for program_dir in sorted(p for p in glob.glob(os.path.join(row_path, "*")) if os.path.isdir(p)):
         program = os.path.basename(program_dir)
@@ -100,15 +106,9 @@ def _unwritten_row_measurements(row_path: str, table: str) -> list[Measurement]:
             except (OSError, ValueError):
                 continue
             wall, machine = metrics.get("timing", {}).get("wall_s"), metrics.get("machine")
-            if not wall or not machine:
-                continue
-            agents = int(config.get("num_agents", paper.NUM_AGENTS))
-            row = "/".join([config["env_name"], *config["physics"]]) + (
-                "" if agents == paper.NUM_AGENTS else f"/K={agents}")
-            out.append(Measurement(table, row, config["env_name"], program, config.get("engine"),
-                                   "gpu" if machine.get("backend") == "gpu" else "cpu", machine_name(machine),
-                                   piece.piece.num_seeds * grid_points(grid), int(config["steps_per_agent"]),
-                                   float(wall), piece.path, agents))
+            if wall and machine:
+                out.append(_measurement(table, row, program, config, machine,
+                                        piece.piece.num_seeds * grid_points(grid), wall, piece.path))
     return out
 
 
