@@ -430,7 +430,7 @@ def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]
             continue
         lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(_program_line(p) for p in r["programs"]))
         for p in r["programs"]:
-            lines += [f"    {p['name']} seeds {piece['seeds'][0]}-{piece['seeds'][1] - 1}: {_piece_line(piece, p)}"
+            lines += [f"    {p['name']} {reproduce_pieces.seed_span(*piece['seeds'])}: {_piece_line(piece, p)}"
                       for piece in p["pieces"] if piece["state"] in ("partial", "to run")]
     return lines
 
@@ -440,7 +440,7 @@ def _program_line(p: dict) -> str:
         return f"{p['program']} trained and evaluated"
     if p["state"] == "other settings":
         return f"{p['program']} holds a run with other settings (set aside when this request runs)"
-    held = f"seeds 0-{p['seeds_held'] - 1} finished, " if p["seeds_held"] else ""
+    held = f"{reproduce_pieces.seed_span(0, p['seeds_held'])} finished, " if p["seeds_held"] else ""
     todo = sum(1 for piece in p["pieces"] if piece["state"] in ("partial", "to run"))
     if p["state"] == "partial" and len(p["pieces"]) == 1 and p["pieces"][0]["state"] == "partial":
         return f"{p['program']} {_piece_line(p['pieces'][0], p)}"
@@ -587,7 +587,7 @@ def reproduce(
 
 
 def _seeds_text(run: PieceRun, total: int) -> str:
-    return "" if (run.piece.first, run.piece.stop) == (0, total) else f", seeds {run.piece.first}-{run.piece.stop - 1}"
+    return "" if (run.piece.first, run.piece.stop) == (0, total) else f", {reproduce_pieces.seed_span(run.piece.first, run.piece.stop)}"
 
 
 def _rows_bar(table: Table, selected: list, work: dict, plans: dict):

@@ -49,7 +49,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from fedjax_rl import reproduce, reproduce_report
+from fedjax_rl import reproduce, reproduce_pieces, reproduce_report
 from fedjax_rl.reproduce_tables import ROW_RESULT, row_dir
 
 EXECUTORS = ("local", "ray")
@@ -73,8 +73,8 @@ class Task:
     stop: int
 
     def describe(self) -> str:
-        """"CartPole-v1/length fedrdqn seeds 0-2"."""
-        return f"{self.row} {self.program} seeds {self.first}-{self.stop - 1}"
+        """"CartPole-v1/length fedrdqn seeds 0-1" (the seed indices first..stop-1)."""
+        return f"{self.row} {self.program} {reproduce_pieces.seed_span(self.first, self.stop)}"
 
     @property
     def log_name(self) -> str:

@@ -60,10 +60,15 @@ class Piece:
         return f"{PIECE_PREFIX}{self.first}-{self.stop}"
 
     def describe(self) -> str:
-        return f"{self.program} seeds {self.first}-{self.stop - 1}"
+        return f"{self.program} {seed_span(self.first, self.stop)}"
 
     def overlaps(self, other: "Piece") -> bool:
         return self.first < other.stop and other.first < self.stop
+
+
+def seed_span(first: int, stop: int) -> str:
+    """The seed indices first..stop-1 as a reader says them: "seeds 0-1", or "seed 3" for one."""
+    return f"seed {first}" if stop - first == 1 else f"seeds {first}-{stop - 1}"
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -160,14 +160,14 @@ def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_th
     assert sorted((o.task.first, o.returncode) for o in failed.failed) == [(1, 1), (2, -signal.SIGKILL)]
     message = str(failed)
     assert message.startswith("2 of 3 piece(s) failed: ")
-    assert f"{ROW} fedrdqn seeds 1-1 (exit code 1, log " in message
-    assert f"{ROW} fedrdqn seeds 2-2 (exit code -9, log " in message
+    assert f"{ROW} fedrdqn seed 1 (exit code 1, log " in message
+    assert f"{ROW} fedrdqn seed 2 (exit code -9, log " in message
     # Each failure was said as it happened, with the tail of its log: the injected error's line.
     said = killed_then_resumed["said"]
-    assert f"FAILED {ROW} fedrdqn seeds 1-1 (exit code 1); the last lines of " in said
+    assert f"FAILED {ROW} fedrdqn seed 1 (exit code 1); the last lines of " in said
     assert "NonFiniteError: non-finite loss in seed index 1 (injected by the test)" in said
     # The piece that did not fail finished; no row was written while pieces were missing.
-    assert f"finished {ROW} fedrdqn seeds 0-0 in " in said
+    assert f"finished {ROW} fedrdqn seed 0 in " in said
     # Three workers, each pinned to its group of this machine's cores: piece 2 ran in the third.
     groups = reproduce_executor.core_groups(sorted(os.sched_getaffinity(0)), 3)
     assert killed_then_resumed["killed"]["cores"] == set(groups[2])
@@ -300,7 +300,7 @@ def test_max_pieces_runs_the_first_pieces_and_writes_no_row_with_pieces_left(tmp
     assert ran == [(0, 1, 1), (1, 2, 1)] and written == [[]]
     said = capsys.readouterr().err
     assert "2 piece(s) to run for 1 row(s)" in said and "(--max-pieces 2; 1 more left for a later run)" in said
-    assert f"1 piece(s) left (--max-pieces 2), their rows not written: {ROW} fedrdqn seeds 2-2" in said
+    assert f"1 piece(s) left (--max-pieces 2), their rows not written: {ROW} fedrdqn seed 2" in said
     # Enough pieces allowed: every piece runs and the row is written, as without the setting.
     ran.clear(), written.clear()
     reproduce_executor.run("table1", str(tmp_path), jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
@@ -321,7 +321,7 @@ def test_the_display_redraws_running_pieces_in_place_on_a_terminal(tmp_path):
     display.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
     block = screen.getvalue()
     assert block.startswith("0/3 pieces done, 1 running, 0 failed (")
-    assert block.endswith(f"\n  {ROW} fedrdqn seeds 0-0: training:  67%| 2/3\n")
+    assert block.endswith(f"\n  {ROW} fedrdqn seed 0: training:  67%| 2/3\n")
     display.say("started another piece")  # erases the block (2 lines up), writes the line; the next refresh redraws
     assert screen.getvalue() == block + "\x1b[2F\x1b[J" + "started another piece\n"
     # Not a terminal: no escape sequences, the status only every STATUS_EVERY_S seconds.

@@ -550,8 +550,8 @@ def test_pieces_are_refused_before_compiling_when_they_overlap_or_differ(in_piec
     unwritten = tmp_path / "unwritten"
     shutil.copytree(out, unwritten)
     (unwritten / "table1" / "CartPole-v1__length" / "row.json").unlink()
-    with pytest.raises(ValueError, match=r"fedrdqn seeds 3-3 would train with other settings than the finished fedrdqn "
-                                         r"seeds 0-0 in .*seeds_0-1 \(agent\.gradient_steps: 1 -> 2\)"):
+    with pytest.raises(ValueError, match=r"fedrdqn seed 3 would train with other settings than the finished fedrdqn "
+                                         r"seed 0 in .*seeds_0-1 \(agent\.gradient_steps: 1 -> 2\)"):
         reproduce.run_program("table1", str(unwritten), ROWS[0], "fedrdqn", piece=(3, 4), **other)
     with pytest.raises(SystemExit, match="--piece FIRST:STOP is a piece of one program: give --program too"):
         cli.main(["reproduce", "table1", "--rows", ROWS[0], "--piece", "3:4", "--out", out])

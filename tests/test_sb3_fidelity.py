@@ -213,6 +213,6 @@ def test_runs_record_the_agents_revision_and_older_runs_never_merge_with_newer(t
     assert run_directory.progress_on_disk(str(tmp_path), {**now, "agent_revision": 1}, 2)["state"] == "finished"
     on_disk = reproduce_pieces.found(str(tmp_path), "dqnavg")
     newer_piece = run_directory.recorded_config(config, num_seeds=1, seed=0, first_seed=2)[0]
-    with pytest.raises(ValueError, match=r"dqnavg seeds 2-2 would train with other settings than the finished "
+    with pytest.raises(ValueError, match=r"dqnavg seed 2 would train with other settings than the finished "
                                          r"dqnavg seeds 0-1 .*\(agent_revision: 1 -> 2\)"):
         reproduce_pieces.check(reproduce_pieces.Piece("dqnavg", 2, 3), newer_piece, on_disk)
