@@ -493,7 +493,7 @@ def cmd_reproduce(args) -> None:
             reproduce.run_program(args.table, args.out, rows[0], args.program, progress=not args.no_progress,
                                   piece=piece, piece_seeds=piece_seeds,
                                   **{k: v for k, v in request.items() if k != "rows"})
-            what = f"{args.program} seeds {piece[0]}-{piece[1] - 1}" if piece else args.program
+            what = reproduce_pieces.Piece(args.program, *piece).describe() if piece else args.program
             print(f"{rows[0]} {what}: finished in {args.out}; the same command without --program writes the row "
                   "when every program holds its seeds, reading the finished pieces back")
             return
