@@ -254,7 +254,7 @@ def differences_table(runs: list[dict]) -> str:
     seed keys, P(robust > baseline), the verdict on Minimum, and for an undecided one about how many
     seeds would decide it (`fedjax_rl.stats`). Empty when there is no such pair; stopped runs are
     left out."""
-    from fedjax_rl import stats
+    from fedjax_rl import envs, stats
 
     finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
     robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
@@ -265,7 +265,10 @@ def differences_table(runs: list[dict]) -> str:
             paired = _seeds_paired(rob, base)
             x = {name: np.asarray(rob["final"][f"local_{name}"], float) for name in ("minimum", "average")}
             y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
-            minimum, average = (stats.difference(x[n], y[n], paired=paired) for n in ("minimum", "average"))
+            env_name = _task(rob)[0]  # Brax's tasks (not listed) have no return range
+            bounds = envs.return_range(env_name) if env_name in envs.list_envs() else None
+            minimum, average = (stats.difference(x[n], y[n], paired=paired, value_range=bounds)
+                                for n in ("minimum", "average"))
             p_min, p_avg = (stats.probability_of_improvement(x[n], y[n]) for n in ("minimum", "average"))
             m, n = len(x["minimum"]), len(y["minimum"])
             verdict = stats.verdict(minimum, min(m, n))
@@ -332,14 +335,17 @@ def _interval_limits(estimates: np.ndarray, lows: np.ndarray, highs: np.ndarray)
     return low - pad, high + pad
 
 
-def interval_lines_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: str) -> str:
+def interval_lines_figure(panels: list, out_path: str, xlabel: str, ylabel: str, title: str,
+                          beyond_note: str = "") -> str:
     """Estimates with their intervals against x, one panel per (panel title, [(label, x, estimate,
     low, high, decided)]) (arrays over x), a dashed line at 0. The lines of a panel are dodged
     sideways a little so that their intervals do not hide each other. A decided point (its interval
     excludes 0) is filled, an undecided one hollow. The panel spans the estimates, 0 and the interval
     ends, but no further than `_interval_limits` allows; an interval end beyond it (at +-infinity with
     too few seeds, or far out on the side of one odd seed) is drawn to the panel's edge and marked
-    with an arrowhead there, so that one wide interval does not flatten every estimate to a line."""
+    with an arrowhead there, so that one wide interval does not flatten every estimate to a line.
+    `beyond_note` (what the arrowheads mean) ends the title where the figure draws one."""
+    beyond = False
     ncols = min(3, max(1, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(max(8.0, 5.2 * ncols), 4.2 * nrows + 0.8), squeeze=False)
@@ -360,13 +366,14 @@ def interval_lines_figure(panels: list, out_path: str, xlabel: str, ylabel: str,
             ax.plot(x[~decided], np.asarray(estimate)[~decided], "o", mfc="white", color=color, ms=6)
             ax.plot(x[lo <= low], lo[lo <= low], "v", color=color, ms=6)
             ax.plot(x[hi >= high], hi[hi >= high], "^", color=color, ms=6)
+            beyond |= bool((lo <= low).any() or (hi >= high).any())
         ax.axhline(0.0, color="grey", ls="--", lw=1)
         ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low, high), xticks=xs)
         ax.tick_params(labelsize=9)
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(_wrapped(title, fig, 11), fontsize=11)
+    fig.suptitle(_wrapped(title + (beyond_note if beyond else ""), fig, 11), fontsize=11)
     return _save(fig, out_path, dpi=110)
 
 

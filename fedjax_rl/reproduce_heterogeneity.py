@@ -26,9 +26,10 @@ import os
 
 import numpy as np
 
-from fedjax_rl import paper, stats
+from fedjax_rl import envs, paper, stats
 from fedjax_rl.machine import summary as machine_summary
-from fedjax_rl.reproduce_tables import OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_program_run, row_dir
+from fedjax_rl.reproduce_tables import (OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_program_run, range_note,
+                                       row_dir)
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -47,15 +48,16 @@ def reported_values(row_path: str, record: dict, algorithm: dict) -> dict:
                 sweep=sweep[tuning:total].mean(axis=-1))
 
 
-def judge(robust: dict, baseline: dict) -> dict:
+def judge(robust: dict, baseline: dict, value_range: tuple[float, float] | None = None) -> dict:
     """The paired comparison of two algorithms' reported values ({metric: per-seed values}): per
-    metric the difference with its interval (stats.difference) and P(robust > baseline); the verdict
+    metric the difference with its interval (stats.difference, within what the task's `value_range`
+    of returns allows) and P(robust > baseline); the verdict
     read from the Minimum interval (stats.verdict) and, for an undecided one, about how many seeds
     would decide it (stats.seeds_for_power; None where no difference is seen or below 2 seeds)."""
     seeds = len(robust["minimum"])
     line = dict(seeds=seeds)
     for metric in METRICS:
-        line[metric] = stats.difference(robust[metric], baseline[metric], paired=True)
+        line[metric] = stats.difference(robust[metric], baseline[metric], paired=True, value_range=value_range)
         line[f"{metric}_improvement"] = stats.probability_of_improvement(robust[metric], baseline[metric])
     line["verdict"] = stats.verdict(line["minimum"], seeds)
     decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)
@@ -88,7 +90,7 @@ def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
                             robust=point["headline"], omega=point["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
-                            **judge(robust, baseline)))
+                            **judge(robust, baseline, envs.return_range(row.env_name))))
     return out
 
 
@@ -101,7 +103,7 @@ LEGEND = (
     "per-seed differences FedR* − baseline with its 95% interval (the {method}, computed at nominal "
     "{verdict_level:.0%}, {reps:,} resamples, generator seed {seed}; fedjax_rl/stats.py and REPRODUCTION.md, "
     "\"How the tables judge a comparison\"), on Minimum and Average over the K local environments and on the "
-    "robustness sweep's mean return over 0.1m-1.9m. FedR* is the level's headline: the omega chosen on the "
+    "robustness sweep's mean return over 0.1m-1.9m. {range_note}FedR* is the level's headline: the omega chosen on the "
     "tuning seeds at that level ({omega_rule}). **Verdict** (on Minimum): *ahead* if the interval lies above 0, "
     "*behind* if below, *inconclusive* otherwise, *too few seeds* below {min_seeds}. **Seeds for {power:.0%} "
     "power**: about how many seeds a true difference of the observed mean and spread needs to be decided that "
@@ -141,7 +143,7 @@ def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
         "## FedR* − baseline, paired by seed, per level p", "",
         LEGEND.format(method=stats.METHOD_NAMES[stats.METHOD], verdict_level=stats.VERDICT_CONFIDENCE,
                       reps=stats.REPS, seed=stats.SEED, omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS,
-                      power=stats.POWER), "",
+                      power=stats.POWER, range_note=range_note(rec["env_name"] for rec in records.values())), "",
         "| row | K | p | baseline | seeds | FedR* (headline ω) | baseline Minimum | FedR* Minimum | "
         "Minimum: difference [95% CI] | Average: difference [95% CI] | Sweep mean: difference [95% CI] | "
         f"P(FedR* > baseline), Minimum | verdict | seeds for {stats.POWER:.0%} power |",
@@ -246,11 +248,12 @@ def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -
     seeds = sorted({line["seeds"] for line in lines})
     reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
     title = (f"FedR* − *Avg on Minimum against the heterogeneity level p{reduced}\n(mean of the paired per-seed "
-             f"differences over {'/'.join(map(str, seeds))} reported seeds, 95% interval; filled: interval "
-             "excludes 0; ▲▼: interval runs beyond the panel, unbounded or far)")
+             f"differences over {'/'.join(map(str, seeds))} reported seeds, 95% interval, within the task's "
+             "return range; filled: interval excludes 0")
     return plots.interval_lines_figure(drawn, os.path.join(out_dir, f"{table.name}_map.png"),
                                        xlabel="heterogeneity level p (max perturbation rate)",
-                                       ylabel="FedR* − baseline, Minimum", title=title)
+                                       ylabel="FedR* − baseline, Minimum", title=title + ")",
+                                       beyond_note=" ▲▼: an interval runs beyond the panel.")
 
 
 def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:

@@ -16,7 +16,7 @@ from fedjax_rl import envs, paper, reproduce_heterogeneity, stats
 from fedjax_rl.machine import summary as machine_summary
 # finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
 from fedjax_rl.reproduce_tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_algorithm, load_run, row_dir)
+    OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_algorithm, load_run, range_note, row_dir)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -59,7 +59,7 @@ COMPARISON_LEGEND = (
     "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% interval, "
     "on Minimum and on Average: the hull of the Student t interval and the bootstrap-t (studentized bootstrap) "
     "interval, each computed at nominal {verdict_level:.0%} ({reps:,} resamples of the seeds, generator seed {seed}; "
-    "fedjax_rl/stats.py). P({robust} > baseline): the probability that a {robust} seed's value exceeds a baseline "
+    "fedjax_rl/stats.py). {range_note}P({robust} > baseline): the probability that a {robust} seed's value exceeds a baseline "
     "seed's, over all pairs of seeds, ties counting one half (rliable's probability of improvement). **Verdict** "
     "(on Minimum, the paper's claim): *ahead* if the interval lies above 0, *behind* if below, otherwise "
     "*inconclusive*; *too few seeds* below {min_seeds}, where no interval measured holds its level. On simulated "
@@ -88,7 +88,8 @@ AGGREGATE_LEGEND = (
 def comparisons(table: Table, records: dict) -> list[dict]:
     """Per finished row and baseline: the headline FedR* minus the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
-    Average, each with a 95% interval (stats.METHOD) and P(FedR* > baseline); the verdict read from the
+    Average, each with a 95% interval (stats.METHOD, within the task's return range where it has one)
+    and P(FedR* > baseline); the verdict read from the
     Minimum interval, and for an undecided one about how many seeds would decide it
     (stats.seeds_for_power); and the paper's own Minimum difference where its table reports both."""
     rows_by_key = {row.key: row for row in table.rows}
@@ -99,7 +100,8 @@ def comparisons(table: Table, records: dict) -> list[dict]:
             line = dict(row=key, baseline=base, robust=headline, seeds=len(algs[headline]["reported"]["minimum"]))
             for metric in METRICS:
                 robust, baseline = algs[headline]["reported"][metric], algs[base]["reported"][metric]
-                line[metric] = stats.difference(robust, baseline, paired=True)
+                line[metric] = stats.difference(robust, baseline, paired=True,
+                                                value_range=envs.return_range(prow.env_name))
                 line[f"{metric}_improvement"] = stats.probability_of_improvement(robust, baseline)
             line["verdict"] = stats.verdict(line["minimum"], line["seeds"])
             decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)
@@ -251,7 +253,8 @@ def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[di
     md = ["", f"## {robust} (headline ω) − baseline, paired by seed", "", COMPARISON_LEGEND.format(
               robust=robust, reps=stats.REPS, seed=stats.SEED, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
               verdict_level=stats.VERDICT_CONFIDENCE, test_level=1 - stats.VERDICT_CONFIDENCE,
-              t_power_10=stats.t_test_power(10, 1.0), **stats.MEASURED)
+              t_power_10=stats.t_test_power(10, 1.0), **stats.MEASURED,
+              range_note=range_note(records[line["row"]]["env_name"] for line in lines))
           + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
              "paper's sign." if table.in_paper else ""), "",
           f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "

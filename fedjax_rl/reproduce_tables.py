@@ -18,7 +18,7 @@ import json
 import math
 import os
 
-from fedjax_rl import paper
+from fedjax_rl import envs, paper
 
 ROW_RESULT = "row.json"
 OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "
@@ -219,3 +219,15 @@ def load_algorithm(row_path: str, record: dict, label: str) -> dict:
     # The row's seeds, [0, n): a program may hold more than the others (pieces are whole).
     n = len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])
     return {**run, **{part: {k: v[:n] for k, v in run[part].items()} for part in ("curve", "final")}}
+
+
+def range_note(env_names) -> str:
+    """The legends' sentence on the intervals cut to a task's return range (`stats.difference`'s
+    `value_range`), naming the ranges of these tasks; empty where none has one."""
+    ranges = {name: envs.return_range(name) for name in dict.fromkeys(env_names)}
+    named = [f"{name} [{low:g}, {high:g}]" for name, bounds in ranges.items() if bounds for low, high in [bounds]]
+    if not named:
+        return ""
+    return ("An interval is cut to the differences the task's return range allows (" + ", ".join(named)
+            + "; fedjax_rl.envs.return_range): the true difference lies inside, so its level and the verdict "
+            "stay, and an end at that bound means the seeds set no limit on that side. ")

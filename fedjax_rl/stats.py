@@ -241,25 +241,52 @@ def _bca_ends(values, mean, boot_mean, confidence):
 
 
 def difference(x, y, paired: bool = True, method: str = METHOD, confidence: float | None = None,
-               reps: int = REPS, seed: int = SEED) -> Interval:
+               reps: int = REPS, seed: int = SEED, value_range: tuple[float, float] | None = None) -> Interval:
     """mean(x) - mean(y) with its interval by `method` at nominal level `confidence` (default:
     `default_confidence(method)`, so that `difference(x, y)` is the tables' 95% interval). paired:
     x[i] and y[i] come from the same seed (the same initialisation, physics and exploration keys), so
     the interval is `mean_interval` of the per-seed differences x - y. Otherwise the two are
     independent samples: Welch's t interval, and a bootstrap that resamples x and y separately
-    (bootstrap-t: studentized by Welch's standard error); BCa is for paired values only."""
+    (bootstrap-t: studentized by Welch's standard error); BCa is for paired values only.
+
+    value_range: (low, high) that every value of x and y lies in, or None. A task's returns have one
+    where its rewards bound them (`envs.return_range`: CartPole's lie in [0, 500]). The difference of
+    the means then lies in [low - high, high - low], and the interval is intersected with that: where
+    most seeds' differences are equal, a bootstrap-t interval can run to +-inf or past the largest
+    difference the task allows. The true difference lies inside, so the intersection covers it
+    whenever the interval did: coverage and verdicts stay as they were (the estimate is inside too)."""
     confidence = default_confidence(method) if confidence is None else confidence
     _check(confidence, reps, method)
     x, y = _values(x, "x"), _values(y, "y")
+    if value_range is not None:
+        _check_range(value_range, x=x, y=y)
     if paired:
         if x.shape != y.shape:
             raise ValueError(f"paired values need one per seed on both sides, got {x.shape[-1]} and {y.shape[-1]}")
         inner = mean_interval(x - y, method, confidence, reps, seed)
-        return Interval(_scalar(x.mean(axis=-1) - y.mean(axis=-1)), inner.low, inner.high)
-    if method == BCA:
+        interval = Interval(_scalar(x.mean(axis=-1) - y.mean(axis=-1)), inner.low, inner.high)
+    elif method == BCA:
         raise ValueError("method 'bca' is for paired values only; unpaired values take t, percentile, "
                          "bootstrap-t or t+bootstrap-t")
-    return _unpaired(x, y, method, confidence, reps, seed)
+    else:
+        interval = _unpaired(x, y, method, confidence, reps, seed)
+    if value_range is None:
+        return interval
+    widest = value_range[1] - value_range[0]
+    return Interval(interval.estimate, _scalar(np.maximum(interval.low, -widest)),
+                    _scalar(np.minimum(interval.high, widest)))
+
+
+def _check_range(value_range, **values) -> None:
+    """Every value lies in value_range = (low, high), low < high; else a ValueError naming it."""
+    low, high = value_range
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f"value_range must be (low, high) with finite low < high, got {value_range}")
+    for name, array in values.items():
+        outside = array[(array < low) | (array > high)]
+        if outside.size:
+            raise ValueError(f"{name} holds {outside.tolist()[:5]} outside value_range [{low}, {high}]: "
+                             "the values are not what the range was declared for")
 
 
 def _unpaired(x, y, method, confidence, reps, seed) -> Interval:

@@ -522,8 +522,23 @@ def test_sweep_params_run(env_name):
 @pytest.mark.parametrize("env_name", CLASSIC)
 def test_documented_random_return(env_name):
     """The registry's random-policy return is what its documented measurement gives (key 0, 1000
-    episodes; recorded to 3 decimals), and lies in the possible range."""
+    episodes; recorded to 3 decimals), and every episode's return lies in the declared range."""
     env, params = make(env_name)
     returns = np.asarray(random_policy_returns(env, params, jax.random.key(0), 1000))
-    assert (np.abs(returns) <= params.max_steps_in_episode).all()
+    low, high = get_spec(env_name).return_range
+    assert low <= returns.min() and returns.max() <= high
+    assert high - low == params.max_steps_in_episode  # one unit of reward per step at most
     assert returns.mean() == pytest.approx(get_spec(env_name).random_return, abs=5e-4)
+
+
+def test_pendulum_return_range_is_its_worst_step_for_every_step():
+    """Pendulum-v1's declared lower bound is 200 steps at the largest cost there is: the pole down
+    (theta = pi), at the speed limit, at full torque. One step from there costs exactly that much."""
+    from gymnax.environments.classic_control.pendulum import EnvState
+
+    env, params = make("Pendulum-v1")
+    low, high = get_spec("Pendulum-v1").return_range
+    worst = EnvState(theta=jnp.float32(np.pi), theta_dot=jnp.float32(params.max_speed), last_u=jnp.float32(0.0), time=0)
+    _, _, reward, _, _, _ = env.step(jax.random.key(0), worst, jnp.array([params.max_torque]), params)
+    assert high == 0.0 and params.max_steps_in_episode == 200
+    assert float(reward) * 200 == pytest.approx(low, rel=1e-6)

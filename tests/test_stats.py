@@ -205,6 +205,26 @@ def test_too_few_seeds_is_its_own_word():
     assert same == stats.Interval(3.0, 3.0, 3.0) and stats.verdict(same, 5) == stats.AHEAD
 
 
+def test_value_range_cuts_the_interval_to_what_the_task_allows():
+    # CartPole: returns in [0, 500]. Both at the cap on 9 of 10 seeds, the robust one at 400 on one:
+    # a resample of only the nine zero differences has no spread and a moved mean, so the bootstrap-t
+    # end runs to -inf. No difference of means can be below -500.
+    robust, baseline = np.array([500.0] * 7 + [400.0, 500.0, 500.0]), np.full(10, 500.0)
+    for paired in (True, False):
+        free = stats.difference(robust, baseline, paired=paired)
+        bounded = stats.difference(robust, baseline, paired=paired, value_range=(0.0, 500.0))
+        assert free.low == -np.inf and np.isfinite(free.high)
+        assert bounded == stats.Interval(free.estimate, -500.0, free.high)
+        assert stats.verdict(bounded, 10) == stats.verdict(free, 10) == stats.INCONCLUSIVE
+    # A finite interval inside the range is left as it is.
+    d = np.array([1.0, 2.0, 2.0, 3.0])
+    assert stats.difference(d + 10, np.full(4, 10.0), value_range=(0, 20)) == stats.difference(d + 10, np.full(4, 10.0))
+    with pytest.raises(ValueError, match=r"x holds \[501.0\] outside value_range \[0.0, 500.0\]"):
+        stats.difference(np.array([501.0, 3.0]), np.zeros(2), value_range=(0.0, 500.0))
+    with pytest.raises(ValueError, match="finite low < high"):
+        stats.difference(d, d, value_range=(1.0, 1.0))
+
+
 def test_seeds_for_power_against_the_published_counts():
     # The paired t test at 5% two-sided needs 10 pairs for 80% power at effect size 1 (power 0.803)
     # and 34 at 0.5 (0.808) (Cohen 1988; G*Power). Two values with mean m and std (ddof 1) 1.

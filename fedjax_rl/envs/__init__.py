@@ -11,6 +11,7 @@ from fedjax_rl.envs.registry import (
     random_policy_returns,
     random_return,
     register,
+    return_range,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "random_policy_returns",
     "random_return",
     "register",
+    "return_range",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,10 @@ class EnvSpec:
       params of the default variant, `make(name)` (1000 episodes, key 0).
     - variant_random_returns: ((perturbed, return), ...) for the variants `make(name, perturbed)`
       builds that are not the default one (LunarLander without wind); see `random_return`.
+    - return_range: (low, high) that every episode's undiscounted return lies in, at any physical
+      parameters, where the task's rewards bound it (None where they do not: LunarLander's crash and
+      landing bonuses and the MuJoCo tasks' velocity terms are unbounded in practice). The comparisons
+      intersect their intervals with what it allows (`stats.difference`'s `value_range`).
     """
 
     name: str
@@ -47,6 +52,7 @@ class EnvSpec:
     random_return: float
     notes: str = ""
     variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
+    return_range: tuple[float, float] | None = None
     #: the physics engines the task runs on, its default first ("jax": the env is written in JAX).
     engines: tuple[str, ...] = ("jax",)
     #: engine -> None, or raise a ValueError saying why this machine cannot run it (MuJoCo Warp
@@ -122,6 +128,7 @@ _SPECS: dict[str, EnvSpec] = {
             perturbed=("length", "masscart"),
             max_steps=500,
             random_return=22.502,  # +- 0.372 (s.e.); gymnasium: about 22
+            return_range=(0.0, 500.0),  # +1 per step, at most max_steps steps
             notes="`length` is half the pole length (gymnasium's convention).",
         ),
         EnvSpec(
@@ -130,6 +137,7 @@ _SPECS: dict[str, EnvSpec] = {
             perturbed=("gravity", "length"),
             max_steps=500,
             random_return=-498.726,  # +- 0.398 (s.e.); a few episodes reach the goal
+            return_range=(-500.0, 0.0),  # -1 per step until the goal, at most max_steps steps
             notes="`length` is link 1 (gymnasium's LINK_LENGTH_1); centres of mass follow.",
         ),
         EnvSpec(
@@ -138,6 +146,7 @@ _SPECS: dict[str, EnvSpec] = {
             perturbed=("gravity", "force"),
             max_steps=200,
             random_return=-200.0,  # a random policy never reaches the goal in 200 steps
+            return_range=(-200.0, 0.0),  # -1 per step until the goal, at most max_steps steps
         ),
         EnvSpec(
             name="Pendulum-v1",
@@ -145,6 +154,9 @@ _SPECS: dict[str, EnvSpec] = {
             perturbed=("m", "l"),
             max_steps=200,
             random_return=-1199.359,  # +- 8.763 (s.e.); gymnasium: about -1200
+            # The cost per step is theta^2 + 0.1 thetadot^2 + 0.001 u^2 with theta in [-pi, pi],
+            # |thetadot| <= max_speed 8 and |u| <= max_torque 2: at most 16.2736 for 200 steps.
+            return_range=(-200 * (math.pi**2 + 0.1 * 8.0**2 + 0.001 * 2.0**2), 0.0),
             notes="continuous torque in [-2, 2]; `m` is the mass, `l` the length.",
         ),
         EnvSpec(
@@ -262,6 +274,12 @@ def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:
     LunarLander's gravity row runs without wind, its wind row with)."""
     spec = get_spec(name)
     return dict(spec.variant_random_returns).get(tuple(perturbed or spec.perturbed), spec.random_return)
+
+
+def return_range(name: str) -> tuple[float, float] | None:
+    """(low, high) that every episode return of `name` lies in, or None where its rewards do not bound
+    it (`EnvSpec.return_range`)."""
+    return get_spec(name).return_range
 
 
 def make(name: str, perturbed: tuple[str, ...] | None = None, engine: str | None = None):
