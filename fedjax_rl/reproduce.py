@@ -390,7 +390,9 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
     pieces = []
     for f in on_disk:
         if reproduce_pieces.identity(f.record) != mine:
-            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path))
+            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path,
+                               finished=f.finished, differences=run_directory.config_differences(
+                                   reproduce_pieces.identity(f.record), mine)))
         elif f.finished:
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
     for piece in reproduce_pieces.missing(on_disk, whole, total, program.name, piece_seeds):
@@ -408,7 +410,9 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
     partial = [p for p in pieces if p["state"] == "partial"]
     state = ("finished" if held >= total else "partial" if partial or held
              else "other settings" if any(p["state"] == "other settings" for p in pieces) else "not started")
-    return dict(program=program.label, name=program.name, state=state, num_blocks=config.num_evals,
+    # A finished piece of other settings makes every piece of this request refuse (reproduce_pieces.check).
+    refused = any(p["state"] == "other settings" and p["finished"] for p in pieces)
+    return dict(program=program.label, name=program.name, state=state, refused=refused, num_blocks=config.num_evals,
                 seeds_held=held, blocks_done=sum(p["blocks_done"] for p in partial),
                 wall_s=partial[0]["wall_s"] if len(partial) == 1 else None, pieces=pieces)
 
@@ -431,20 +435,33 @@ def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]
         lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(_program_line(p) for p in r["programs"]))
         for p in r["programs"]:
             lines += [f"    {p['name']} {reproduce_pieces.seed_span(*piece['seeds'])}: {_piece_line(piece, p)}"
-                      for piece in p["pieces"] if piece["state"] in ("partial", "to run")]
+                      for piece in p["pieces"] if piece["state"] in ("partial", "to run") and not p.get("refused")]
     return lines
 
 
 def _program_line(p: dict) -> str:
     if p["state"] == "finished":
         return f"{p['program']} trained and evaluated"
-    if p["state"] == "other settings":
-        return f"{p['program']} holds a run with other settings (set aside when this request runs)"
+    if p["state"] == "other settings" or p.get("refused"):
+        return _other_settings_line(p)
     held = f"{reproduce_pieces.seed_span(0, p['seeds_held'])} finished, " if p["seeds_held"] else ""
     todo = sum(1 for piece in p["pieces"] if piece["state"] in ("partial", "to run"))
     if p["state"] == "partial" and len(p["pieces"]) == 1 and p["pieces"][0]["state"] == "partial":
         return f"{p['program']} {_piece_line(p['pieces'][0], p)}"
     return f"{p['program']} {held}{todo} piece(s) to run" if todo else f"{p['program']} not started"
+
+
+def _other_settings_line(p: dict) -> str:
+    """A program that holds pieces of other settings than the request's: an unfinished one is set
+    aside when the request runs it, a finished one makes the request refuse (`reproduce_pieces.check`:
+    the two could not be merged), and the line says which, naming the settings that differ."""
+    others = [piece for piece in p["pieces"] if piece["state"] == "other settings"]
+    differences = sorted({d for piece in others for d in piece["differences"]})
+    shown = "; ".join(differences[:3]) + (f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
+    if any(piece["finished"] for piece in others):
+        return (f"{p['program']} holds a finished run with other settings ({shown}): this request is refused "
+                "before compiling; run it with those settings (and the code that made them) or another --out")
+    return f"{p['program']} holds an unfinished run with other settings ({shown}; set aside when this request runs)"
 
 
 def _piece_line(piece: dict, program: dict) -> str:

@@ -558,6 +558,14 @@ def test_pieces_are_refused_before_compiling_when_they_overlap_or_differ(in_piec
     with pytest.raises(ValueError, match=r"fedrdqn seed 3 would train with other settings than the finished fedrdqn "
                                          r"seed 0 in .*seeds_0-1 \(agent\.gradient_steps: 1 -> 2\)"):
         reproduce.run_program("table1", str(unwritten), ROWS[0], "fedrdqn", piece=(3, 4), **other)
+    # --status says so, with what differs, and lists no piece "to run" that would be refused.
+    report = reproduce.status("table1", str(unwritten), **{k: v for k, v in other.items() if k != "progress"},
+                              rows=ROWS[:1])
+    lines = reproduce.status_lines("table1", str(unwritten), report)
+    assert lines[1] == (f"  {ROWS[0]}: in progress: FedRDQN holds a finished run with other settings "
+                        "(agent.gradient_steps: 1 -> 2): this request is refused before compiling; run it with those "
+                        "settings (and the code that made them) or another --out")
+    assert len(lines) == 2
     with pytest.raises(SystemExit, match="--piece FIRST:STOP is a piece of one program: give --program too"):
         cli.main(["reproduce", "table1", "--rows", ROWS[0], "--piece", "3:4", "--out", out])
     with pytest.raises(SystemExit, match=r"piece must be FIRST:STOP with 0 <= FIRST < STOP, got '4:3'"):
