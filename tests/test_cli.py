@@ -210,7 +210,8 @@ def _fake_run(directory, algo, omega, minimum, average, seed=0):
 def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     # Per-seed Minimum differences (-3, 0, 6): mean +1. Three seeds are fewer than a verdict needs: a
     # bootstrap-t resample of three copies of one seed (3 of the 27, 11% > 2.5%) has no spread and a
-    # moved mean, so the interval is unbounded. To decide a mean of 1 with that spread (std, ddof 1,
+    # moved mean, so the interval is unbounded, and cut to the +-500 that CartPole's returns in [0, 500]
+    # allow (envs.return_range). To decide a mean of 1 with that spread (std, ddof 1,
     # sqrt(21)) 4 times in 5 takes about 193 seeds (stats.seeds_for_power: the t test at the rule's
     # nominal 3%; 167 at 5%). Average differences
     # (2, 2, 2): no spread, the interval is the point.
@@ -224,7 +225,7 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     cells = [c.strip() for c in paired.split("|")]
     # P(robust > baseline) on Minimum over all 9 seed pairs: 97 beats none, 100 ties two (1/2 each),
     # 116 beats all three: 4 / 9. On Average: 152 > 150, 162 > 150, 160, 172 > all: 6 / 9.
-    assert cells[2:] == ["3 (paired)", "+1.0 [-inf, +inf]", "+2.0 [+2.0, +2.0]", "0.44 / 0.67", "too few seeds",
+    assert cells[2:] == ["3 (paired)", "+1.0 [-500.0, +500.0]", "+2.0 [+2.0, +2.0]", "0.44 / 0.67", "too few seeds",
                          "about 193"]
     assert "3 vs 3 (unpaired)" in unpaired  # other seed keys: resampled independently, not paired
     assert "too few seeds below 4" in out and "seeds for 80% power" in out
