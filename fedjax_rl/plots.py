@@ -265,14 +265,13 @@ def differences_table(runs: list[dict]) -> str:
             paired = _seeds_paired(rob, base)
             x = {name: np.asarray(rob["final"][f"local_{name}"], float) for name in ("minimum", "average")}
             y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
-            env_name = _task(rob)[0]  # Brax's tasks (not listed) have no return range
-            bounds = envs.return_range(env_name) if env_name in envs.list_envs() else None
+            env, physics = _task(rob)
+            bounds = envs.return_range(env) if env in envs.list_envs() else None  # Brax's tasks are not listed
             minimum, average = (stats.difference(x[n], y[n], paired=paired, value_range=bounds)
                                 for n in ("minimum", "average"))
             p_min, p_avg = (stats.probability_of_improvement(x[n], y[n]) for n in ("minimum", "average"))
             m, n = len(x["minimum"]), len(y["minimum"])
             verdict = stats.verdict(minimum, min(m, n))
-            env, physics = _task(rob)
             rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
                          f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", minimum.format(), average.format(),
                          f"{p_min:.2f} / {p_avg:.2f}", verdict,

@@ -458,7 +458,7 @@ def _other_settings_line(p: dict) -> str:
     others = [piece for piece in p["pieces"] if piece["state"] == "other settings"]
     differences = sorted({d for piece in others for d in piece["differences"]})
     shown = "; ".join(differences[:3]) + (f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
-    if any(piece["finished"] for piece in others):
+    if p.get("refused"):
         return (f"{p['program']} holds a finished run with other settings ({shown}): this request is refused "
                 "before compiling; run it with those settings (and the code that made them) or another --out")
     return f"{p['program']} holds an unfinished run with other settings ({shown}; set aside when this request runs)"

@@ -96,12 +96,12 @@ def comparisons(table: Table, records: dict) -> list[dict]:
     out = []
     for key, rec in records.items():
         prow, algs, headline = rows_by_key[key], rec["algorithms"], rec["headline"]
+        bounds = envs.return_range(prow.env_name)
         for base in table.baselines:
             line = dict(row=key, baseline=base, robust=headline, seeds=len(algs[headline]["reported"]["minimum"]))
             for metric in METRICS:
                 robust, baseline = algs[headline]["reported"][metric], algs[base]["reported"][metric]
-                line[metric] = stats.difference(robust, baseline, paired=True,
-                                                value_range=envs.return_range(prow.env_name))
+                line[metric] = stats.difference(robust, baseline, paired=True, value_range=bounds)
                 line[f"{metric}_improvement"] = stats.probability_of_improvement(robust, baseline)
             line["verdict"] = stats.verdict(line["minimum"], line["seeds"])
             decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)

@@ -224,8 +224,11 @@ def load_algorithm(row_path: str, record: dict, label: str) -> dict:
 def range_note(env_names) -> str:
     """The legends' sentence on the intervals cut to a task's return range (`stats.difference`'s
     `value_range`), naming the ranges of these tasks; empty where none has one."""
-    ranges = {name: envs.return_range(name) for name in dict.fromkeys(env_names)}
-    named = [f"{name} [{low:g}, {high:g}]" for name, bounds in ranges.items() if bounds for low, high in [bounds]]
+    named = []
+    for name in dict.fromkeys(env_names):  # each task once, in the rows' order
+        bounds = envs.return_range(name)
+        if bounds is not None:
+            named.append(f"{name} [{bounds[0]:g}, {bounds[1]:g}]")
     if not named:
         return ""
     return ("An interval is cut to the differences the task's return range allows (" + ", ".join(named)
