@@ -369,7 +369,8 @@ def interval_lines_figure(panels: list, out_path: str, xlabel: str, ylabel: str,
         ax.axhline(0.0, color="grey", ls="--", lw=1)
         ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low, high), xticks=xs)
         ax.tick_params(labelsize=9)
-        ax.legend(fontsize=8)
+        # Below the panel: inside it, no corner is free of intervals that run to its edges.
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(_wrapped(title + (beyond_note if beyond else ""), fig, 11), fontsize=11)
