@@ -48,24 +48,6 @@ def reported_values(row_path: str, record: dict, algorithm: dict) -> dict:
                 sweep=sweep[tuning:total].mean(axis=-1))
 
 
-def judge(robust: dict, baseline: dict, value_range: tuple[float, float] | None = None) -> dict:
-    """The paired comparison of two algorithms' reported values ({metric: per-seed values}): per
-    metric the difference with its interval (stats.difference, within what the task's `value_range`
-    of returns allows) and P(robust > baseline); the verdict
-    read from the Minimum interval (stats.verdict) and, for an undecided one, about how many seeds
-    would decide it (stats.seeds_for_power; None where no difference is seen or below 2 seeds)."""
-    seeds = len(robust["minimum"])
-    line = dict(seeds=seeds)
-    for metric in METRICS:
-        line[metric] = stats.difference(robust[metric], baseline[metric], paired=True, value_range=value_range)
-        line[f"{metric}_improvement"] = stats.probability_of_improvement(robust[metric], baseline[metric])
-    line["verdict"] = stats.verdict(line["minimum"], seeds)
-    decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)
-    line["seeds_for_power"] = None if decided or seeds < 2 else stats.seeds_for_power(robust["minimum"],
-                                                                                        baseline["minimum"])
-    return line
-
-
 def _levels_of(table: Table, records: dict, out_dir: str):
     """(row key, row, its directory, its record, one level's summary) for every level of every
     finished row."""
@@ -79,7 +61,7 @@ def _levels_of(table: Table, records: dict, out_dir: str):
 
 def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
     """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
-    the reported seeds (`judge`), with both algorithms' mean Minimum."""
+    the reported seeds (stats.paired_comparison), with both algorithms' mean Minimum."""
     out = []
     for key, row, row_path, rec, point in _levels_of(table, records, out_dir):
         algs = point["algorithms"]
@@ -90,7 +72,8 @@ def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
                             robust=point["headline"], omega=point["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
-                            **judge(robust, baseline, envs.return_range(row.env_name))))
+                            **stats.paired_comparison(robust, baseline, METRICS,
+                                                     value_range=envs.return_range(row.env_name))))
     return out
 
 

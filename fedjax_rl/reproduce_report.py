@@ -86,27 +86,19 @@ AGGREGATE_LEGEND = (
 
 
 def comparisons(table: Table, records: dict) -> list[dict]:
-    """Per finished row and baseline: the headline FedR* minus the baseline on the reported seeds,
+    """Per finished row and baseline: the headline FedR* against the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
-    Average, each with a 95% interval (stats.METHOD, within the task's return range where it has one)
-    and P(FedR* > baseline); the verdict read from the
-    Minimum interval, and for an undecided one about how many seeds would decide it
-    (stats.seeds_for_power); and the paper's own Minimum difference where its table reports both."""
+    Average, as stats.paired_comparison judges it (within the task's return range where it has one);
+    and the paper's own Minimum difference where its table reports both."""
     rows_by_key = {row.key: row for row in table.rows}
     out = []
     for key, rec in records.items():
         prow, algs, headline = rows_by_key[key], rec["algorithms"], rec["headline"]
         bounds = envs.return_range(prow.env_name)
         for base in table.baselines:
-            line = dict(row=key, baseline=base, robust=headline, seeds=len(algs[headline]["reported"]["minimum"]))
-            for metric in METRICS:
-                robust, baseline = algs[headline]["reported"][metric], algs[base]["reported"][metric]
-                line[metric] = stats.difference(robust, baseline, paired=True, value_range=bounds)
-                line[f"{metric}_improvement"] = stats.probability_of_improvement(robust, baseline)
-            line["verdict"] = stats.verdict(line["minimum"], line["seeds"])
-            decided = line["verdict"] in (stats.AHEAD, stats.BEHIND)
-            line["seeds_for_power"] = None if decided else stats.seeds_for_power(
-                algs[headline]["reported"]["minimum"], algs[base]["reported"]["minimum"])
+            line = dict(row=key, baseline=base, robust=headline,
+                        **stats.paired_comparison(algs[headline]["reported"], algs[base]["reported"], METRICS,
+                                                  value_range=bounds))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
             # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
             line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
