@@ -48,9 +48,9 @@ def reported_values(row_path: str, record: dict, algorithm: dict) -> dict:
                 sweep=sweep[tuning:total].mean(axis=-1))
 
 
-def _levels_of(table: Table, records: dict, out_dir: str):
+def level_points(table: Table, records: dict, out_dir: str):
     """(row key, row, its directory, its record, one level's summary) for every level of every
-    finished row."""
+    finished row: what `reported_values` reads a level's algorithms from."""
     rows_by_key = {row.key: row for row in table.rows}
     for key, rec in records.items():
         row = rows_by_key[key]
@@ -63,7 +63,7 @@ def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
     """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
     the reported seeds (stats.paired_comparison), with both algorithms' mean Minimum."""
     out = []
-    for key, row, row_path, rec, point in _levels_of(table, records, out_dir):
+    for key, row, row_path, rec, point in level_points(table, records, out_dir):
         algs = point["algorithms"]
         robust = reported_values(row_path, rec, algs[point["headline"]])
         for base in table.family(row).baselines:
@@ -178,7 +178,7 @@ def csv_records(table: Table, records: dict, out_dir: str) -> list[dict]:
     """One record per finished row, level and algorithm: its Average, Minimum and sweep mean, mean
     and std (numpy, ddof 0) over the reported seeds."""
     out = []
-    for key, row, row_path, rec, point in _levels_of(table, records, out_dir):
+    for key, row, row_path, rec, point in level_points(table, records, out_dir):
         for label, alg in point["algorithms"].items():
             values = reported_values(row_path, rec, alg)
             role = ("baseline" if label in table.family(row).baselines

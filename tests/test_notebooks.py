@@ -63,3 +63,12 @@ def test_reproduction_notebook_runs_and_agrees_with_the_committed_table(monkeypa
                                        [float(row[k]) for k in ("minimum_difference", "minimum_low", "minimum_high")],
                                        rtol=1e-12, atol=1e-12)
             assert namespace["stats"].verdict(interval, len(record["seeds"]["reported"])) == row["verdict"]
+
+    # The heterogeneity table: the notebook's per-seed differences, paired by seed at each level, average to
+    # the committed table's difference, and every level of every finished row is there.
+    with open(os.path.join(ROOT, "results", "heterogeneity", "heterogeneity_comparisons.csv")) as f:
+        comparisons = {(r["row"], float(r["max_rate"])): r for r in csv.DictReader(f) if r["baseline"] == "DQNAvg"}
+    assert set(namespace["het_paired"]) == set(comparisons)
+    for point, (difference, _) in namespace["het_paired"].items():
+        assert difference.shape == (int(comparisons[point]["seeds"]),)
+        np.testing.assert_allclose(difference.mean(), float(comparisons[point]["minimum_difference"]), rtol=1e-9)
