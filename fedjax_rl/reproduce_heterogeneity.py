@@ -27,9 +27,8 @@ import os
 import numpy as np
 
 from fedjax_rl import envs, paper, stats
-from fedjax_rl.machine import summary as machine_summary
-from fedjax_rl.reproduce_tables import (OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_program_run, range_note,
-                                       row_dir)
+from fedjax_rl.reproduce_tables import (OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_program_run, ran_on,
+                                       range_note, row_dir)
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -169,7 +168,7 @@ def _per_row(table: Table, records: dict) -> list[str]:
         wall = "wall not recorded" if rec.get("wall_s") is None else f"wall {rec['wall_s']:,.0f} s"
         steps = "/".join(f"{n:,}" for n in sorted(set(rec["budget"]["steps_per_agent"].values())))
         md.append(f"- {key}: {steps} steps per agent; tuning-seed mean Minimum {{{choices}}}; {wall} on "
-                  f"{machine_summary(rec['machine'])}, jax {rec['versions'].get('jax')}; exact configs: "
+                  f"{ran_on(rec)}, jax {rec['versions'].get('jax')}; exact configs: "
                   f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}")
     return md
 

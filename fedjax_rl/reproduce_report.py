@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedjax_rl import envs, paper, reproduce_heterogeneity, stats
-from fedjax_rl.machine import summary as machine_summary
 # finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
 from fedjax_rl.reproduce_tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_algorithm, load_run, range_note, row_dir)
+    OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_algorithm, load_run, ran_on, range_note, row_dir)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -333,11 +332,10 @@ def _per_row_section(table: Table, records: dict) -> list[str]:
     md = ["", "## Per row", ""]
     for key, rec in records.items():
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
-        m = rec["machine"]
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} "
                   f"({'paper' if table.in_paper else 'RL-Zoo3'} {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
-                  f"on {machine_summary(m)}, jax {rec['versions'].get('jax')}, "
+                  f"on {ran_on(rec)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md

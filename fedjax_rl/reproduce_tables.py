@@ -19,6 +19,7 @@ import math
 import os
 
 from fedjax_rl import envs, paper
+from fedjax_rl.machine import summary as machine_summary
 
 ROW_RESULT = "row.json"
 OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "
@@ -219,6 +220,35 @@ def load_algorithm(row_path: str, record: dict, label: str) -> dict:
     # The row's seeds, [0, n): a program may hold more than the others (pieces are whole).
     n = len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])
     return {**run, **{part: {k: v[:n] for k, v in run[part].items()} for part in ("curve", "final")}}
+
+
+def ran_on(record: dict) -> str:
+    """Where a finished row trained, in words. A row run in seed pieces (row.json's "pieces") names
+    each piece's own machine, and where its pieces ran on several, which seeds of which program ran on
+    each, so that a row assembled on several machines does not read as one machine's; a row without
+    pieces (or whose pieces did not record theirs) names the machine of the process that wrote it."""
+    seeds_by_machine: dict[str, dict[str, list[int]]] = {}
+    for program, found in record.get("pieces", {}).items():
+        for piece in found:
+            machine = piece["machine"] or "a machine it did not record"
+            seeds_by_machine.setdefault(machine, {}).setdefault(program, []).extend(range(*piece["seeds"]))
+    if not seeds_by_machine or list(seeds_by_machine) == ["a machine it did not record"]:
+        return machine_summary(record["machine"])
+    if len(seeds_by_machine) == 1:
+        return next(iter(seeds_by_machine))
+    return ", ".join(f"{machine} ({'; '.join(f'{program} seeds {_seed_runs(seeds)}' for program, seeds in programs.items())})"
+                     for machine, programs in seeds_by_machine.items())
+
+
+def _seed_runs(seeds: list[int]) -> str:
+    """Seed indices as runs of consecutive ones: [0, 1, 2, 5] -> '0-2, 5'."""
+    runs, seeds = [], sorted(seeds)
+    for seed in seeds:
+        if runs and seed == runs[-1][1] + 1:
+            runs[-1][1] = seed
+        else:
+            runs.append([seed, seed])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def range_note(env_names) -> str:

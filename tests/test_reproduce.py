@@ -476,6 +476,22 @@ def test_row_machine_names_the_accelerator_before_its_host():
     assert machine.summary(dict(cpu, host_cores=2)) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
 
 
+def test_a_row_names_every_machine_its_pieces_ran_on():
+    writer = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["avx2"], backend="cpu")
+    assert reproduce_tables.ran_on({"machine": writer}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
+    cpu, gpu = "AMD EPYC 7B13 (1 of 2 cores, AVX2, cpu)", "NVIDIA H100 80GB HBM3, host Xeon (16 cores, AVX-512)"
+    one = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 2], machine=cpu), dict(seeds=[2, 3], machine=cpu)]}}
+    assert reproduce_tables.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
+    several = {"machine": writer, "pieces": {
+        "fedrddpg": [dict(seeds=[0, 2], machine=gpu), dict(seeds=[2, 3], machine=cpu), dict(seeds=[3, 4], machine=cpu),
+                     dict(seeds=[5, 6], machine=cpu)],
+        "ddpgavg2": [dict(seeds=[0, 6], machine=None)]}}
+    assert reproduce_tables.ran_on(several) == (f"{gpu} (fedrddpg seeds 0-1), {cpu} (fedrddpg seeds 2-3, 5), "
+                                                "a machine it did not record (ddpgavg2 seeds 0-5)")
+    unrecorded = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 4], machine=None)]}}
+    assert reproduce_tables.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
+
+
 # -- seed pieces -------------------------------------------------------------------------------------
 
 
