@@ -227,17 +227,21 @@ def ran_on(record: dict) -> str:
     each piece's own machine, and where its pieces ran on several, which seeds of which program ran on
     each, so that a row assembled on several machines does not read as one machine's; a row without
     pieces (or whose pieces did not record theirs) names the machine of the process that wrote it."""
+    unrecorded = "a machine it did not record"
     seeds_by_machine: dict[str, dict[str, list[int]]] = {}
     for program, found in record.get("pieces", {}).items():
         for piece in found:
-            machine = piece["machine"] or "a machine it did not record"
+            machine = piece["machine"] or unrecorded
             seeds_by_machine.setdefault(machine, {}).setdefault(program, []).extend(range(*piece["seeds"]))
-    if not seeds_by_machine or list(seeds_by_machine) == ["a machine it did not record"]:
+    if not seeds_by_machine or list(seeds_by_machine) == [unrecorded]:
         return machine_summary(record["machine"])
     if len(seeds_by_machine) == 1:
         return next(iter(seeds_by_machine))
-    return ", ".join(f"{machine} ({'; '.join(f'{program} seeds {_seed_runs(seeds)}' for program, seeds in programs.items())})"
-                     for machine, programs in seeds_by_machine.items())
+    where = []
+    for machine, programs in seeds_by_machine.items():
+        seeds = "; ".join(f"{program} seeds {_seed_runs(indices)}" for program, indices in programs.items())
+        where.append(f"{machine} ({seeds})")
+    return ", ".join(where)
 
 
 def _seed_runs(seeds: list[int]) -> str:
