@@ -267,15 +267,12 @@ def differences_table(runs: list[dict]) -> str:
             y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
             env, physics = _task(rob)
             bounds = envs.return_range(env) if env in envs.list_envs() else None  # Brax's tasks are not listed
-            minimum, average = (stats.difference(x[n], y[n], paired=paired, value_range=bounds)
-                                for n in ("minimum", "average"))
-            p_min, p_avg = (stats.probability_of_improvement(x[n], y[n]) for n in ("minimum", "average"))
+            line = stats.comparison(x, y, ("minimum", "average"), paired=paired, value_range=bounds)
             m, n = len(x["minimum"]), len(y["minimum"])
-            verdict = stats.verdict(minimum, min(m, n))
+            improvement = f"{line['minimum_improvement']:.2f} / {line['average_improvement']:.2f}"
             rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
-                         f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", minimum.format(), average.format(),
-                         f"{p_min:.2f} / {p_avg:.2f}", verdict,
-                         _seeds_to_decide(verdict, x["minimum"], y["minimum"], paired)))
+                         f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", line["minimum"].format(),
+                         line["average"].format(), improvement, line["verdict"], _seeds_to_decide(line)))
     if not rows:
         return ""
     header = ("task", "difference", "seeds", "Minimum: mean [95% CI]", "Average: mean [95% CI]",
@@ -298,16 +295,14 @@ DIFFERENCES_NOTE = (
     "See fedjax_rl/stats.py.")
 
 
-def _seeds_to_decide(verdict: str, x: np.ndarray, y: np.ndarray, paired: bool) -> str:
-    """'—' for a decided comparison, else stats.seeds_for_power ('no difference' if none is seen)."""
+def _seeds_to_decide(line: dict) -> str:
+    """A `stats.comparison`'s seeds for power as the compare table prints it: '—' for a decided
+    comparison, 'no difference' where none is seen."""
     from fedjax_rl import stats
 
-    if verdict in (stats.AHEAD, stats.BEHIND):
+    if line["verdict"] in (stats.AHEAD, stats.BEHIND):
         return "—"
-    if min(len(x), len(y)) < 2:
-        return "unknown (1 seed)"
-    needed = stats.seeds_for_power(x, y, paired=paired)
-    return "no difference" if needed is None else f"about {needed}"
+    return "no difference" if line["seeds_for_power"] is None else f"about {line['seeds_for_power']}"
 
 
 def _text_table(header: tuple, rows: list[tuple]) -> str:

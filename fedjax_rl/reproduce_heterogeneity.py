@@ -60,7 +60,7 @@ def level_points(table: Table, records: dict, out_dir: str):
 
 def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
     """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
-    the reported seeds (stats.paired_comparison), with both algorithms' mean Minimum."""
+    the reported seeds (stats.comparison), with both algorithms' mean Minimum."""
     out = []
     for key, row, row_path, rec, point in level_points(table, records, out_dir):
         algs = point["algorithms"]
@@ -71,7 +71,7 @@ def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
                             robust=point["headline"], omega=point["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
-                            **stats.paired_comparison(robust, baseline, METRICS,
+                            **stats.comparison(robust, baseline, METRICS,
                                                      value_range=envs.return_range(row.env_name))))
     return out
 

@@ -87,7 +87,7 @@ AGGREGATE_LEGEND = (
 def comparisons(table: Table, records: dict) -> list[dict]:
     """Per finished row and baseline: the headline FedR* against the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
-    Average, as stats.paired_comparison judges it (within the task's return range where it has one);
+    Average, as stats.comparison judges it (within the task's return range where it has one);
     and the paper's own Minimum difference where its table reports both."""
     rows_by_key = {row.key: row for row in table.rows}
     out = []
@@ -96,7 +96,7 @@ def comparisons(table: Table, records: dict) -> list[dict]:
         bounds = envs.return_range(prow.env_name)
         for base in table.baselines:
             line = dict(row=key, baseline=base, robust=headline,
-                        **stats.paired_comparison(algs[headline]["reported"], algs[base]["reported"], METRICS,
+                        **stats.comparison(algs[headline]["reported"], algs[base]["reported"], METRICS,
                                                   value_range=bounds))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
             # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.

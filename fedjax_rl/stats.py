@@ -382,23 +382,25 @@ def probability_of_improvement(x, y) -> float:
     return _scalar(_pairwise_improvement(x, y))
 
 
-
-def paired_comparison(robust: dict, baseline: dict, metrics: Sequence[str], decide_on: str = "minimum",
-                      value_range: tuple[float, float] | None = None) -> dict:
-    """How the tables judge robust against baseline from their reported seeds' values ({metric:
-    per-seed values}, paired by seed): per metric the difference with its interval (`difference`,
-    within what the task's `value_range` of returns allows) and P(robust > baseline); the verdict read
-    from `decide_on`'s interval and, for an undecided one, about how many seeds would decide it
-    (`seeds_for_power`; None where no difference is seen). At least 2 seeds, as `difference` needs."""
-    seeds = len(robust[decide_on])
+def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: bool = True, decide_on: str = "minimum",
+               value_range: tuple[float, float] | None = None) -> dict:
+    """How the tables and `fedjax-rl compare` judge robust against baseline from their seeds' values
+    ({metric: per-seed values}, paired by seed or not): per metric the difference with its interval
+    (`difference`, within what the task's `value_range` of returns allows) and P(robust > baseline);
+    the verdict read from `decide_on`'s interval over the fewer side's seeds and, for an undecided one,
+    about how many seeds would decide it (`seeds_for_power`; None where no difference is seen). At
+    least 2 seeds a side, as `difference` needs."""
+    seeds = min(len(robust[decide_on]), len(baseline[decide_on]))
     line = dict(seeds=seeds)
     for metric in metrics:
-        line[metric] = difference(robust[metric], baseline[metric], paired=True, value_range=value_range)
+        line[metric] = difference(robust[metric], baseline[metric], paired=paired, value_range=value_range)
         line[f"{metric}_improvement"] = probability_of_improvement(robust[metric], baseline[metric])
     line["verdict"] = verdict(line[decide_on], seeds)
     decided = line["verdict"] in (AHEAD, BEHIND)
-    line["seeds_for_power"] = None if decided else seeds_for_power(robust[decide_on], baseline[decide_on])
+    line["seeds_for_power"] = (None if decided
+                               else seeds_for_power(robust[decide_on], baseline[decide_on], paired=paired))
     return line
+
 
 def iqm(values, axis: int = -1) -> np.ndarray | float:
     """Interquartile mean: the mean of the values left after dropping floor(n / 4) from each end

@@ -294,21 +294,26 @@ def test_probability_of_improvement_by_hand():
     assert stats.probability_of_improvement(x, y) == pytest.approx(u / (7 * 5), abs=1e-15)
 
 
-def test_paired_comparison_is_the_tables_reading_of_each_metric():
+def test_comparison_is_the_tables_reading_of_each_metric():
     # The Minimum decides; every metric gets its own interval and probability of improvement.
     robust = dict(minimum=np.array([4.0, 5.0, 6.0, 5.0, 5.0]), average=np.array([1.0, 3.0, 2.0, 2.0, 2.0]))
     baseline = dict(minimum=np.zeros(5), average=np.full(5, 2.0))
-    line = stats.paired_comparison(robust, baseline, ("minimum", "average"), value_range=(0.0, 10.0))
+    line = stats.comparison(robust, baseline, ("minimum", "average"), value_range=(0.0, 10.0))
     for metric in ("minimum", "average"):
         assert line[metric] == stats.difference(robust[metric], baseline[metric], value_range=(0.0, 10.0))
         assert line[f"{metric}_improvement"] == stats.probability_of_improvement(robust[metric], baseline[metric])
     assert (line["seeds"], line["verdict"], line["seeds_for_power"]) == (5, stats.AHEAD, None)  # decided
-    undecided = stats.paired_comparison(dict(minimum=np.array([1.0, -1.0, 2.0, 0.0])),
+    undecided = stats.comparison(dict(minimum=np.array([1.0, -1.0, 2.0, 0.0])),
                                         dict(minimum=np.zeros(4)), ("minimum",))
     assert undecided["verdict"] == stats.INCONCLUSIVE
     assert undecided["seeds_for_power"] == stats.seeds_for_power([1.0, -1.0, 2.0, 0.0], np.zeros(4))
+    # Unpaired (`fedjax-rl compare` on runs with other seed keys): Welch's reading, judged on the fewer seeds.
+    x, y = dict(minimum=np.array([3.0, 5.0, 4.0, 6.0, 2.0])), dict(minimum=np.array([1.0, 2.0, 0.0, 1.0]))
+    unpaired = stats.comparison(x, y, ("minimum",), paired=False)
+    assert unpaired["minimum"] == stats.difference(x["minimum"], y["minimum"], paired=False)
+    assert unpaired["seeds"] == 4 and unpaired["verdict"] == stats.verdict(unpaired["minimum"], 4)
     with pytest.raises(ValueError, match="at least 2 per-seed value"):  # one seed has no spread to judge
-        stats.paired_comparison(dict(minimum=np.array([3.0])), dict(minimum=np.array([1.0])), ("minimum",))
+        stats.comparison(dict(minimum=np.array([3.0])), dict(minimum=np.array([1.0])), ("minimum",))
 
 
 def test_iqm_by_hand_and_against_scipy():
