@@ -78,7 +78,7 @@ def compare(arm: dict, baseline: dict) -> dict:
         x, y = np.asarray(arm[metric]), np.asarray(baseline[metric])
         interval = stats.difference(x, y, paired=True)
         out[metric] = dict(difference=interval.estimate, low=interval.low, high=interval.high,
-                           verdict=stats.verdict(interval, len(x)),
+                           verdict=stats.verdict(interval, stats.decidable(len(x))),
                            seeds_better=int((x > y).sum()), seeds_worse=int((x < y).sum()),
                            seeds_for_power=stats.seeds_for_power(x, y))
     return out
@@ -92,8 +92,8 @@ def markdown(arms: dict, results: list[dict], info: dict) -> str:
         lines.append(f"| {name} | {arm['init']} | {arm['learning_starts']:,} | {len(arm['local_minimum'])} | "
                      f"{np.mean(arm['local_minimum']):.1f} | {np.mean(arm['local_average']):.1f} | "
                      f"{np.mean(arm['sweep_mean']):.1f} | {arm['wall_s']:.0f} |")
-    lines += ["", f"Paired differences by seed: the {stats.METHOD_NAMES[stats.METHOD]} at nominal "
-              f"{stats.VERDICT_CONFIDENCE:.0%} (the tables' rule); seeds better/worse; seeds for 80% power.", "",
+    lines += ["", f"Paired differences by seed: the {stats.METHOD_NAMES[stats.METHOD]} at "
+              f"{stats.CONFIDENCE:.0%} (the tables' rule); seeds better/worse; seeds for 80% power.", "",
               "| task | comparison | metric | difference [interval] | verdict | better / worse | seeds for 80% power |",
               "| --- | --- | --- | --- | --- | ---: | ---: |"]
     for r in results:

@@ -1,6 +1,22 @@
 """How often a verdict is false when the two algorithms are equal, and how often it is given when they
-differ: the coverage study behind `fedjax_rl.stats.METHOD`, `VERDICT_CONFIDENCE`, `MIN_SEEDS` and
+differ: the coverage study behind `fedjax_rl.stats.METHOD`, `MIN_SEEDS`, `PLAN_QUANTILE` and
 `AGGREGATE_CONFIDENCE`.
+
+Rule part (`--part rule`, the tables' rule today). The median paired difference with its
+order-statistic interval (`stats.comparison`, the tables' call), beside the rule it replaced (the hull of
+Student t and bootstrap-t at nominal 97%, about the mean) and Student t, on the kinds of data RL results
+have (KINDS): two exchangeable algorithms (the same distribution of returns per seed: normal,
+collapsing on a tenth of the seeds, capped at a task's maximum with few distinct values, three values,
+one-size differences +-c, the committed differences with random signs), and algorithms whose median
+difference is 0 but whose shapes differ (skewed, a rare large gain against a frequent small loss,
+ties at 0). Also: the issue's case of equal means and different shapes (the baseline collapses on a
+tenth of its seeds and is otherwise a little better), a null for a mean but not for a median; the
+level of "equivalent" at a median difference on the margin; the whole-table sign test on tables of
+those kinds; the per-seed level average of the heterogeneity table; and what `seeds_for_power`
+delivers from 4, 5 and 10 pilot seeds, exactly (`stats.planned_power`) and by simulation.
+
+The sections below describe the first study (`--part paired`, `reps`, `aggregate`, `unpaired`), which
+chose the replaced rule and still sets `AGGREGATE_CONFIDENCE`; their results stay in the file.
 
 Paired part. Simulated per-seed differences d_1..d_n of robust minus baseline, for n in SEEDS, drawn
 from four distributions, each with mean 0 and variance 1:
@@ -16,8 +32,8 @@ from four distributions, each with mean 0 and variance 1:
 Each dataset goes through `stats.difference(d, 0, paired=True, ...)`, the call the tables make,
 batched (`fedjax_rl.stats` takes datasets on leading axes), for each of CANDIDATES: the percentile
 bootstrap, BCa, Student t and the bootstrap-t at nominal 95%, the hull of Student t and bootstrap-t at
-95% and 96%, and the tables' own call with its defaults (the hull at stats.VERDICT_CONFIDENCE, then
-`stats.verdict`). The false-verdict rate is the share of datasets whose interval excludes 0; the
+95% and 96%, and the tables' rule of the time (the hull at stats.HULL_CONFIDENCE, no verdict below 4
+seeds). The false-verdict rate is the share of datasets whose interval excludes 0; the
 power is the same share when every d_i is shifted by SHIFTS standard deviations. `held` picks the
 hull's nominal level: the smallest whose largest rate over the distributions at n >= 4 is within 2
 standard errors of 5%. Monte Carlo standard errors come from the spread between chunks of datasets
@@ -130,20 +146,17 @@ def decided(interval: stats.Interval, zero: float = 0.0) -> np.ndarray:
 
 
 # (name, method, nominal level): the four methods at 95%, and the hull of Student t and bootstrap-t at
-# rising nominal levels, to find the one that holds 95%; None is the tables' own call
-# (stats.difference's defaults: stats.METHOD at stats.VERDICT_CONFIDENCE).
+# rising nominal levels, to find the one that holds 95%; TABLES is the rule the tables then used.
 CANDIDATES = ((stats.T, stats.T, 0.95), (stats.PERCENTILE, stats.PERCENTILE, 0.95), (stats.BCA, stats.BCA, 0.95),
               (stats.BOOTSTRAP_T, stats.BOOTSTRAP_T, 0.95),
               *((f"{stats.T_AND_BOOTSTRAP_T} at {level:.0%}", stats.T_AND_BOOTSTRAP_T, level) for level in (0.95, 0.96)),
-              (TABLES := "tables' rule", None, None))
+              (TABLES := "tables' rule", stats.T_AND_BOOTSTRAP_T, stats.HULL_CONFIDENCE))
 HULL_LEVELS = {0.95: f"{stats.T_AND_BOOTSTRAP_T} at 95%", 0.96: f"{stats.T_AND_BOOTSTRAP_T} at 96%",
-               stats.VERDICT_CONFIDENCE: TABLES}
+               stats.HULL_CONFIDENCE: TABLES}
 
 
 def interval_of(d: np.ndarray, method: str | None, level: float | None, reps: int, seed: int) -> stats.Interval:
     """The candidate's interval of the paired differences d (robust - baseline, baseline 0)."""
-    if method is None:
-        return stats.difference(d, np.zeros_like(d), reps=reps, seed=seed)
     return stats.difference(d, np.zeros_like(d), method=method, confidence=level, reps=reps, seed=seed)
 
 
@@ -162,11 +175,11 @@ def paired_part(datasets: int, pool: np.ndarray, reps: int) -> dict:
                     for name, method, level in CANDIDATES:
                         interval = interval_of(d, method, level, reps, chunk)
                         hits[name].append(decided(interval))
-                        if method is None:  # and the tables' verdict word, MIN_SEEDS included
-                            verdicts.append(np.isin(stats.verdict(interval, n), (stats.AHEAD, stats.BEHIND)))
+                        if name == TABLES:  # the replaced rule gave no verdict below 4 seeds
+                            verdicts.append(decided(interval) & (n >= 4))
                 name = "null" if shift == 0 else f"shift {shift:g}"
                 cell[name] = {m: _rates(h) for m, h in hits.items()}
-                cell[name]["tables' verdict (stats.verdict)"] = _rates(verdicts)
+                cell[name]["tables' verdict (4 seeds or more)"] = _rates(verdicts)
                 cell[name]["datasets"] = count // CHUNK * CHUNK
             out.setdefault(distribution, {})[str(n)] = cell
             print(f"{distribution:9s} n={n:2d} false: " + " ".join(
@@ -260,9 +273,8 @@ def aggregate_part(datasets: int, reps: int, chunk: int = 100) -> list[dict]:
                     hits[level].append(decided(stats.Interval(samples["difference"][0], low, high)))
                 # stats.stratified_iqm reads these samples at AGGREGATE_CONFIDENCE (tests/test_stats.py).
                 point, resampled = samples["difference"]
-                verdict = stats.verdict(stats.Interval(point, *stats.percentile_interval(
-                    resampled, stats.AGGREGATE_CONFIDENCE)), samples["min_seeds"])
-                verdicts.append(np.isin(verdict, (stats.AHEAD, stats.BEHIND)))
+                verdicts.append(decided(stats.Interval(point, *stats.percentile_interval(
+                    resampled, stats.AGGREGATE_CONFIDENCE))) & (samples["min_seeds"] >= 4))
                 point, resampled = samples["probability_of_improvement"]
                 poi_hits.append(decided(stats.Interval(point, *stats.percentile_interval(resampled, stats.CONFIDENCE)), 0.5))
             result[model] = dict(iqm_difference_excludes_0={f"{level:g}": _rates(h) for level, h in hits.items()},
@@ -321,18 +333,269 @@ def unpaired_part(datasets: int, reps: int, pool: np.ndarray) -> dict:
             for c in range(datasets // CHUNK):
                 rng = np.random.default_rng([11, dist_index, n, c])
                 x, y = draw(distribution, (CHUNK, n), rng, pool), draw(distribution, (CHUNK, n), rng, pool)
-                hits.append(decided(stats.difference(x, y, paired=False, reps=reps, seed=c)))  # the tables' defaults
+                hits.append(decided(stats.difference(x, y, paired=False, method=stats.T_AND_BOOTSTRAP_T, reps=reps,
+                                                     seed=c)))
             out.setdefault(distribution, {})[str(n)] = dict(_rates(hits), datasets=datasets // CHUNK * CHUNK)
             print(f"unpaired {distribution:7s} n={n:2d}: {out[distribution][str(n)]['rate']:.3f}", flush=True)
-    return dict(method=stats.METHOD, nominal_level=stats.VERDICT_CONFIDENCE, cases=out)
+    return dict(method=stats.T_AND_BOOTSTRAP_T, nominal_level=stats.HULL_CONFIDENCE, cases=out)
+
+
+RULE_SEEDS = (4, 5, 6, 8, 10, 12, 20)
+RULE_CHUNK = 2000
+HULL_DATASETS_SHARE = 5  # the replaced rule resamples, so it sees a fifth of the datasets
+
+
+def _returns(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """Per-seed returns of one algorithm: the same kind for both of an exchangeable pair."""
+    if kind == "normal":
+        return rng.normal(size=shape)
+    if kind == "collapsing":  # a tenth of the seeds fail far below the rest
+        return np.where(rng.random(shape) < 0.1, -5.0, 0.0) + rng.normal(size=shape) * np.where(rng.random(shape) < 0.1, 1.0, 0.1)
+    if kind == "capped":  # CartPole-like: at the 500 cap on 70% of the seeds, whole returns below it
+        return np.where(rng.random(shape) < 0.7, 500.0, rng.integers(100, 500, size=shape).astype(float))
+    if kind == "three values":
+        return rng.integers(0, 3, size=shape).astype(float)
+    raise ValueError(kind)
+
+
+EXCHANGEABLE = ("normal", "collapsing", "capped", "three values")
+# Per-seed differences whose median is 0 without the pair being exchangeable, and the one-size and
+# committed differences (random signs: what exchangeable algorithms give).
+MEDIAN_ZERO = ("one size", "committed, random signs", "skewed (ln 2 - Exp(1))", "rare gain, frequent loss",
+               "ties at 0")
+KINDS = EXCHANGEABLE + MEDIAN_ZERO
+# The kinds whose mean difference is 0 too (a null for the mean's rules); the last one's median is
+# about -0.5 (a true 'behind' for the median rule).
+MEAN_ZERO = EXCHANGEABLE + ("one size", "committed, random signs", "equal means, collapsing baseline")
+
+
+def rule_differences(kind: str, shape: tuple, rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+    """Paired differences robust - baseline of one KIND, every one with median 0."""
+    if kind in EXCHANGEABLE:
+        return _returns(kind, shape, rng) - _returns(kind, shape, rng)
+    if kind == "one size":
+        return rng.choice([-1.0, 1.0], size=shape)
+    if kind == "committed, random signs":
+        return rng.choice(np.abs(pool), size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    if kind == "skewed (ln 2 - Exp(1))":
+        return np.log(2.0) - rng.exponential(size=shape)
+    if kind == "rare gain, frequent loss":  # half the seeds lose a little, half gain a lot: mean 2.4
+        return np.where(rng.random(shape) < 0.5, 5.0 * rng.exponential(size=shape), -0.2 * rng.exponential(size=shape))
+    if kind == "ties at 0":  # equal on 60% of the seeds, +3 on 25%, -1 on 15%: median 0, mean 0.6
+        u = rng.random(shape)
+        return np.where(u < 0.6, 0.0, np.where(u < 0.85, 3.0, -1.0))
+    raise ValueError(kind)
+
+
+def equal_means_collapsing_baseline(shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """The issue's case: the baseline is 0.5 better on 90% of the seeds and collapses by 4.5 on the
+    rest, so the means are equal (0) and the median difference is about -0.5."""
+    robust = rng.normal(size=shape) * 0.5
+    baseline = np.where(rng.random(shape) < 0.9, 0.5, -4.5) + rng.normal(size=shape) * 0.5
+    return robust - baseline
+
+
+def _rule_decided(d: np.ndarray) -> np.ndarray:
+    """The tables' call (stats.comparison's verdict, without the seeds-for-power plan) decides ahead/behind."""
+    n = d.shape[-1]
+    words = stats.verdict(stats.difference(d, np.zeros_like(d)), stats.decidable(n))
+    return np.isin(words, (stats.AHEAD, stats.BEHIND))
+
+
+def _hull_decided(d: np.ndarray, seed: int) -> np.ndarray:
+    interval = stats.difference(d, np.zeros_like(d), method=stats.T_AND_BOOTSTRAP_T, reps=REPS_STUDY, seed=seed)
+    return decided(interval)
+
+
+def _t_decided(d: np.ndarray) -> np.ndarray:
+    return decided(stats.difference(d, np.zeros_like(d), method=stats.T))
+
+
+def rule_part(datasets: int, pool: np.ndarray) -> dict:
+    """The median rule's false ahead/behind rates (and the replaced rule's, and Student t's) per kind and
+    seed count; power; the equivalence level; the whole-table and across-levels tests; the seeds plan."""
+    out = dict(settings=dict(seeds=RULE_SEEDS, datasets=datasets, hull_datasets=datasets // HULL_DATASETS_SHARE,
+                             chunk=RULE_CHUNK, hull_reps=REPS_STUDY, method=stats.METHOD,
+                             confidence=stats.CONFIDENCE, min_seeds=stats.MIN_SEEDS,
+                             equivalence_confidence=stats.EQUIVALENCE_CONFIDENCE, plan_quantile=stats.PLAN_QUANTILE))
+    null = {}
+    for kind_index, kind in enumerate(KINDS + ("equal means, collapsing baseline",)):
+        for n in RULE_SEEDS:
+            rule, hull, t = [], [], []
+            for c in range(datasets // RULE_CHUNK):
+                rng = np.random.default_rng([21, kind_index, n, c])
+                d = (equal_means_collapsing_baseline((RULE_CHUNK, n), rng) if kind.startswith("equal means")
+                     else rule_differences(kind, (RULE_CHUNK, n), rng, pool))
+                rule.append(_rule_decided(d))
+                t.append(_t_decided(d))
+                if c % HULL_DATASETS_SHARE == 0:
+                    hull.append(_hull_decided(d, c))
+            null.setdefault(kind, {})[str(n)] = dict(rule=_rates(rule), hull=_rates(hull), t=_rates(t))
+        print(f"rule {kind:34s} " + " ".join(f"n={n}: {null[kind][str(n)]['rule']['rate']:.3f}/"
+                                             f"{null[kind][str(n)]['hull']['rate']:.3f}/{null[kind][str(n)]['t']['rate']:.3f}"
+                                             for n in RULE_SEEDS) + "  (median rule / hull / t)", flush=True)
+    out["null"] = null
+    power = {}
+    for shift in (0.5, 1.0):
+        for n in RULE_SEEDS:
+            rng = np.random.default_rng([22, int(shift * 10), n])
+            d = rng.normal(size=(datasets // 4, n)) + shift
+            power.setdefault(f"shift {shift:g}", {})[str(n)] = dict(
+                rule=float(_rule_decided(d).mean()), t=float(_t_decided(d).mean()),
+                sign_power_exact=stats.sign_power(n, float(scipy.stats.norm.cdf(shift))))
+    out["power_normal"] = power
+    print("rule power at 1 sd: " + " ".join(f"n={n}: {v['rule']:.2f} (t {v['t']:.2f})"
+                                            for n, v in power["shift 1"].items()), flush=True)
+    out["equivalence"] = equivalence_level(datasets)
+    out["whole_table"] = whole_table_level(datasets, pool)
+    out["across_levels"] = across_levels_level(datasets)
+    out["plan"] = plan_delivery(datasets)
+    return out
+
+
+def equivalence_level(datasets: int) -> dict:
+    """How often 'equivalent' is said where the median difference lies on the margin (1): continuous
+    (normal noise) and tied (values 0, 1, 2) differences."""
+    out = {}
+    for name, draw_fn in (("normal around the margin", lambda rng, shape: 1.0 + rng.normal(size=shape)),
+                          ("ties at the margin", lambda rng, shape: rng.integers(0, 3, size=shape).astype(float))):
+        for n in RULE_SEEDS:
+            rng = np.random.default_rng([23, len(name), n])
+            d = draw_fn(rng, (datasets, n))
+            zero = np.zeros_like(d)
+            words = stats.verdict(stats.difference(d, zero), stats.decidable(n),
+                                  stats.difference(d, zero, confidence=stats.EQUIVALENCE_CONFIDENCE), margin=1.0)
+            out.setdefault(name, {})[str(n)] = float(np.mean(words == stats.EQUIVALENT))
+    print("equivalent said at the margin: " + "; ".join(f"{k}: " + " ".join(f"{v:.3f}" for v in c.values())
+                                                       for k, c in out.items()), flush=True)
+    return out
+
+
+# Table shapes: tasks x rows per task x seeds, as the committed tables (Table 1: 4 tasks x 2 rows x 5
+# seeds; Table 2 at 5%: 3 x 2 x 4) and the confirmatory one (4 x 2 x 20); and 8 independent rows x 5.
+TABLE_SHAPES = ((4, 2, 5), (3, 2, 4), (4, 2, 20), (8, 1, 5))
+SHARED_SIGN = 0.5
+# The whole-table test decides whether wins outnumber losses: "ties at 0" (higher on 25% of the seeds,
+# lower on 15%) is a true difference there, not a null.
+WHOLE_TABLE_KINDS = tuple(kind for kind in KINDS if kind != "ties at 0")
+
+
+def whole_table_level(datasets: int, pool: np.ndarray) -> dict:
+    """The whole-table sign test's false ahead/behind rate (`stats.pooled_signs`, a task's rows grouped) on
+    tables of algorithms as likely to win as to lose: each row of one of WHOLE_TABLE_KINDS, or of a mix;
+    a task's rows share their sign at a seed with probability SHARED_SIGN (a fair coin per task and seed;
+    each row's |difference| its own), as rows that share their seeds' keys may: P(difference > 0) stays
+    at most 1/2 in every row, the null. Beside it, the same tables with every row counted as its own unit (no grouping): what pooling
+    dependent rows would say."""
+    out = {}
+    for tasks, per_task, seeds in TABLE_SHAPES:
+        cell, ungrouped = {}, {}
+        for kind in (*WHOLE_TABLE_KINDS, "mix"):
+            hits, naive = [], []
+            for c in range(datasets // RULE_CHUNK):
+                rng = np.random.default_rng([24, tasks, per_task, seeds, len(kind), c])
+                table, groups = [], []
+                for t in range(tasks):
+                    shared = rng.choice([-1.0, 1.0], size=(RULE_CHUNK, seeds))
+                    for _ in range(per_task):
+                        own = rule_differences(WHOLE_TABLE_KINDS[t % len(WHOLE_TABLE_KINDS)] if kind == "mix" else kind,
+                                               (RULE_CHUNK, seeds), rng, pool)
+                        if per_task > 1:  # half the time the row takes its task's sign at that seed
+                            own = np.where(rng.random(own.shape) < SHARED_SIGN, shared * np.abs(own), own)
+                        table.append(own)
+                        groups.append(t)
+                hits.append(np.isin(stats.pooled_signs(table, groups)["verdict"], (stats.AHEAD, stats.BEHIND)))
+                naive.append(np.isin(stats.pooled_signs(table)["verdict"], (stats.AHEAD, stats.BEHIND)))
+            cell[kind], ungrouped[kind] = _rates(hits), _rates(naive)
+        name = f"{tasks} tasks x {per_task} rows x {seeds} seeds"
+        out[name] = cell
+        out[f"{name}, rows not grouped"] = ungrouped
+        print(f"whole table {name}: " + " ".join(f"{k} {v['rate']:.3f}/{ungrouped[k]['rate']:.3f}"
+                                               for k, v in cell.items()) + "  (grouped / not)", flush=True)
+    return out
+
+
+def across_levels_level(datasets: int, levels: int = 5) -> dict:
+    """The heterogeneity table's line per row across levels: per seed the mean of its differences over
+    the levels, then the median rule. A seed's levels share its keys, so its differences are dependent:
+    here a seed effect shared by every level plus noise per level, exchangeable algorithms."""
+    out = {}
+    for n in (10, 12, 20):
+        rng = np.random.default_rng([25, n])
+        shared = rng.standard_t(3, size=(datasets, n, 1))
+        d = shared * rng.choice([-1.0, 1.0], size=(datasets, n, 1)) + rng.normal(size=(datasets, n, levels))
+        out[str(n)] = float(_rule_decided(d.mean(axis=-1)).mean())
+    print("across levels: " + " ".join(f"n={n}: {v:.3f}" for n, v in out.items()), flush=True)
+    return out
+
+
+def plan_delivery(datasets: int) -> dict:
+    """What `stats.seeds_for_power` delivers from pilots of 4, 5 and 10 seeds for normal differences of
+    0.5, 0.8 and 1.2 standard deviations: exactly (`stats.planned_power`) and by simulated pilots (the
+    realised power at each pilot's figure is the rule's exact power there, `stats.sign_power`)."""
+    out = {}
+    for pilots in (4, 5, 10):
+        for effect in (0.5, 0.8, 1.2):
+            higher = float(scipy.stats.norm.cdf(effect))
+            exact = stats.planned_power(pilots, higher)
+            rng = np.random.default_rng([26, pilots, int(effect * 10)])
+            realised, planned = [], 0
+            for pilot in rng.normal(size=(datasets // 20, pilots)) + effect:
+                count = stats.seeds_for_power(pilot, np.zeros(pilots))
+                if count is not None:
+                    planned += 1
+                    realised.append(stats.sign_power(count, higher) if (pilot > 0).sum() * 2 >= pilots else 0.0)
+            out[f"{pilots} pilots, {effect:g} sd"] = dict(
+                higher=higher, exact_planned=exact["planned"], exact_power=exact["power"],
+                simulated_planned=planned / (datasets // 20), simulated_power=float(np.mean(realised)) if realised else 0.0,
+                pilots_simulated=datasets // 20)
+    print("plan: " + "; ".join(f"{k}: {v['exact_power']:.2f} ({v['simulated_power']:.2f} simulated), "
+                               f"{v['exact_planned']:.0%} planned" for k, v in out.items()), flush=True)
+    return out
+
+
+def rule_summary(rule: dict) -> list[str]:
+    """REPRODUCTION.md's tables of the rule part."""
+    seeds = [str(n) for n in rule["settings"]["seeds"]]
+    lines = ["Ahead/behind said (median rule / the replaced hull at 97% / Student t at 95%; "
+             f"{rule['settings']['datasets']:,} datasets per cell, the hull {rule['settings']['hull_datasets']:,}). "
+             "Every kind but the last has median difference 0, so for the median rule each rate is a false one; "
+             "the mean difference is 0 only where the second column says so, and only there are the hull's and "
+             "t's rates false ones:", "",
+             "| kind | mean 0 | " + " | ".join(f"n = {n}" for n in seeds) + " |",
+             "| --- | --- | " + " | ".join("---:" for _ in seeds) + " |"]
+    for kind, cells in rule["null"].items():
+        lines.append(f"| {kind} | {'yes' if kind in MEAN_ZERO else 'no'} | " + " | ".join(
+            f"{cells[n]['rule']['rate']:.1%} / {cells[n]['hull']['rate']:.1%} / {cells[n]['t']['rate']:.1%}" for n in seeds) + " |")
+    lines += ["", "Power for normal differences (median rule, simulated / exact; Student t):", "",
+              "| shift | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
+    for shift, cells in rule["power_normal"].items():
+        lines.append(f"| {shift} sd | " + " | ".join(
+            f"{cells[n]['rule']:.0%} / {cells[n]['sign_power_exact']:.0%}; {cells[n]['t']:.0%}" for n in seeds) + " |")
+    lines += ["", "'Equivalent' said where the median difference lies on the margin: " + "; ".join(
+        f"{k}: " + ", ".join(f"n = {n} {v:.1%}" for n, v in c.items()) for k, c in rule["equivalence"].items())]
+    lines += ["", "Whole-table sign test, false ahead/behind (largest over the kinds; a task's rows grouped, as "
+              "the tables do, and not): " + "; ".join(
+        f"{shape}: {max(v['rate'] for v in cell.values()):.1%}" for shape, cell in rule["whole_table"].items())]
+    lines += ["", "Across levels (per-seed mean over 5 dependent levels): " + ", ".join(
+        f"n = {n}: {v:.1%}" for n, v in rule["across_levels"].items())]
+    lines += ["", "| pilots, true difference | P(higher) | pilots given a figure (exact / simulated) | "
+              "realised power at the figure (exact / simulated) |", "| --- | ---: | ---: | ---: |"]
+    for key, v in rule["plan"].items():
+        lines.append(f"| {key} | {v['higher']:.2f} | {v['exact_planned']:.0%} / {v['simulated_planned']:.0%} | "
+                     f"{v['exact_power']:.0%} / {v['simulated_power']:.0%} |")
+    return lines
 
 
 def summary(record: dict) -> str:
-    """REPRODUCTION.md's tables, from the results file: false-verdict rates and power per candidate,
-    distribution and n; the calibration; the reps check; the aggregates; the unpaired rule."""
+    """REPRODUCTION.md's tables, from the results file: the rule part's; then the first study's
+    false-verdict rates and power per candidate, distribution and n, the calibration, the reps check,
+    the aggregates and the unpaired rule."""
     paired, names = record["paired"], [c[0] for c in record["settings"]["candidates"]]
     seeds = [str(n) for n in record["settings"]["seeds"]]
-    lines = ["False verdicts between equal algorithms (share of datasets whose interval excludes 0; "
+    lines = (rule_summary(record["rule"]) + ["", "The first study, which chose the replaced rule:", ""]
+             if "rule" in record else [])
+    lines += ["False verdicts between equal algorithms (share of datasets whose interval excludes 0; "
              f"{paired['normal'][seeds[0]]['null']['datasets']:,} datasets per cell, standard error at most "
              f"{max(c['null'][m]['se'] for d in paired.values() for c in d.values() for m in names):.1%}):", "",
              "| distribution | method | " + " | ".join(f"n = {n}" for n in seeds) + " |",
@@ -394,7 +657,7 @@ def summary(record: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", default="all", choices=("all", "paired", "reps", "aggregate", "unpaired"))
+    parser.add_argument("--part", default="all", choices=("all", "rule", "paired", "reps", "aggregate", "unpaired"))
     parser.add_argument("--datasets", type=int, default=20_000, help="null datasets per distribution and n "
                         "(power: a quarter as many; default 20000)")
     parser.add_argument("--aggregate-datasets", type=int, default=1500, help="simulated tables per committed "
@@ -414,13 +677,17 @@ def main() -> None:
             record = json.load(f)
     comparisons = committed_comparisons()
     pool, pool_summary = committed_pool(comparisons)
-    record["committed_pool"] = pool_summary
-    record["settings"] = dict(seeds=SEEDS, shifts_in_sd=SHIFTS, study_reps=REPS_STUDY, chunk=CHUNK,
-                              level_held=LEVEL_HELD, confidence=stats.CONFIDENCE,
-                              candidates=[[n, m, lv] for n, m, lv in CANDIDATES], chosen_method=stats.METHOD,
-                              verdict_confidence=stats.VERDICT_CONFIDENCE, min_seeds=stats.MIN_SEEDS,
-                              aggregate_levels=AGGREGATE_LEVELS, aggregate_confidence=stats.AGGREGATE_CONFIDENCE,
-                              committed_tables=[d for _, d in COMMITTED])
+    if args.part in ("all", "rule"):
+        record["rule"] = rule_part(args.datasets, pool)
+    if args.part != "rule":  # the first study's settings, which its parts below ran with
+        record["committed_pool"] = pool_summary
+        record["settings"] = dict(seeds=SEEDS, shifts_in_sd=SHIFTS, study_reps=REPS_STUDY, chunk=CHUNK,
+                                  level_held=LEVEL_HELD, confidence=stats.CONFIDENCE,
+                                  candidates=[[n, m, lv] for n, m, lv in CANDIDATES],
+                                  chosen_method=stats.T_AND_BOOTSTRAP_T, verdict_confidence=stats.HULL_CONFIDENCE,
+                                  min_seeds=4, aggregate_levels=AGGREGATE_LEVELS,
+                                  aggregate_confidence=stats.AGGREGATE_CONFIDENCE,
+                                  committed_tables=[d for _, d in COMMITTED])
     if args.part in ("all", "paired"):
         record["paired"] = paired_part(args.datasets, pool, REPS_STUDY)
         record["held"] = held(record["paired"])

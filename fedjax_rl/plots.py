@@ -266,43 +266,34 @@ def differences_table(runs: list[dict]) -> str:
             x = {name: np.asarray(rob["final"][f"local_{name}"], float) for name in ("minimum", "average")}
             y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
             env, physics = _task(rob)
-            bounds = envs.return_range(env) if env in envs.list_envs() else None  # Brax's tasks are not listed
-            line = stats.comparison(x, y, ("minimum", "average"), paired=paired, value_range=bounds)
+            listed = env in envs.list_envs()  # Brax's tasks are not listed
+            line = stats.comparison(x, y, ("minimum", "average"), paired=paired,
+                                    value_range=envs.return_range(env) if listed else None,
+                                    margin=envs.equivalence_margin(env) if listed else None)
             m, n = len(x["minimum"]), len(y["minimum"])
             improvement = f"{line['minimum_improvement']:.2f} / {line['average_improvement']:.2f}"
             rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
                          f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", line["minimum"].format(),
-                         line["average"].format(), improvement, line["verdict"], _seeds_to_decide(line)))
+                         line["average"].format(), improvement, line["verdict"], stats.seeds_cell(line["verdict"], line["seeds_for_power"])))
     if not rows:
         return ""
-    header = ("task", "difference", "seeds", "Minimum: mean [95% CI]", "Average: mean [95% CI]",
+    header = ("task", "difference", "seeds", "Minimum: median [95% CI]", "Average: median [95% CI]",
               "P(robust > baseline) Min / Avg", "verdict", f"seeds for {stats.POWER:.0%} power")
     return _text_table(header, rows) + "\n" + DIFFERENCES_NOTE.format(
-        reps=stats.REPS, seed=stats.SEED, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
-        verdict_level=stats.VERDICT_CONFIDENCE, **stats.MEASURED)
+        min_seeds=stats.MIN_SEEDS, power=stats.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE, **stats.MEASURED)
 
 
 DIFFERENCES_NOTE = (
-    "Robust minus baseline: the mean difference over seeds with a 95% interval, the hull of the Student t and "
-    "bootstrap-t intervals, each at nominal {verdict_level:.0%} ({reps:,} resamples, seed {seed}; unpaired: Welch's "
-    "t and a two-sample bootstrap-t), P(robust > baseline) over all seed pairs (ties 1/2), and the verdict on "
-    "Minimum: ahead / behind when the interval excludes 0, else inconclusive, and too few seeds below {min_seeds}. "
-    "On simulated seeds of two equal algorithms this rule called a difference in at most {method_false_rate:.1%} "
-    "of cases at {min_seeds} to 20 seeds (normal, heavy-tailed and skewed differences; "
-    "benchmarks/verdict_coverage.py), the percentile bootstrap in {percentile_false_rate_5:.0%} at 5 seeds. Seeds "
-    "for {power:.0%} power: for an undecided Minimum, about how many seeds per algorithm a true difference of the "
-    "observed size and spread needs to be decided that often (the t test's count; the rule's own power is lower). "
-    "See fedjax_rl/stats.py.")
-
-
-def _seeds_to_decide(line: dict) -> str:
-    """A `stats.comparison`'s seeds for power as the compare table prints it: '—' for a decided
-    comparison, 'no difference' where none is seen."""
-    from fedjax_rl import stats
-
-    if line["verdict"] in (stats.AHEAD, stats.BEHIND):
-        return "—"
-    return "no difference" if line["seeds_for_power"] is None else f"about {line['seeds_for_power']}"
+    "Robust minus baseline: the median of the per-seed differences with its 95% order-statistic interval (the sign "
+    "test inverted; unpaired: the Hodges-Lehmann shift with its Mann-Whitney interval), distribution-free, and "
+    "P(robust > baseline) over all seed pairs (ties 1/2). The verdict is about the median difference on Minimum: "
+    "ahead / behind when the interval excludes 0, equivalent when its {equivalence_level:.0%} interval lies inside "
+    "the task's margin (fedjax_rl.envs.equivalence_margin), too few seeds where no interval can exclude 0 (fewer "
+    "than {min_seeds} paired seeds), else inconclusive. On simulated seeds of algorithms whose median difference is "
+    "0 (normal, collapsing, capped, three-valued, one-size and skewed differences; benchmarks/verdict_coverage.py) "
+    "it said ahead or behind in at most {rule_false_rate:.1%} of cases at 4 to 20 seeds. Seeds for {power:.0%} "
+    "power: for an undecided Minimum, about how many seeds would decide it that often, planned for this rule and a "
+    "conservative effect. See fedjax_rl/stats.py.")
 
 
 def _text_table(header: tuple, rows: list[tuple]) -> str:
@@ -316,10 +307,11 @@ def _text_table(header: tuple, rows: list[tuple]) -> str:
 def _interval_limits(estimates: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> tuple[float, float]:
     """A panel's y range for estimates with intervals: 0, every estimate and every finite interval
     end, except that it reaches at most 3 times the estimates' spread (0 included) beyond them (the
-    narrowest finite interval's width where the estimates are all 0): few seeds give intervals
-    hundreds of times wider than the differences, and the estimates must stay readable; padded by 8%."""
+    narrowest finite interval's width that is not 0 where the estimates are all 0, as medians of tied
+    seeds are): few seeds give intervals hundreds of times wider than the differences, and the estimates
+    must stay readable; padded by 8%."""
     core_low, core_high = min(0.0, np.min(estimates)), max(0.0, np.max(estimates))
-    widths = (highs - lows)[np.isfinite(highs - lows)]
+    widths = (highs - lows)[np.isfinite(highs - lows) & (highs - lows > 0)]
     reach = 3.0 * ((core_high - core_low) or (float(np.min(widths)) if len(widths) else 1.0) or 1.0)
     ends = np.concatenate([lows, highs])
     ends = ends[np.isfinite(ends)]

@@ -27,8 +27,8 @@ import os
 import numpy as np
 
 from fedjax_rl import envs, paper, stats
-from fedjax_rl.reproduce_tables import (OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_program_run, ran_on,
-                                       range_note, row_dir)
+from fedjax_rl.reproduce_tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
+                                       load_program_run, margin_note, ran_on, range_note, row_dir)
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -71,8 +71,9 @@ def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
                             robust=point["headline"], omega=point["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
-                            **stats.comparison(robust, baseline, METRICS,
-                                                     value_range=envs.return_range(row.env_name))))
+                            minimum_differences=robust["minimum"] - baseline["minimum"],
+                            **stats.comparison(robust, baseline, METRICS, value_range=envs.return_range(row.env_name),
+                                               margin=envs.equivalence_margin(row.env_name))))
     return out
 
 
@@ -81,15 +82,18 @@ def _levels(values: list[float]) -> str:
 
 
 LEGEND = (
-    "Per row (task, parameter, K agents), level p and baseline, over the reported seeds: the mean of the "
-    "per-seed differences FedR* − baseline with its 95% interval (the {method}, computed at nominal "
-    "{verdict_level:.0%}, {reps:,} resamples, generator seed {seed}; fedjax_rl/stats.py and REPRODUCTION.md, "
-    "\"How the tables judge a comparison\"), on Minimum and Average over the K local environments and on the "
-    "robustness sweep's mean return over 0.1m-1.9m. {range_note}FedR* is the level's headline: the omega chosen on the "
-    "tuning seeds at that level ({omega_rule}). **Verdict** (on Minimum): *ahead* if the interval lies above 0, "
-    "*behind* if below, *inconclusive* otherwise, *too few seeds* below {min_seeds}. **Seeds for {power:.0%} "
-    "power**: about how many seeds a true difference of the observed mean and spread needs to be decided that "
-    "often (t test count, normal differences).")
+    "Per row (task, parameter, K agents), level p and baseline, over the reported seeds, paired by seed: the "
+    "seeds where FedR* is higher / lower / equal on Minimum, and the median of the per-seed differences "
+    "FedR* − baseline with its 95% interval (the order-statistic interval, distribution-free; fedjax_rl/stats.py "
+    "and REPRODUCTION.md, \"How the tables judge a comparison\"), on Minimum and Average over the K local "
+    "environments and on the robustness sweep's mean return over 0.1m-1.9m. {range_note}FedR* is the level's "
+    "headline: the omega chosen on the tuning seeds at that level ({omega_rule}). **Verdict** (on Minimum's median "
+    "difference): *ahead* if the interval lies above 0, *behind* if below, *equivalent* if its 90% interval lies "
+    "inside ± the task's margin ({margins}), *too few seeds* below {min_seeds}, *inconclusive* otherwise. **Seeds "
+    "for {power:.0%} power**: about how many seeds would decide it that often (planned for this rule, for a "
+    "conservative effect). **Across levels**: per row, each seed's Minimum differences averaged over the levels (a "
+    "seed's levels share its keys, so they are not independent; its mean over them is one value per seed), and "
+    "the same median rule on those means.")
 
 
 def _preamble(table: Table, records: dict) -> list[str]:
@@ -123,20 +127,76 @@ def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
     and per row its omega choices, wall time and machine."""
     md = _preamble(table, records) + [
         "## FedR* − baseline, paired by seed, per level p", "",
-        LEGEND.format(method=stats.METHOD_NAMES[stats.METHOD], verdict_level=stats.VERDICT_CONFIDENCE,
-                      reps=stats.REPS, seed=stats.SEED, omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS,
-                      power=stats.POWER, range_note=range_note(rec["env_name"] for rec in records.values())), "",
+        LEGEND.format(omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
+                      range_note=range_note(rec["env_name"] for rec in records.values()),
+                      margins=margin_note(rec["env_name"] for rec in records.values())), "",
         "| row | K | p | baseline | seeds | FedR* (headline ω) | baseline Minimum | FedR* Minimum | "
-        "Minimum: difference [95% CI] | Average: difference [95% CI] | Sweep mean: difference [95% CI] | "
-        f"P(FedR* > baseline), Minimum | verdict | seeds for {stats.POWER:.0%} power |",
+        "Minimum: FedR* higher / lower / equal | Minimum: median difference [95% CI] | "
+        "Average: median difference [95% CI] | Sweep mean: median difference [95% CI] | "
+        f"verdict | seeds for {stats.POWER:.0%} power |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for line in lines:
         md.append(f"| {line['panel']} | {line['num_agents']} | {line['max_rate']:g} | {line['baseline']} | "
                   f"{line['seeds']} | {line['robust']} | {line['baseline_minimum']:.1f} | {line['robust_minimum']:.1f} | "
+                  f"{line['higher']} / {line['lower']} / {line['equal']} | "
                   f"{line['minimum'].format()} | {line['average'].format()} | {line['sweep'].format()} | "
-                  f"{line['minimum_improvement']:.2f} | {stats.verdict_cell(line['verdict'], line['seeds'])} | "
+                  f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
                   f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |")
-    return md + ["", "## Where FedR* pays", ""] + answer_lines(lines) + _per_row(table, records)
+    return (md + ["", "## Where FedR* pays", ""] + answer_lines(lines) + [""] + across_levels_lines(lines)
+            + [""] + whole_table_lines(table, lines) + ["", WHOLE_TABLE_LEGEND] + _per_row(table, records))
+
+
+WHOLE_TABLE_LEGEND = (
+    "Whole row and whole table: a seed's levels (and a task's rows) share its keys, so they are not "
+    "independent and cannot be pooled as separate draws. Per row, each seed gives one value, its mean Minimum "
+    "difference over the levels, and the median rule of the rows judges those values; for the table, each (task, "
+    "seed) unit is won, lost or even by the mean sign of its differences over the task's rows and levels, and the "
+    "whole-table sign test of Tables 1 and 2 (ties set aside) judges the units. Both are exact whatever the shape "
+    "of the differences.")
+
+
+def across_levels(lines: list[dict]) -> list[dict]:
+    """Per row and baseline: each reported seed's Minimum difference averaged over the row's levels,
+    judged by the median rule (`stats.comparison` on those means, against the task's margin)."""
+    out = []
+    for key in dict.fromkeys(line["row"] for line in lines):
+        for base in dict.fromkeys(line["baseline"] for line in lines if line["row"] == key):
+            mine = [line for line in lines if (line["row"], line["baseline"]) == (key, base)]
+            means = np.mean([line["minimum_differences"] for line in mine], axis=0)
+            out.append(dict(row=key, baseline=base, levels=[line["max_rate"] for line in mine],
+                            **stats.comparison(dict(minimum=means), dict(minimum=np.zeros_like(means)), ("minimum",),
+                                               margin=mine[0]["margin"])))
+    return out
+
+
+def whole_table_lines(table: Table, lines: list[dict]) -> list[str]:
+    """One line per baseline beginning '**Whole table**': the sign test over (task, seed) units, each
+    the mean sign of a seed's Minimum differences over its task's rows and levels (`stats.pooled_signs`
+    with the task as the group), as Tables 1 and 2 judge theirs."""
+    rows_by_key = {row.key: row for row in table.rows}
+    md = []
+    for base in dict.fromkeys(line["baseline"] for line in lines):
+        mine = [line for line in lines if line["baseline"] == base]
+        tasks = [rows_by_key[line["row"]].env_name for line in mine]
+        pooled = stats.pooled_signs([line["minimum_differences"] for line in mine], groups=tasks)
+        md.append(f"**Whole table** against {base}, over {len({line['row'] for line in mine})} rows and "
+                  f"{len(mine)} (row, level) points, {pooled['units']} (task, seed) units: FedR* wins "
+                  f"{pooled['higher']} (higher at more of its task's points than lower), loses {pooled['lower']}, "
+                  f"even {pooled['even']}: {stats.verdict_cell(pooled['verdict'], pooled['units'])} (the sign test "
+                  "of Tables 1 and 2's whole-table line).")
+    return md
+
+
+def across_levels_lines(lines: list[dict]) -> list[str]:
+    """One line per row and baseline beginning '**Whole row**': `across_levels`."""
+    return [f"**Whole row** {line['row']} against {line['baseline']}, across p = {_levels(line['levels'])}: "
+            f"FedR* higher on {line['higher']} of {line['seeds']} seeds on the mean over levels, lower on "
+            f"{line['lower']}, equal on {line['equal']}; median {line['minimum'].format()}: "
+            f"{stats.verdict_cell(line['verdict'], line['seeds'])}" + (
+                "" if line["verdict"] in (stats.AHEAD, stats.BEHIND, stats.EQUIVALENT)
+                else " (no direction seen to plan seeds for)" if line["seeds_for_power"] is None
+                else f" (about {line['seeds_for_power']} seeds for {stats.POWER:.0%} power)") + "."
+            for line in across_levels(lines)]
 
 
 def answer_lines(lines: list[dict]) -> list[str]:
@@ -193,17 +253,7 @@ def csv_records(table: Table, records: dict, out_dir: str) -> list[dict]:
 
 def comparison_records(table: Table, lines: list[dict]) -> list[dict]:
     """The comparisons as CSV records."""
-    out = []
-    for line in lines:
-        record = {k: line[k] for k in ("row", "num_agents", "max_rate", "robust", "omega", "baseline", "seeds")}
-        for metric in METRICS:
-            interval = line[metric]
-            record.update({f"{metric}_difference": interval.estimate, f"{metric}_low": interval.low,
-                           f"{metric}_high": interval.high, f"{metric}_improvement": line[f"{metric}_improvement"]})
-        record.update(verdict=line["verdict"], seeds_for_power=line["seeds_for_power"], method=stats.METHOD,
-                      confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
-        out.append({"table": table.name, **record})
-    return out
+    return [comparison_record(table.name, line, METRICS) for line in lines]
 
 
 def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -> str:
@@ -229,7 +279,7 @@ def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -
         drawn.append((f"{row.env_name} ({row.paper_param})", curves))
     seeds = sorted({line["seeds"] for line in lines})
     reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
-    title = (f"FedR* − *Avg on Minimum against the heterogeneity level p{reduced}\n(mean of the paired per-seed "
+    title = (f"FedR* − *Avg on Minimum against the heterogeneity level p{reduced}\n(median of the paired per-seed "
              f"differences over {'/'.join(map(str, seeds))} reported seeds, 95% interval, within the task's "
              "return range; filled: interval excludes 0")
     return plots.interval_lines_figure(drawn, os.path.join(out_dir, f"{table.name}_map.png"),

@@ -15,7 +15,8 @@ import numpy as np
 from fedjax_rl import envs, paper, reproduce_heterogeneity, stats
 # finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
 from fedjax_rl.reproduce_tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, Table, finished_rows, load_algorithm, load_run, ran_on, range_note, row_dir)
+    OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, load_run, margin_note, ran_on,
+    range_note, row_dir)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -55,29 +56,78 @@ NORMALISATION_BEYOND = (
 
 
 COMPARISON_LEGEND = (
-    "Per row and baseline, over the reported seeds: the mean of the per-seed differences with its 95% interval, "
-    "on Minimum and on Average: the hull of the Student t interval and the bootstrap-t (studentized bootstrap) "
-    "interval, each computed at nominal {verdict_level:.0%} ({reps:,} resamples of the seeds, generator seed {seed}; "
-    "fedjax_rl/stats.py). {range_note}P({robust} > baseline): the probability that a {robust} seed's value exceeds a baseline "
-    "seed's, over all pairs of seeds, ties counting one half (rliable's probability of improvement). **Verdict** "
-    "(on Minimum, the paper's claim): *ahead* if the interval lies above 0, *behind* if below, otherwise "
-    "*inconclusive*; *too few seeds* below {min_seeds}, where no interval measured holds its level. On simulated "
-    "seeds of two equal algorithms (benchmarks/verdict_coverage.py: normal, heavy-tailed, skewed and this "
-    "project's own standardized differences, {min_seeds} to 20 seeds) this rule called a difference in at most "
-    "{method_false_rate:.1%} of cases, as a 95% rule should; the percentile bootstrap these tables used before did "
-    "in {percentile_false_rate_4:.0%} at 4 seeds and {percentile_false_rate_5:.0%} at 5 for normal differences, and "
-    "the Student t interval alone in up to {t_false_rate:.0%} for skewed ones. **Seeds for {power:.0%} power**: for "
-    "an undecided comparison, about how many seeds a true difference of the observed mean and spread would need to "
-    "be decided that often (the t test's count at level {test_level:.0%}, for normal differences; the rule's own "
-    "power is lower: for a difference of 1 standard deviation at 10 seeds the study measured {rule_power_10:.0%}, "
-    "where the t test has {t_power_10:.0%}).")
+    "Per row and baseline, over the reported seeds, paired by seed: on Minimum, on how many seeds {robust} is "
+    "higher / lower / equal; on Minimum and Average, the median of the per-seed differences with its 95% interval, "
+    "the order-statistic interval [d_(k), d_(n+1-k)] (the sign test inverted: distribution-free, exact whatever the "
+    "shape of the differences, conservative where they tie; fedjax_rl/stats.py); and the mean difference on "
+    "Minimum, a description (the paper's numbers are means), judged by nothing. {range_note}**What the verdict is "
+    "about**: the median paired difference on Minimum (the paper's claim), that is, whether {robust} is higher "
+    "than the baseline on more than half of the seeds one could draw. Not the mean: no test of a mean holds its "
+    "level on every kind of data RL seeds give (a collapse on one seed in ten moves a mean more than 5-20 seeds "
+    "can show; REPRODUCTION.md). **Verdict**: *ahead* if the interval lies above 0, *behind* if below; "
+    "*equivalent* if the same interval at {equivalence_level:.0%} (two one-sided tests at 5%) lies inside "
+    "± the task's margin, 5% of the way from a random policy to gymnasium's solved return, declared before "
+    "looking ({margins}; fedjax_rl.envs.equivalence_margin); *too few seeds* below {min_seeds} seeds, where no "
+    "distribution-free interval can exclude 0 (2 (1/2)^n > 5%); otherwise *inconclusive*. On simulated seeds "
+    "(benchmarks/verdict_coverage.py: exchangeable algorithms whose returns are normal, collapsing, capped, "
+    "three-valued, differences of one size, this project's own differences, and median-0 differences of other "
+    "shapes) the rule said ahead or behind in at most {rule_false_rate:.1%} of datasets at 4 to 20 seeds, and "
+    "equivalent at the margin in at most {equivalence_false_rate:.1%}; the mean's rule these tables used before "
+    "did in up to {hull_false_rate:.0%}. **Seeds for {power:.0%} power**: for an undecided comparison, about how "
+    "many seeds would decide it that often, planned for this rule (a binomial count) and for a conservative "
+    "effect (the {plan_quantile:.0%} quantile of P(higher)'s posterior from the seeds' signs): from 5 pilot seeds "
+    "of a normal difference of 0.8 standard deviations the figure delivers {plan_delivers:.0%} on average.")
+
+
+def comparison_legend(robust: str, env_names: Sequence[str]) -> str:
+    """COMPARISON_LEGEND for these tasks, with the measured numbers it quotes."""
+    env_names = list(env_names)
+    return COMPARISON_LEGEND.format(
+        robust=robust, range_note=range_note(env_names), margins=margin_note(env_names),
+        equivalence_level=stats.EQUIVALENCE_CONFIDENCE, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
+        plan_quantile=stats.PLAN_QUANTILE, plan_delivers=stats.PLAN_DELIVERS, **stats.MEASURED)
+
+
+WHOLE_TABLE_LEGEND = (
+    "**Whole table**: the sign test over the table's independent units. A unit is one task at one reported seed: "
+    "a task's rows (two perturbed parameters) share their seeds' keys, so they are not independent draws and "
+    "count as one unit, on which {robust} wins where it is higher on more of the task's rows than lower, loses "
+    "the other way, and is even otherwise; different tasks' runs are independent. *Ahead* if, of the units that "
+    "are not even, {robust} wins more than a fair coin gives with probability 2.5% or less, *behind* likewise (the "
+    "sign test with ties set aside: exact given how many units are even). What it decides: whether {robust} wins "
+    "more often than it loses over the (task, seed) units one could draw; signs need no common scale across tasks. "
+    "On simulated tables of exchangeable algorithms (the kinds above with P(higher) = P(lower); 4 tasks x 2 rows "
+    "whose signs agree more often than chance at 5 and 20 seeds, 3 x 2 x 4, and 8 independent rows x 5) it said "
+    "ahead or behind in at most {whole_table_false_rate:.1%} of them; counting each row as its own unit instead "
+    "did in up to 8%. The share of wins comes with its Clopper-Pearson 95% interval.")
+
+
+def whole_table_lines(table: Table, lines: list[dict], records: dict) -> list[str]:
+    """One line per baseline beginning '**Whole table**': the sign test over the (task, seed) units of
+    the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped)."""
+    md = []
+    for base in table.baselines:
+        mine = [line for line in lines if line["baseline"] == base]
+        if not mine:
+            continue
+        pooled = stats.pooled_signs([line["minimum_differences"] for line in mine],
+                                    groups=[records[line["row"]]["env_name"] for line in mine])
+        share = (f"share of wins {_unsigned(pooled['win_share'])}" if pooled["even"] < pooled["units"]
+                 else "no unit won or lost")
+        md.append(f"**Whole table** against {base}: over {pooled['units']} (task, seed) units ({pooled['rows']} rows "
+                  f"of {pooled['groups']} tasks), {table.robust_label} wins {pooled['higher']}, loses {pooled['lower']}, "
+                  f"even {pooled['even']}; {share}: {stats.verdict_cell(pooled['verdict'], pooled['units'])}.")
+        md.append("")
+    return ["", *md, WHOLE_TABLE_LEGEND.format(robust=table.robust_label, **stats.MEASURED)] if md else []
+
 
 AGGREGATE_LEGEND = (
     "IQM: the mean of the middle half of all (row, reported seed) scores (rliable's interquartile mean). "
     "Intervals: stratified percentile bootstrap, the rows are the strata (seeds are resampled within each row, "
-    "the same draw for both algorithms, so the difference stays paired), {reps:,} resamples. With 4-5 seeds per "
-    "row such an interval is narrower than its nominal level, so the verdict reads the difference's at nominal "
-    "{level:.1%}: on simulated tables of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
+    "the same draw for both algorithms, so the difference stays paired), {reps:,} resamples. A description of the "
+    "table's scale, not its verdict (the whole-table line above is). With 4-5 seeds per row such an interval is "
+    "narrower than its nominal level, so the difference's is printed at nominal {level:.1%}: on simulated tables "
+    "of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
     "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate:.1%} of them, where a nominal "
     "95% one did in up to {aggregate_nominal_false_rate:.0%}. The IQMs' and P({robust} > baseline)'s intervals are "
     "nominal 95%, not measured as intervals (P's excluded 1/2 in up to {improvement_excludes_half:.0%} of those "
@@ -95,14 +145,16 @@ def comparisons(table: Table, records: dict) -> list[dict]:
         prow, algs, headline = rows_by_key[key], rec["algorithms"], rec["headline"]
         bounds = envs.return_range(prow.env_name)
         for base in table.baselines:
+            robust, baseline = algs[headline]["reported"], algs[base]["reported"]
             line = dict(row=key, baseline=base, robust=headline,
-                        **stats.comparison(algs[headline]["reported"], algs[base]["reported"], METRICS,
-                                                  value_range=bounds))
+                        minimum_differences=np.subtract(robust["minimum"], baseline["minimum"]),
+                        **stats.comparison(robust, baseline, METRICS, value_range=bounds,
+                                           margin=envs.equivalence_margin(prow.env_name)))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
             # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
             line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
             line["sign_agrees"] = (None if line["paper_minimum_difference"] is None
-                                   else _sign(line["minimum"].estimate) == _sign(line["paper_minimum_difference"]))
+                                   else _sign(line["minimum_mean"]) == _sign(line["paper_minimum_difference"]))
             out.append(line)
     return out
 
@@ -241,36 +293,26 @@ def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[di
     add up to for the paper's claim."""
     lines = comparisons(table, records)
     robust = table.robust_label
-    md = ["", f"## {robust} (headline ω) − baseline, paired by seed", "", COMPARISON_LEGEND.format(
-              robust=robust, reps=stats.REPS, seed=stats.SEED, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
-              verdict_level=stats.VERDICT_CONFIDENCE, test_level=1 - stats.VERDICT_CONFIDENCE,
-              t_power_10=stats.t_test_power(10, 1.0), **stats.MEASURED,
-              range_note=range_note(records[line["row"]]["env_name"] for line in lines))
-          + (" Paper: the paper's own Minimum difference in that row; sign agrees: our mean difference has the "
-             "paper's sign." if table.in_paper else ""), "",
-          f"| row | baseline | seeds | Minimum: difference [95% CI] | Average: difference [95% CI] | "
-          f"P({robust} > baseline), Minimum / Average | verdict | seeds for {stats.POWER:.0%} power |"
+    md = ["", f"## {robust} (headline ω) − baseline, paired by seed", "",
+          comparison_legend(robust, [records[line["row"]]["env_name"] for line in lines])
+          + (" Paper: the paper's own Minimum difference in that row (a difference of means); sign agrees: our "
+             "mean difference has the paper's sign." if table.in_paper else ""), "",
+          f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: median difference [95% CI] | "
+          f"Average: median difference [95% CI] | Minimum: mean difference | verdict | seeds for {stats.POWER:.0%} power |"
           + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
-          "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
     comparison_rows = []
     for line in lines:
         paper_diff = line["paper_minimum_difference"]
         agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
-        md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | {line['minimum'].format()} | "
-                  f"{line['average'].format()} | {line['minimum_improvement']:.2f} / {line['average_improvement']:.2f} | "
+        md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | "
+                  f"{line['higher']} / {line['lower']} / {line['equal']} | {line['minimum'].format()} | "
+                  f"{line['average'].format()} | {line['minimum_mean']:+.1f} | "
                   f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
                   f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |"
                   + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if table.in_paper else ""))
-        record = dict(table=table.name, row=line["row"], robust=line["robust"], baseline=line["baseline"],
-                      seeds=line["seeds"])
-        for metric in METRICS:
-            interval = line[metric]
-            record.update({f"{metric}_difference": interval.estimate, f"{metric}_low": interval.low,
-                           f"{metric}_high": interval.high, f"{metric}_improvement": line[f"{metric}_improvement"]})
-        record.update(verdict=line["verdict"], seeds_for_power=line["seeds_for_power"],
-                      paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"],
-                      method=stats.METHOD, confidence=stats.CONFIDENCE, reps=stats.REPS, bootstrap_seed=stats.SEED)
-        comparison_rows.append(record)
+        comparison_rows.append(comparison_record(table.name, line, METRICS)
+                               | dict(paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"]))
     return md + [""] + _claim_lines(table, records, lines), comparison_rows
 
 
@@ -281,24 +323,27 @@ def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
     for base in table.baselines:
         verdicts = [line["verdict"] for line in lines if line["baseline"] == base]
         md.append(f"- Against {base}: {robust} is " + ", ".join(
-            f"{word} in {verdicts.count(word)}" for word in stats.VERDICTS if word != stats.TOO_FEW or word in verdicts)
+            f"{word} in {verdicts.count(word)}" for word in stats.VERDICTS
+            if word not in (stats.TOO_FEW, stats.EQUIVALENT) or word in verdicts)
             + f" of {len(verdicts)} rows.")
     by_row = {key: [line for line in lines if line["row"] == key] for key in records}
     supported = sum(all(line["verdict"] == stats.AHEAD for line in row) for row in by_row.values())
+    equivalent = sum(all(line["verdict"] == stats.EQUIVALENT for line in row) for row in by_row.values())
     contradicted = sum(any(line["verdict"] == stats.BEHIND for line in row) for row in by_row.values())
-    signs = sum(all(line["minimum"].estimate > 0 for line in row) for row in by_row.values())
+    signs = sum(all(line["minimum_mean"] > 0 for line in row) for row in by_row.values())
     judged = [line for line in lines if line["sign_agrees"] is not None]
     too_few = sum(all(line["verdict"] == stats.TOO_FEW for line in row) for row in by_row.values())
     claim = f"The paper's claim ({paper.CLAIM})" if table.in_paper else f"The paper's claim carried to {robust} ({paper.CLAIM})"
     return md + [
         f"- {claim}: the intervals support it in **{supported}**, contradict it "
-        f"(behind some baseline) in **{contradicted}**, and cannot tell in **{len(records) - supported - contradicted}** "
+        f"(behind some baseline) in **{contradicted}**, find no difference that matters (equivalent to every "
+        f"baseline) in **{equivalent}**, and cannot tell in **{len(records) - supported - contradicted - equivalent}** "
         f"of {len(records)} finished rows (of {len(table.rows)} in the table)"
         + (f", {too_few} of them for too few seeds." if too_few else "."),
         f"- Signs alone, a secondary fact: {robust}'s mean Minimum is above every baseline's in {signs} of "
         f"{len(records)} rows"
         + (f"; our sign agrees with the paper's own in {sum(line['sign_agrees'] for line in judged)} "
-           f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")]
+           f"of the {len(judged)} comparisons its table reports." if table.in_paper else ".")] + whole_table_lines(table, lines, records)
 
 
 def _aggregate_section(table: Table, records: dict) -> list[str]:
@@ -309,9 +354,9 @@ def _aggregate_section(table: Table, records: dict) -> list[str]:
           + AGGREGATE_LEGEND.format(robust=robust, reps=stats.REPS, level=stats.AGGREGATE_CONFIDENCE,
                                     **stats.MEASURED), "",
           f"| metric | baseline | rows x seeds | baseline IQM [nominal 95%] | {robust} IQM [nominal 95%] | "
-          f"{robust} − baseline [nominal {stats.AGGREGATE_CONFIDENCE:.1%}] | verdict | "
+          f"{robust} − baseline [nominal {stats.AGGREGATE_CONFIDENCE:.1%}] | "
           f"P({robust} > baseline) [nominal 95%] |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| --- | --- | --- | --- | --- | --- | --- |"]
     paper_iqm = []
     for agg in aggregates(table, records):
         a = agg["aggregate"]
@@ -320,7 +365,7 @@ def _aggregate_section(table: Table, records: dict) -> list[str]:
         seeds = sorted({len(records[k]["algorithms"][records[k]["headline"]]["reported"]["minimum"]) for k in agg["rows"]})
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
                   f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
-                  f"{a.difference.format(2)} | {stats.verdict_cell(a.verdict, a.min_seeds)} | {_unsigned(a.probability_of_improvement)} |")
+                  f"{a.difference.format(2)} | {_unsigned(a.probability_of_improvement)} |")
     if paper_iqm:
         md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
                f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]

@@ -18,7 +18,7 @@ import json
 import math
 import os
 
-from fedjax_rl import envs, paper
+from fedjax_rl import envs, paper, stats
 from fedjax_rl.machine import summary as machine_summary
 
 ROW_RESULT = "row.json"
@@ -268,3 +268,37 @@ def range_note(env_names) -> str:
     return ("An interval is cut to the differences the task's return range allows (" + ", ".join(named)
             + "; fedjax_rl.envs.return_range): the true difference lies inside, so its level and the verdict "
             "stay, and an end at that bound means the seeds set no limit on that side. ")
+
+
+def margin_note(env_names) -> str:
+    """The legends' statement of each task's equivalence margin (`envs.equivalence_margin`)."""
+    named, without = [], []
+    for name in dict.fromkeys(env_names):
+        margin = envs.equivalence_margin(name)
+        if margin is None:
+            without.append(name)
+        else:
+            named.append(f"{name} ±{margin:.1f}")
+    return (", ".join(named) + (f"; none for {', '.join(without)}, where gymnasium sets no solved return, so "
+                                 "nothing there is called equivalent" if without else ""))
+
+
+def comparison_record(table_name: str, line: dict, metrics) -> dict:
+    """A `stats.comparison` line as a comparisons-CSV record: per metric the median difference with its
+    interval, the mean difference and P(robust > baseline); on the deciding metric the seeds higher,
+    lower and equal, the equivalence interval and margin; the verdict, the seeds for power, and the
+    rule with its level (`coverage_at_least`: the interval's exact coverage at that seed count)."""
+    record = dict(table=table_name, **{k: line[k] for k in ("row", "num_agents", "max_rate", "robust", "omega",
+                                                              "baseline", "seeds") if k in line})
+    for metric in metrics:
+        interval = line[metric]
+        record.update({f"{metric}_median_difference": interval.estimate, f"{metric}_low": interval.low,
+                       f"{metric}_high": interval.high, f"{metric}_mean_difference": line[f"{metric}_mean"],
+                       f"{metric}_improvement": line[f"{metric}_improvement"]})
+    equivalence = line["equivalence"]
+    record.update(higher=line["higher"], lower=line["lower"], equal=line["equal"], margin=line["margin"],
+                  equivalence_low=None if equivalence is None else equivalence.low,
+                  equivalence_high=None if equivalence is None else equivalence.high,
+                  verdict=line["verdict"], seeds_for_power=line["seeds_for_power"], method=stats.METHOD,
+                  confidence=stats.CONFIDENCE, coverage_at_least=round(stats.order_coverage(line["seeds"]), 6))
+    return record

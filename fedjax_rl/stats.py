@@ -1,54 +1,42 @@
-"""Interval estimates and verdicts for comparing two algorithms over few seeds, at a measured level.
+"""Interval estimates and verdicts for comparing two algorithms over few seeds, at a level that holds
+on every kind of data RL results have.
 
 `fedjax-rl compare`, the reproduction tables (`fedjax_rl/reproduce_report.py`) and
-`notebooks/reproduction_results.ipynb` all use this module. The vocabulary is that of Agarwal et al.,
-"Deep Reinforcement Learning at the Edge of the Statistical Precipice" (NeurIPS 2021) and its `rliable`
-library: paired differences with confidence intervals, the interquartile mean (IQM) across tasks with
-a stratified bootstrap, and the probability of improvement P(X > Y).
+`notebooks/reproduction_results.ipynb` all judge a comparison with `comparison`. The vocabulary is that of
+Agarwal et al., "Deep Reinforcement Learning at the Edge of the Statistical Precipice" (NeurIPS 2021) and
+its `rliable` library: paired differences with confidence intervals, the interquartile mean (IQM) across
+tasks with a stratified bootstrap, and the probability of improvement P(X > Y).
 
-Which interval. `benchmarks/verdict_coverage.py` measured, on simulated seeds where the two
-algorithms are equal, how often each candidate interval of a mean excludes 0 (a false verdict), at
-n = 3, 4, 5, 6, 8, 10 and 20 seeds, for normal, heavy-tailed (t with 3 degrees of freedom), skewed
-(1 - Exp(1), skewness -2) differences and differences resampled from the committed rows' own
-standardized ones, 20,000 datasets each (benchmarks/results/verdict_coverage.json; every number in
-REPRODUCTION.md). A 95% verdict should be false 5% of the time. At 4 to 20 seeds:
+What a verdict is about. Per-seed returns are skewed, capped at a task's maximum, collapse on some
+seeds and repeat values, and no test of a *mean* holds its level over every such distribution at any
+seed count (Bahadur and Savage, 1956): a rare collapsed seed moves a mean further than 5-20 seeds can
+show. So the verdicts are about the **median paired difference** (robust minus baseline on the same
+seed): *ahead* means the robust algorithm is higher on more than half of the seeds one could draw. Its
+interval is the distribution-free order-statistic interval [d_(k), d_(n+1-k)] (the sign test inverted:
+exact for any distribution, conservative where values tie), so the verdict's level holds by
+construction, and the seed count below which no verdict is possible follows from it: 2 (1/2)^n <= 5%
+first at n = 6 (`MIN_SEEDS`). Unpaired samples (runs with other seed keys) get the Hodges-Lehmann shift
+with its exact Mann-Whitney interval. `benchmarks/verdict_coverage.py` measures the levels on the kinds
+of data the issue tracker listed (REPRODUCTION.md, "How the tables judge a comparison").
 
-- the percentile bootstrap (`rliable`'s, and this module's until the study) was false 20% of the time
-  at 4 seeds and 16% at 5, for normal differences: it is about mean ± 1.96 std(ddof 0)/sqrt(n), too
-  narrow at small n; BCa was no better;
-- the Student t interval is exact for normal differences and conservative for t(3) ones, but was
-  false 8-12% of the time for the skewed ones, and 7% for the committed ones at 4 seeds;
-- the bootstrap-t (studentized bootstrap) corrects for skewness but was false up to 7% of the time
-  for the skewed and the t(3) differences;
-- their hull (a verdict only where both exclude 0) was false up to 6.4% of the time at nominal 95%
-  (skewed, 6 seeds), and up to 5.2% ± 0.15% at nominal 97%, the smallest level (in steps of 1%) within
-  two standard errors of 5% in every distribution: that is the tables' rule (`METHOD` at
-  `VERDICT_CONFIDENCE`), printed as their 95% interval. For normal differences it is false 2% of the
-  time; the price is power (a difference of 1 standard deviation at 10 seeds is decided 60% of the
-  time, the t test's 80%).
+*Equivalent*: the same interval at 90% (two one-sided tests at 5%) lies inside +-margin, a margin per
+task declared before looking (`fedjax_rl.envs.equivalence_margin`). The whole-table verdict
+(`pooled_signs`) is the sign test over every (row, seed) pair of a table.
 
-At 3 seeds no method that gives verdicts holds in every distribution (Student t was false 11.5% of
-the time for skewed differences, the bootstrap methods 25% or more), and the rule's own interval is
-unbounded: a bootstrap-t resample of n copies of one seed has no spread and a moved mean, and it is
-drawn with probability n^(1-n) >= 1/9. So `verdict` says `TOO_FEW` below `MIN_SEEDS` = 4.
+The mean-based intervals (Student t, percentile bootstrap, BCa, bootstrap-t and their hull) stay for the
+coverage study and for readers who want a mean's interval; they decide nothing in the tables.
 
 Each function takes per-seed values on the last axis; leading axes are independent datasets (the
 study passes thousands at once through the same code the tables call with one). Bootstrap resamples
-draw from `np.random.default_rng(seed)` (default `SEED`), so tables are reproducible; every dataset of
-a batch sees the same resamples of its seed indices. Bootstrap quantiles are read off the resampled
-statistic by the inverted empirical CDF (the smallest value whose CDF reaches q, numpy's
-"inverted_cdf"), so an interval's ends are values the bootstrap distribution takes and a small case
-can be enumerated by hand (tests/test_stats.py).
-
-Why numpy and not `rliable`: rliable 1.2.0 installs with the pinned packages, but as an sdist built at
-install time plus seven more packages (arch, statsmodels, ...), for a few lines of numpy here. Its
-`get_interval_estimates` resamples each algorithm on its own and needs the same number of runs in
-every task: the comparisons here are paired by seed, and rows may differ in their number of seeds.
+draw from `np.random.default_rng(seed)` (default `SEED`); quantiles of resampled statistics are read by
+the inverted empirical CDF (numpy's "inverted_cdf"), so small cases can be enumerated by hand
+(tests/test_stats.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -59,41 +47,55 @@ CONFIDENCE = 0.95
 REPS = 50_000
 SEED = 0
 
-T, PERCENTILE, BCA, BOOTSTRAP_T, T_AND_BOOTSTRAP_T = "t", "percentile", "bca", "bootstrap-t", "t+bootstrap-t"
-METHODS = (T, PERCENTILE, BCA, BOOTSTRAP_T, T_AND_BOOTSTRAP_T)
-METHOD = T_AND_BOOTSTRAP_T  # the verdicts' interval, chosen by benchmarks/verdict_coverage.py (above)
-# The nominal level at which METHOD is computed so that it holds CONFIDENCE in every distribution the
-# study measured (above): at nominal 95% the hull was false up to 6.4% of the time for skewed
-# differences, at 96% up to 5.8%. `default_confidence` hands it to every method=METHOD call.
-VERDICT_CONFIDENCE = 0.97
+MEDIAN, T, PERCENTILE, BCA, BOOTSTRAP_T, T_AND_BOOTSTRAP_T = (
+    "median", "t", "percentile", "bca", "bootstrap-t", "t+bootstrap-t")
+METHODS = (MEDIAN, T, PERCENTILE, BCA, BOOTSTRAP_T, T_AND_BOOTSTRAP_T)
+METHOD = MEDIAN  # the verdicts' interval (module docstring)
+# The nominal level at which the hull of Student t and bootstrap-t held 95% for a mean on the
+# distributions the first coverage study drew (normal, t3, 1 - Exp(1), the committed differences); kept
+# so that the study can set the verdicts it replaced beside the median's.
+HULL_CONFIDENCE = 0.97
 METHOD_NAMES = {
+    MEDIAN: "order-statistic (sign test) interval of the median paired difference; unpaired: the "
+            "Hodges-Lehmann shift with its Mann-Whitney interval",
     T: "Student t interval",
     PERCENTILE: "percentile bootstrap interval",
     BCA: "BCa bootstrap interval",
     BOOTSTRAP_T: "bootstrap-t (studentized bootstrap) interval",
     T_AND_BOOTSTRAP_T: "hull of the Student t and bootstrap-t intervals",
 }
-MIN_SEEDS = 4  # below it no interval measured holds its level; METHOD's is unbounded (above)
+# "Equivalent" reads the same interval at this level: two one-sided 5% tests (TOST) against +-margin.
+EQUIVALENCE_CONFIDENCE = 0.90
 POWER = 0.8  # seeds_for_power's target
+# seeds_for_power plans for this quantile of P(robust higher on a seed)'s posterior given the pilot's signs
+# (Jeffreys prior), not for its point estimate: 4-5 pilot signs say little, and a plan for the estimate
+# delivered 69% realised power where it promised 80% (5 pilots, P = 0.79, a normal difference of 0.8
+# standard deviations); at this quantile it delivers PLAN_DELIVERS (exact, `planned_power`).
+PLAN_QUANTILE = 0.2
+AHEAD, BEHIND, EQUIVALENT, INCONCLUSIVE, TOO_FEW = "ahead", "behind", "equivalent", "inconclusive", "too few seeds"
+VERDICTS = (AHEAD, BEHIND, EQUIVALENT, INCONCLUSIVE, TOO_FEW)
 # What benchmarks/verdict_coverage.py measured (benchmarks/results/verdict_coverage.json; tests/test_stats.py
-# checks these against it), quoted by the tables and `fedjax-rl compare`. False-verdict rates on equal
-# algorithms: METHOD's largest at MIN_SEEDS..20 seeds over every distribution; the percentile bootstrap's
-# for normal differences at 4 and 5 seeds; Student t's largest for skewed ones. Power at a difference of
-# 1 standard deviation, 10 seeds, normal differences: METHOD's. Across rows: the largest rate at which
-# the verdict (AGGREGATE_CONFIDENCE) and a nominal 95% interval called a difference, and at which
-# P(X > Y)'s interval excluded 1/2, over the committed table shapes (the shapes simulated).
-MEASURED = dict(method_false_rate=0.0516, percentile_false_rate_4=0.2035, percentile_false_rate_5=0.1635,
-                t_false_rate=0.1229, rule_power_10=0.6046, aggregate_false_rate=0.054,
-                aggregate_nominal_false_rate=0.142, improvement_excludes_half=0.086,
+# checks these against it), quoted by the tables and `fedjax-rl compare`: the rule's largest false
+# ahead/behind rate over every kind of data and seed count; the replaced rule's (the mean's hull at 97%)
+# on the kinds it failed; the largest rate at which "equivalent" was said of a median difference at the
+# margin; the whole-table test's largest false rate; the rule's power at 10 seeds for a normal difference
+# of 1 standard deviation.
+MEASURED = dict(rule_false_rate=0.0443, hull_false_rate=0.1258, equivalence_false_rate=0.0307,
+                whole_table_false_rate=0.0404, rule_power_10=0.516,
+                # The first study's, for the across-rows IQM: the largest rate at which its difference's
+                # interval at AGGREGATE_CONFIDENCE and at nominal 95% excluded 0, and P(X > Y)'s excluded
+                # 1/2, on tables of equal algorithms shaped like the committed ones.
+                aggregate_false_rate=0.054, aggregate_nominal_false_rate=0.142, improvement_excludes_half=0.086,
                 aggregate_shapes="8 rows x 5 seeds and 6 rows x 4")
-AHEAD, BEHIND, INCONCLUSIVE, TOO_FEW = "ahead", "behind", "inconclusive", "too few seeds"
-VERDICTS = (AHEAD, BEHIND, INCONCLUSIVE, TOO_FEW)
+# What seeds_for_power delivers from 5 pilot seeds of a normal difference of 0.8 standard deviations
+# (P(higher) = 0.79): the rule's mean power at the planned count (`planned_power`, exact).
+PLAN_DELIVERS = 0.82
 
 # The across-rows IQM difference's stratified percentile interval is too narrow at its nominal level
 # with 4-5 seeds per row (each row's resamples spread (n-1)/n as much as its seeds): on simulated
 # tables of equal algorithms shaped like the committed ones it excluded 0 up to 14% of the time at
-# nominal 95%, 7% at 99%. The verdict reads it at this nominal level, the smallest of 95, 98, 99 and
-# 99.5% within two standard errors of 5% (benchmarks/verdict_coverage.py; REPRODUCTION.md).
+# nominal 95%, 7% at 99%. It is printed at this nominal level, the smallest of 95, 98, 99 and 99.5%
+# within two standard errors of 5% (benchmarks/verdict_coverage.py; REPRODUCTION.md).
 AGGREGATE_CONFIDENCE = 0.995
 
 
@@ -110,9 +112,91 @@ class Interval:
 
 
 def default_confidence(method: str) -> float:
-    """The nominal level a `confidence=None` call uses: VERDICT_CONFIDENCE for METHOD (calibrated to
-    hold CONFIDENCE), CONFIDENCE itself for the other methods (nominal)."""
-    return VERDICT_CONFIDENCE if method == METHOD else CONFIDENCE
+    """The nominal level a `confidence=None` call uses: HULL_CONFIDENCE for the hull of Student t and
+    bootstrap-t (where it held 95% for a mean), CONFIDENCE for the others (exact for MEDIAN)."""
+    return HULL_CONFIDENCE if method == T_AND_BOOTSTRAP_T else CONFIDENCE
+
+
+@functools.lru_cache(maxsize=None)
+def order_rank(n: int, confidence: float = CONFIDENCE) -> int:
+    """The largest k with P(Binomial(n, 1/2) <= k - 1) <= (1 - confidence) / 2: the order statistics
+    [d_(k), d_(n+1-k)] of n values cover their distribution's median with probability at least
+    `confidence`, whatever the distribution. 0 where even [d_(1), d_(n)] does not (n < 6 at 95%)."""
+    tail = (1 - confidence) / 2
+    cdf = scipy.stats.binom.cdf(np.arange(n), n, 0.5)
+    return int(np.sum(cdf <= tail * (1 + 1e-9)))
+
+
+def order_coverage(n: int, confidence: float = CONFIDENCE) -> float:
+    """The exact coverage of `median_interval` at n values: 1 - 2 P(Binomial(n, 1/2) <= k - 1) for
+    continuous values (ties only raise it); 1 where the interval is unbounded."""
+    k = order_rank(n, confidence)
+    return 1.0 if k == 0 else float(1 - 2 * scipy.stats.binom.cdf(k - 1, n, 0.5))
+
+
+# The fewest paired seeds at which the verdicts' interval can exclude 0: 2 (1/2)^n <= 5% first at n = 6.
+MIN_SEEDS = next(n for n in range(1, 64) if order_rank(n) > 0)
+
+
+def median_interval(values, confidence: float = CONFIDENCE) -> Interval:
+    """The median of the last axis of `values` with its order-statistic interval [d_(k), d_(n+1-k)]
+    (`order_rank`), (-inf, +inf) where n is too small for any. Every order statistic rises with each
+    value, so raising one seed's value never lowers either end."""
+    values = _values(values, "values")
+    n = values.shape[-1]
+    k = order_rank(n, confidence)
+    ordered = np.sort(values, axis=-1)
+    median = np.median(values, axis=-1)
+    if k == 0:
+        low, high = np.full(median.shape, -np.inf), np.full(median.shape, np.inf)
+    else:
+        low, high = ordered[..., k - 1], ordered[..., n - k]
+    return Interval(_scalar(median), _scalar(low), _scalar(high))
+
+
+@functools.lru_cache(maxsize=None)
+def _mann_whitney_counts(m: int, n: int) -> np.ndarray:
+    """How many of the C(m + n, m) orderings of m x's and n y's give U = #{(i, j): x_i > y_j} = u, for
+    u = 0..m n. The largest value is an x (U gains n) or a y (U gains nothing)."""
+    if m == 0 or n == 0:
+        return np.ones(1)
+    counts = np.zeros(m * n + 1)
+    counts[n:] += _mann_whitney_counts(m - 1, n)
+    counts[: m * (n - 1) + 1] += _mann_whitney_counts(m, n - 1)
+    return counts
+
+
+def mann_whitney_rank(m: int, n: int, confidence: float = CONFIDENCE) -> int:
+    """The largest k with P(U <= k - 1) <= (1 - confidence) / 2 under U's null distribution: the k-th
+    smallest and largest of the m n differences x_i - y_j bound the shift between the two samples'
+    distributions with probability at least `confidence` (Hodges and Lehmann, 1963). 0 where none does."""
+    counts = _mann_whitney_counts(m, n)
+    cdf = np.cumsum(counts) / counts.sum()
+    return int(np.sum(cdf[:-1] <= (1 - confidence) / 2 * (1 + 1e-9)))
+
+
+def shift_interval(x, y, confidence: float = CONFIDENCE) -> Interval:
+    """The Hodges-Lehmann shift of x against y (the median of every x_i - y_j) with its Mann-Whitney
+    interval (`mann_whitney_rank`); (-inf, +inf) where the samples are too small for any."""
+    x, y = _values(x, "x"), _values(y, "y")
+    m, n = x.shape[-1], y.shape[-1]
+    pairs = np.sort((x[..., :, None] - y[..., None, :]).reshape(*np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), m * n),
+                    axis=-1)
+    k = mann_whitney_rank(m, n, confidence)
+    estimate = np.median(pairs, axis=-1)
+    if k == 0:
+        low, high = np.full(estimate.shape, -np.inf), np.full(estimate.shape, np.inf)
+    else:
+        low, high = pairs[..., k - 1], pairs[..., m * n - k]
+    return Interval(_scalar(estimate), _scalar(low), _scalar(high))
+
+
+def decidable(num_seeds: int, other_seeds: int | None = None) -> bool:
+    """Whether METHOD's interval can exclude 0 at all: `num_seeds` paired seeds, or `num_seeds` against
+    `other_seeds` unpaired. Where it cannot, the verdict is 'too few seeds'."""
+    if other_seeds is None:
+        return order_rank(num_seeds) > 0
+    return mann_whitney_rank(num_seeds, other_seeds) > 0
 
 
 def _check(confidence: float, reps: int, method: str) -> None:
@@ -189,13 +273,15 @@ def _t_statistics(shift, scale):
     return np.where((scale == 0) & (shift == 0), 0.0, t)
 
 
-def mean_interval(values, method: str = METHOD, confidence: float | None = None, reps: int = REPS,
+def mean_interval(values, method: str = T_AND_BOOTSTRAP_T, confidence: float | None = None, reps: int = REPS,
                   seed: int = SEED) -> Interval:
     """The mean of the last axis of `values` (per-seed values; leading axes are datasets) with an
     interval by `method` (METHODS; the module docstring says which holds its level) at nominal level
     `confidence` (default: `default_confidence(method)`)."""
     confidence = default_confidence(method) if confidence is None else confidence
     _check(confidence, reps, method)
+    if method == MEDIAN:
+        raise ValueError("method 'median' is an interval of a median, not of a mean: call median_interval")
     values = _values(values, "values", at_least=2 if method != PERCENTILE else 1)
     n = values.shape[-1]
     mean = values.mean(axis=-1)
@@ -242,12 +328,15 @@ def _bca_ends(values, mean, boot_mean, confidence):
 
 def difference(x, y, paired: bool = True, method: str = METHOD, confidence: float | None = None,
                reps: int = REPS, seed: int = SEED, value_range: tuple[float, float] | None = None) -> Interval:
-    """mean(x) - mean(y) with its interval by `method` at nominal level `confidence` (default:
+    """x against y with an interval by `method` at nominal level `confidence` (default:
     `default_confidence(method)`, so that `difference(x, y)` is the tables' 95% interval). paired:
-    x[i] and y[i] come from the same seed (the same initialisation, physics and exploration keys), so
-    the interval is `mean_interval` of the per-seed differences x - y. Otherwise the two are
-    independent samples: Welch's t interval, and a bootstrap that resamples x and y separately
-    (bootstrap-t: studentized by Welch's standard error); BCa is for paired values only.
+    x[i] and y[i] come from the same seed (the same initialisation, physics and exploration keys).
+
+    METHOD (MEDIAN): paired, the median of the per-seed differences x - y with its order-statistic
+    interval (`median_interval`); unpaired, the Hodges-Lehmann shift with its Mann-Whitney interval
+    (`shift_interval`). The other methods estimate mean(x) - mean(y): paired, `mean_interval` of the
+    per-seed differences; unpaired, Welch's t interval and a bootstrap that resamples x and y
+    separately (bootstrap-t: studentized by Welch's standard error); BCa is for paired values only.
 
     value_range: (low, high) that every value of x and y lies in, or None. A task's returns have one
     where its rewards bound them (`envs.return_range`: CartPole's lie in [0, 500]). The difference of
@@ -260,9 +349,11 @@ def difference(x, y, paired: bool = True, method: str = METHOD, confidence: floa
     x, y = _values(x, "x"), _values(y, "y")
     if value_range is not None:
         _check_range(value_range, x=x, y=y)
-    if paired:
-        if x.shape != y.shape:
-            raise ValueError(f"paired values need one per seed on both sides, got {x.shape[-1]} and {y.shape[-1]}")
+    if paired and x.shape != y.shape:
+        raise ValueError(f"paired values need one per seed on both sides, got {x.shape[-1]} and {y.shape[-1]}")
+    if method == MEDIAN:
+        interval = median_interval(x - y, confidence) if paired else shift_interval(x, y, confidence)
+    elif paired:
         inner = mean_interval(x - y, method, confidence, reps, seed)
         interval = Interval(_scalar(x.mean(axis=-1) - y.mean(axis=-1)), inner.low, inner.high)
     elif method == BCA:
@@ -316,63 +407,98 @@ def _unpaired(x, y, method, confidence, reps, seed) -> Interval:
     return Interval(_scalar(estimate), _scalar(low), _scalar(high))
 
 
-def verdict(interval: Interval, num_seeds: int):
-    """'ahead' if the interval of (robust - baseline) lies above 0, 'behind' if below, otherwise
-    'inconclusive'; 'too few seeds' below MIN_SEEDS, where no interval measured holds its level.
-    An interval over many datasets gives an array of verdicts."""
-    if num_seeds < MIN_SEEDS:
-        return TOO_FEW if np.ndim(interval.low) == 0 else np.full(np.shape(interval.low), TOO_FEW)
-    words = np.where(np.asarray(interval.low) > 0, AHEAD, np.where(np.asarray(interval.high) < 0, BEHIND, INCONCLUSIVE))
-    return str(words) if words.ndim == 0 else words
+def verdict(interval: Interval, can_decide=True, equivalence: Interval | None = None, margin: float | None = None):
+    """The word for robust - baseline: 'ahead' if `interval` lies above 0, 'behind' if below;
+    otherwise 'equivalent' if `equivalence` (the same interval at EQUIVALENCE_CONFIDENCE) lies inside
+    (-margin, +margin); otherwise 'too few seeds' where the rule could not have excluded 0 at this seed
+    count (`can_decide`, `decidable`), else 'inconclusive'. Intervals over many datasets (and
+    `can_decide` as an array) give an array of words."""
+    low, high, can_decide = np.asarray(interval.low), np.asarray(interval.high), np.asarray(can_decide)
+    words = np.where(can_decide, INCONCLUSIVE, TOO_FEW).astype(object)
+    if margin is not None and equivalence is not None:
+        inside = (np.asarray(equivalence.low) > -margin) & (np.asarray(equivalence.high) < margin)
+        words = np.where(inside, EQUIVALENT, words)
+    words = np.where(can_decide & (low > 0), AHEAD, np.where(can_decide & (high < 0), BEHIND, words))
+    return str(words) if words.ndim == 0 else words.astype(str)
 
 
 def verdict_cell(word: str, num_seeds: int) -> str:
-    """A verdict as the tables print it: bold, with the seed count where it is below MIN_SEEDS."""
-    return f"**{word}**" + (f" ({num_seeds} < {MIN_SEEDS})" if num_seeds < MIN_SEEDS else "")
+    """A verdict as the tables print it: bold, with the seed count where too few decide anything."""
+    return f"**{word}**" + (f" ({num_seeds} < {MIN_SEEDS})" if word == TOO_FEW and num_seeds < MIN_SEEDS else "")
 
 
 def seeds_cell(verdict_word: str, seeds_needed: int | None) -> str:
     """About how many seeds an undecided comparison needs (`seeds_for_power`), as the tables print
     it; '—' for a decided one."""
-    if verdict_word in (AHEAD, BEHIND):
+    if verdict_word in (AHEAD, BEHIND, EQUIVALENT):
         return "—"
-    return "no difference seen" if seeds_needed is None else f"about {seeds_needed}"
+    return "no direction seen" if seeds_needed is None else f"about {seeds_needed}"
 
 
-def t_test_power(n: int, effect: float, confidence: float = VERDICT_CONFIDENCE, paired: bool = True) -> float:
+def t_test_power(n: int, effect: float, confidence: float = CONFIDENCE, paired: bool = True) -> float:
     """The probability that the two-sided t test at level 1 - `confidence` rejects a zero difference
     when the true one is `effect` standard deviations, with n seeds (per algorithm): noncentral t with
     n - 1 degrees of freedom and noncentrality sqrt(n) effect (paired), or 2 n - 2 and sqrt(n / 2)
-    effect (unpaired, equal spreads)."""
+    effect (unpaired, equal spreads). For comparison with the rule's own power (`sign_power`)."""
     dof, noncentral = (n - 1, math.sqrt(n) * effect) if paired else (2 * n - 2, math.sqrt(n / 2) * effect)
     critical = scipy.stats.t.ppf((1 + confidence) / 2, dof)
     return float(scipy.stats.nct.sf(critical, dof, noncentral) + scipy.stats.nct.cdf(-critical, dof, noncentral))
 
 
-def seeds_for_power(x, y, paired: bool = True, power: float = POWER, confidence: float = VERDICT_CONFIDENCE,
-                    limit: int = 100_000) -> int | None:
-    """About how many seeds (per algorithm) a difference of the observed size and spread needs for a
-    `confidence` interval to exclude 0 with probability `power`: the smallest n at which
-    `t_test_power` reaches it, for a true difference of `|mean|` over the observed standard deviation
-    (ddof 1; paired: of the per-seed differences; unpaired: the two samples' pooled one); the test's
-    level defaults to METHOD's nominal one. It is the count for normal differences; METHOD also needs
-    the bootstrap-t interval to agree, so its own power is lower (MEASURED["rule_power_10"]). At least
-    MIN_SEEDS; None where no n <= `limit` gets there (no observed difference)."""
-    x, y = _values(x, "x", at_least=2), _values(y, "y", at_least=2)
+def sign_power(n: int, higher: float, confidence: float = CONFIDENCE) -> float:
+    """The probability that the verdicts' interval over n paired seeds lies above 0 when each seed's
+    difference is positive with probability `higher`: it does when at most k - 1 of the n are <= 0
+    (`order_rank`), a binomial tail. Exact for every distribution of the differences."""
+    k = order_rank(n, confidence)
+    return 0.0 if k == 0 else float(scipy.stats.binom.sf(n - k, n, higher))
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(higher: float, power: float, confidence: float, limit: int) -> int | None:
+    """The fewest seeds (from MIN_SEEDS) at which `sign_power` reaches `power`, or None up to `limit`.
+    Power is not monotone in n (the binomial's steps), so this is the first n, not every n after it."""
+    if higher <= 0.5:
+        return None
+    counts = np.arange(MIN_SEEDS, limit + 1)
+    ranks = np.array([order_rank(int(n), confidence) for n in counts])
+    reached = np.flatnonzero(scipy.stats.binom.sf(counts - ranks, counts, higher) >= power)
+    return int(counts[reached[0]]) if reached.size else None
+
+
+def seeds_for_power(x, y, paired: bool = True, power: float = POWER, confidence: float = CONFIDENCE,
+                    limit: int = 2000) -> int | None:
+    """About how many seeds would decide the comparison of x and y with probability `power`, planned
+    for the rule the tables use (`sign_power`) and for a conservative effect: P(robust higher on a
+    seed) at the PLAN_QUANTILE of its posterior given the pilot's signs (Jeffreys prior), in the
+    direction most of them point. A pilot cannot tell the direction, and gets None, where that quantile
+    is not above 1/2, or where no n <= `limit` gets there. Unpaired values plan for P(X > Y) over the
+    pairs of seeds, counted as if from min(m, n) independent signs (an approximation, not measured)."""
+    x, y = _values(x, "x"), _values(y, "y")
     if paired:
         d = x - y
-        size, spread = abs(d.mean()), d.std(ddof=1)
+        wins, losses, n = int((d > 0).sum()), int((d < 0).sum()), d.size
     else:
-        size, spread = abs(x.mean() - y.mean()), math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
-    if size == 0:
-        return None
-    if spread == 0:
-        return MIN_SEEDS
-    effect = size / spread
-    z = scipy.stats.norm.ppf((1 + confidence) / 2) + scipy.stats.norm.ppf(power)
-    # From the normal approximation less a margin, and never below MIN_SEEDS, where no verdict is given.
-    start = max(MIN_SEEDS, math.floor((z / effect) ** 2 * (1 if paired else 2)) - 2)
-    return next((n for n in range(start, limit + 1) if t_test_power(n, effect, confidence, paired) >= power), None)
+        n = min(x.size, y.size)
+        share = float(_pairwise_improvement(x, y))
+        wins, losses = share * n, (1 - share) * n
+    higher = scipy.stats.beta.ppf(PLAN_QUANTILE, max(wins, losses) + 0.5, n - max(wins, losses) + 0.5)
+    return _plan(float(higher), power, confidence, limit)
+
+
+def planned_power(pilot_seeds: int, higher: float, power: float = POWER, confidence: float = CONFIDENCE) -> dict:
+    """What `seeds_for_power` delivers, exactly: over every outcome of `pilot_seeds` pilot signs drawn
+    with P(higher) = `higher` (no ties), the share of pilots that get a figure, and the mean power the
+    rule then has at that figure with the true `higher` (0 where the pilot points the wrong way)."""
+    planned, delivered = 0.0, 0.0
+    for wins in range(pilot_seeds + 1):
+        chance = scipy.stats.binom.pmf(wins, pilot_seeds, higher)
+        count = seeds_for_power(np.r_[np.ones(wins), -np.ones(pilot_seeds - wins)], np.zeros(pilot_seeds),
+                                power=power, confidence=confidence)
+        if count is not None:
+            planned += chance
+            right_way = wins >= pilot_seeds - wins
+            delivered += chance * (sign_power(count, higher, confidence) if right_way else 0.0)
+    return dict(planned=planned, power=delivered / planned if planned else 0.0)
 
 
 def probability_of_improvement(x, y) -> float:
@@ -383,23 +509,70 @@ def probability_of_improvement(x, y) -> float:
 
 
 def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: bool = True, decide_on: str = "minimum",
-               value_range: tuple[float, float] | None = None) -> dict:
+               value_range: tuple[float, float] | None = None, margin: float | None = None) -> dict:
     """How the tables and `fedjax-rl compare` judge robust against baseline from their seeds' values
-    ({metric: per-seed values}, paired by seed or not): per metric the difference with its interval
-    (`difference`, within what the task's `value_range` of returns allows) and P(robust > baseline);
-    the verdict read from `decide_on`'s interval over the fewer side's seeds and, for an undecided one,
-    about how many seeds would decide it (`seeds_for_power`; None where no difference is seen). At
-    least 2 seeds a side, as `difference` needs."""
-    seeds = min(len(robust[decide_on]), len(baseline[decide_on]))
-    line = dict(seeds=seeds)
+    ({metric: per-seed values}, paired by seed or not): per metric the median difference with its
+    interval (`difference`, within what the task's `value_range` of returns allows), the difference of
+    the means (a description, and what the paper's numbers are) and P(robust > baseline); on
+    `decide_on`, the seeds where robust is higher, lower and equal (paired), the verdict (with
+    'equivalent' against the task's `margin`, where it has one) and, for an undecided comparison, about
+    how many seeds would decide it (`seeds_for_power`)."""
+    x, y = robust[decide_on], baseline[decide_on]
+    line = dict(seeds=min(len(x), len(y)), margin=margin)
     for metric in metrics:
         line[metric] = difference(robust[metric], baseline[metric], paired=paired, value_range=value_range)
+        line[f"{metric}_mean"] = float(np.mean(robust[metric]) - np.mean(baseline[metric]))
         line[f"{metric}_improvement"] = probability_of_improvement(robust[metric], baseline[metric])
-    line["verdict"] = verdict(line[decide_on], seeds)
-    decided = line["verdict"] in (AHEAD, BEHIND)
-    line["seeds_for_power"] = (None if decided
-                               else seeds_for_power(robust[decide_on], baseline[decide_on], paired=paired))
+    if paired:
+        d = np.asarray(x, float) - np.asarray(y, float)
+        line.update(higher=int((d > 0).sum()), lower=int((d < 0).sum()), equal=int((d == 0).sum()))
+    line["equivalence"] = (None if margin is None else
+                           difference(x, y, paired=paired, confidence=EQUIVALENCE_CONFIDENCE, value_range=value_range))
+    line["verdict"] = verdict(line[decide_on], decidable(len(x), None if paired else len(y)),
+                              line["equivalence"], margin)
+    line["seeds_for_power"] = (None if line["verdict"] in (AHEAD, BEHIND, EQUIVALENT)
+                               else seeds_for_power(x, y, paired=paired))
     return line
+
+
+def pooled_signs(differences: Sequence, groups: Sequence | None = None, confidence: float = CONFIDENCE) -> dict:
+    """A verdict for a whole table: the sign test over its independent units. `differences[r]` holds row
+    r's per-seed robust - baseline (leading axes: datasets); rows with the same `groups[r]` (a task's rows,
+    which share their seeds' keys) make one unit per seed, valued by the mean sign of their differences at
+    that seed; rows of different groups are independent. Of the units where one algorithm is higher (on
+    more of the group's rows), 'ahead' where the robust one is so on more of them than a fair coin would give
+    with P <= (1 - confidence) / 2, 'behind' likewise (the sign test with ties set aside, exact given the
+    number of units that are not even); 'too few seeds' below MIN_SEEDS units. What it decides: whether,
+    over the (task, seed) units one could draw, the robust algorithm wins more often than it loses. Signs
+    need no common scale. The share of wins among the units that are not even comes with its
+    Clopper-Pearson interval, the inversion of the same binomial test."""
+    rows = [_values(r, f"row {i}") for i, r in enumerate(differences)]
+    groups = list(range(len(rows))) if groups is None else list(groups)
+    units = []
+    for group in dict.fromkeys(groups):
+        members = [np.sign(r) for r, g in zip(rows, groups) if g == group]
+        if len({m.shape for m in members}) != 1:
+            raise ValueError(f"rows of group {group!r} need one value per seed each, got shapes "
+                             f"{[m.shape for m in members]}")
+        units.append(np.mean(members, axis=0))
+    values = np.concatenate(units, axis=-1)
+    n = values.shape[-1]
+    higher, lower = (values > 0).sum(-1), (values < 0).sum(-1)
+    decided = higher + lower
+    tail = (1 - confidence) / 2
+    ahead = scipy.stats.binom.sf(higher - 1, decided, 0.5) <= tail * (1 + 1e-9)
+    behind = scipy.stats.binom.sf(lower - 1, decided, 0.5) <= tail * (1 + 1e-9)
+    words = np.where(ahead, AHEAD, np.where(behind, BEHIND, INCONCLUSIVE if n >= MIN_SEEDS else TOO_FEW))
+    with np.errstate(invalid="ignore", divide="ignore"):  # no unit decided: the share is unknown
+        low = np.where(higher > 0, scipy.stats.beta.ppf(tail, higher, decided - higher + 1), 0.0)
+        high = np.where(higher < decided, scipy.stats.beta.ppf(1 - tail, higher + 1, decided - higher), 1.0)
+        share = Interval(_scalar(higher / decided), _scalar(low), _scalar(high))
+
+    def count(array):
+        return int(array) if np.ndim(array) == 0 else array
+
+    return dict(units=n, rows=len(rows), groups=len(units), higher=count(higher), lower=count(lower),
+                even=count(n - decided), win_share=share, verdict=str(words) if words.ndim == 0 else words)
 
 
 def iqm(values, axis: int = -1) -> np.ndarray | float:
@@ -435,10 +608,6 @@ class Aggregate:
     probability_of_improvement: Interval
     num_rows: int
     min_seeds: int
-
-    @property
-    def verdict(self):
-        return verdict(self.difference, self.min_seeds)
 
 
 def stratified_samples(baseline: Sequence, robust: Sequence, reps: int = REPS, seed: int = SEED) -> dict:

@@ -165,9 +165,11 @@ def test_the_report_is_the_paired_statistics_of_the_files(mapped):
         for metric, values in (("minimum", lambda f: np.asarray(f["local_minimum"], float)[1:]),
                                ("sweep", lambda f: np.asarray(f["sweep_returns"], float)[1:].mean(axis=-1))):
             expected = stats.difference(values(robust), values(base), paired=True)
-            assert float(line[f"{metric}_difference"]) == pytest.approx(expected.estimate)
+            assert float(line[f"{metric}_median_difference"]) == pytest.approx(expected.estimate)
     text = open(os.path.join(out, "heterogeneity.md")).read()
     assert "**REDUCED BUDGET**" in text and "Where FedR* pays" in text and "CartPole-v1/length" in text
+    assert "\n**Whole row** CartPole-v1/length against DQNAvg, across p = {0, 0.5, 0.9}" in text
+    assert "\n**Whole table** against DQNAvg, over 1 rows and 3 (row, level) points" in text
     assert os.path.getsize(os.path.join(out, "heterogeneity_map.png")) > 10_000
     assert os.path.exists(os.path.join(out, "heterogeneity.csv"))
 

@@ -235,17 +235,22 @@ def test_comparisons_are_the_paired_statistics_of_the_rows():
         assert line["minimum"] == stats.difference(robust["minimum"], base["minimum"], paired=True, value_range=bounds)
         assert line["average"] == stats.difference(robust["average"], base["average"], paired=True, value_range=bounds)
         assert line["minimum_improvement"] == stats.probability_of_improvement(robust["minimum"], base["minimum"])
-        assert line["verdict"] == stats.verdict(line["minimum"], 5)
+        assert line["margin"] == envs.equivalence_margin(records[key]["env_name"])
+        # Five seeds: no distribution-free interval can exclude 0, and no row's 90% interval (its
+        # smallest to its largest difference) lies inside the task's margin.
+        assert line["verdict"] == stats.TOO_FEW
     # The paper's own sign, not its claim: in MountainCar force the paper has FedRDQN below DQNAvg
-    # (-166.4 vs -161.7), and so do we on the CPU (-10.0), which therefore agrees.
+    # (-166.4 vs -161.7), and so do we on the CPU (mean -10.0), which therefore agrees.
     force = lines["MountainCar-v0/force"]
     assert force["paper_minimum_difference"] == pytest.approx(-4.7)
-    assert force["minimum"].estimate == pytest.approx(-10.0, abs=0.05) and force["sign_agrees"] is True
+    assert force["minimum_mean"] == pytest.approx(-10.0, abs=0.05) and force["sign_agrees"] is True
+    assert (force["higher"], force["lower"], force["equal"]) == (1, 3, 1)
     assert lines["Acrobot-v1/length"]["sign_agrees"] is False  # ours -18.7, the paper's +3.3
-    # Acrobot's returns lie in [-500, 0]: the bootstrap-t end of -1,753.0 is cut to -500; LunarLander
+    # Acrobot's returns lie in [-500, 0]: the unbounded interval of 5 seeds is cut to +-500; LunarLander
     # has no range and keeps its own ends.
-    assert lines["Acrobot-v1/length"]["minimum"].low == -500.0
+    assert (lines["Acrobot-v1/length"]["minimum"].low, lines["Acrobot-v1/length"]["minimum"].high) == (-500.0, 500.0)
     assert envs.return_range("LunarLander-v3") is None
+    assert lines["LunarLander-v3/gravity"]["minimum"].low == -np.inf
 
 
 def test_table2_reports_the_baseline_the_paper_does_not():
@@ -257,16 +262,16 @@ def test_table2_reports_the_baseline_the_paper_does_not():
     assert "| Hopper-v4/torso | DDPGAvg(2) | 2 | 178.8 ± 2.3 | 173.4 ± 3.9 | 1946.3 ± 407.8 | 1387.3 ± 341.2 |" in text
     ddpg1 = [r for r in comparison_rows if r["baseline"] == "DDPGAvg(1)"]
     assert len(ddpg1) == 8 and all(r["paper_minimum_difference"] is None and r["sign_agrees"] is None for r in ddpg1)
-    # Two reported seeds: no row gets a verdict. Half the bootstrap-t resamples of two seeds repeat one
-    # seed (no spread, a moved mean), so the interval is unbounded even where both seeds agree in sign.
+    # Two reported seeds: no row gets a verdict; no distribution-free interval of two seeds is bounded.
     assert {r["verdict"] for r in comparison_rows} == {stats.TOO_FEW}
     front = [r for r in comparison_rows if r["row"] == "Ant-v4/front_right_leg" and r["baseline"] == "DDPGAvg(1)"][0]
     assert (front["minimum_low"], front["minimum_high"]) == (-np.inf, np.inf)
-    assert front["minimum_difference"] == pytest.approx((369.4 + 744.7) / 2, abs=0.05)
-    # What to run next: per-seed differences +744.7 and +369.4 (mean 557.1, std 265.5) need about 5
-    # seeds for 80% power (stats.seeds_for_power; effect size 2.1).
-    assert front["seeds_for_power"] == stats.seeds_for_power([744.7, 369.4], [0.0, 0.0]) == 5
-    assert "**too few seeds** (2 < 4) | about 5 |" in text
+    assert front["minimum_median_difference"] == pytest.approx((369.4 + 744.7) / 2, abs=0.05)
+    assert front["coverage_at_least"] == 1.0 and front["confidence"] == 0.95
+    # What to run next: both seeds higher. Planned for the 20% quantile of P(higher)'s posterior,
+    # Beta(2.5, 0.5): 0.697, at which 51 seeds decide 80% of the time (stats.sign_power).
+    assert front["seeds_for_power"] == stats.seeds_for_power([744.7, 369.4], [0.0, 0.0]) == 51
+    assert "**too few seeds** (2 < 6) | about 51 |" in text
     assert "FedRDDPG is ahead in 0, behind in 0, inconclusive in 0, too few seeds in 8 of 8 rows" in text
 
 

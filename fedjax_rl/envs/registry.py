@@ -43,6 +43,9 @@ class EnvSpec:
       parameters, where the task's rewards bound it (None where they do not: LunarLander's crash and
       landing bonuses and the MuJoCo tasks' velocity terms are unbounded in practice). The comparisons
       intersect their intervals with what it allows (`stats.difference`'s `value_range`).
+    - solved_return: gymnasium's `reward_threshold` for the task (the return at which it counts as
+      solved), None where gymnasium registers none (Walker2d-v4, Pendulum-v1). It sets the task's
+      equivalence margin (`equivalence_margin`).
     """
 
     name: str
@@ -53,6 +56,7 @@ class EnvSpec:
     notes: str = ""
     variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
     return_range: tuple[float, float] | None = None
+    solved_return: float | None = None
     #: the physics engines the task runs on, its default first ("jax": the env is written in JAX).
     engines: tuple[str, ...] = ("jax",)
     #: engine -> None, or raise a ValueError saying why this machine cannot run it (MuJoCo Warp
@@ -130,6 +134,7 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=22.502,  # +- 0.372 (s.e.); gymnasium: about 22
             return_range=(0.0, 500.0),  # +1 per step, at most max_steps steps
             notes="`length` is half the pole length (gymnasium's convention).",
+            solved_return=475.0,
         ),
         EnvSpec(
             name="Acrobot-v1",
@@ -139,6 +144,7 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=-498.726,  # +- 0.398 (s.e.); a few episodes reach the goal
             return_range=(-500.0, 0.0),  # -1 per step until the goal, at most max_steps steps
             notes="`length` is link 1 (gymnasium's LINK_LENGTH_1); centres of mass follow.",
+            solved_return=-100.0,
         ),
         EnvSpec(
             name="MountainCar-v0",
@@ -147,6 +153,7 @@ _SPECS: dict[str, EnvSpec] = {
             max_steps=200,
             random_return=-200.0,  # a random policy never reaches the goal in 200 steps
             return_range=(-200.0, 0.0),  # -1 per step until the goal, at most max_steps steps
+            solved_return=-110.0,
         ),
         EnvSpec(
             name="Pendulum-v1",
@@ -170,6 +177,7 @@ _SPECS: dict[str, EnvSpec] = {
             random_return=-277.833,
             variant_random_returns=((("gravity",), -186.210),),
             notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
+            solved_return=200.0,
         ),
         EnvSpec(
             name="Hopper-v4",
@@ -180,6 +188,7 @@ _SPECS: dict[str, EnvSpec] = {
             notes=_MUJOCO_NOTES,
             engines=_MUJOCO_ENGINES,
             check_engine=_check_mujoco_engine,
+            solved_return=3800.0,
         ),
         EnvSpec(
             name="Walker2d-v4",
@@ -200,6 +209,7 @@ _SPECS: dict[str, EnvSpec] = {
             notes=_MUJOCO_NOTES,
             engines=_MUJOCO_ENGINES,
             check_engine=_check_mujoco_engine,
+            solved_return=4800.0,
         ),
         EnvSpec(
             name="Ant-v4",
@@ -210,6 +220,7 @@ _SPECS: dict[str, EnvSpec] = {
             notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
             engines=_MUJOCO_ENGINES,
             check_engine=_check_mujoco_engine,
+            solved_return=6000.0,
         ),
     )
 }
@@ -280,6 +291,23 @@ def return_range(name: str) -> tuple[float, float] | None:
     """(low, high) that every episode return of `name` lies in, or None where its rewards do not bound
     it (`EnvSpec.return_range`)."""
     return get_spec(name).return_range
+
+
+# "Equivalent" in the comparisons: a median difference within this fraction of the way from a random
+# policy to a solved task. Declared before any comparison was read under it, from gymnasium's thresholds
+# and the measured random returns, so no result can move it: 5% of the way to solving a task is a
+# difference no user would pick an algorithm by.
+EQUIVALENCE_FRACTION = 0.05
+
+
+def equivalence_margin(name: str) -> float | None:
+    """EQUIVALENCE_FRACTION x (solved return - random-policy return) of a registered task, in its own
+    return units: CartPole-v1 22.6, Acrobot-v1 19.9, MountainCar-v0 4.5; None where gymnasium sets no
+    solved return (then no comparison of that task is called equivalent)."""
+    spec = get_spec(name)
+    if spec.solved_return is None:
+        return None
+    return EQUIVALENCE_FRACTION * (spec.solved_return - spec.random_return)
 
 
 def make(name: str, perturbed: tuple[str, ...] | None = None, engine: str | None = None):
