@@ -569,6 +569,9 @@ def test_pieces_are_refused_before_compiling_when_they_overlap_or_differ(in_piec
     with pytest.raises(ValueError, match=r"fedrdqn seeds 1-3 overlaps the finished fedrdqn seeds 1-2 in .*seeds_1-3; "
                                          r"no piece computes again"):
         reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(1, 4), **{**request, "num_seeds": 3})
+    # At the boundary: a piece that shares only the finished piece's last seed (2) is refused too.
+    with pytest.raises(ValueError, match=r"fedrdqn seeds 2-3 overlaps the finished fedrdqn seeds 1-2 in .*seeds_1-3; "):
+        reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(2, 4), **{**request, "num_seeds": 3})
     # Other settings: the finished row refuses them first; without its row.json, its pieces do.
     other = {**request, "agent_overrides": dict(request["agent_overrides"], gradient_steps=2), "num_seeds": 3}
     with pytest.raises(ValueError, match=r"different settings \['agent_overrides'\]"):
