@@ -6,6 +6,7 @@ figures. Computes no training; `write_outputs` is `fedjax-rl reproduce TABLE --r
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -15,8 +16,8 @@ import numpy as np
 from fedjax_rl import envs, paper, reproduce_heterogeneity, stats
 # finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
 from fedjax_rl.reproduce_tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, load_run, margin_note, ran_on,
-    range_note, row_dir)
+    EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, load_run, margin_note,
+    ran_on, range_note, row_dir, seed_runs, seed_sets)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -104,10 +105,10 @@ WHOLE_TABLE_LEGEND = (
 
 def whole_table_lines(table: Table, lines: list[dict], records: dict) -> list[str]:
     """One line per baseline beginning '**Whole table**': the sign test over the (task, seed) units of
-    the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped)."""
+    the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped), exploratory lines left out."""
     md = []
     for base in table.baselines:
-        mine = [line for line in lines if line["baseline"] == base]
+        mine = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
         if not mine:
             continue
         pooled = stats.pooled_signs([line["minimum_differences"] for line in mine],
@@ -138,16 +139,19 @@ def comparisons(table: Table, records: dict) -> list[dict]:
     """Per finished row and baseline: the headline FedR* against the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
     Average, as stats.comparison judges it (within the task's return range where it has one);
-    and the paper's own Minimum difference where its table reports both."""
+    and the paper's own Minimum difference where its table reports both. A row with confirmatory seeds
+    (`seed_sets`) gives a line on those, which the verdicts count, and one on its exploratory seeds."""
     rows_by_key = {row.key: row for row in table.rows}
     out = []
     for key, rec in records.items():
         prow, algs, headline = rows_by_key[key], rec["algorithms"], rec["headline"]
         bounds = envs.return_range(prow.env_name)
-        for base in table.baselines:
-            robust, baseline = algs[headline]["reported"], algs[base]["reported"]
-            line = dict(row=key, baseline=base, robust=headline,
-                        minimum_differences=np.subtract(robust["minimum"], baseline["minimum"]),
+        for (seed_set, positions), base in itertools.product(seed_sets(table, rec).items(), table.baselines):
+            robust, baseline = ({metric: np.asarray(values, float)[positions] for metric, values in algs[name]["reported"].items()}
+                                for name in (headline, base))
+            line = dict(row=key, baseline=base, robust=headline, seed_set=seed_set,
+                        seed_indices=np.asarray(rec["seeds"]["reported"])[positions].tolist(),
+                        minimum_differences=robust["minimum"] - baseline["minimum"],
                         **stats.comparison(robust, baseline, METRICS, value_range=bounds,
                                            margin=envs.equivalence_margin(prow.env_name)))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
@@ -305,20 +309,39 @@ def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[di
     for line in lines:
         paper_diff = line["paper_minimum_difference"]
         agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
-        md.append(f"| {line['row']} | {line['baseline']} | {line['seeds']} | "
+        md.append(f"| {line['row']} | {line['baseline']} | {_seeds_cell(line)} | "
                   f"{line['higher']} / {line['lower']} / {line['equal']} | {line['minimum'].format()} | "
                   f"{line['average'].format()} | {line['minimum_mean']:+.1f} | "
                   f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
                   f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |"
                   + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if table.in_paper else ""))
         comparison_rows.append(comparison_record(table.name, line, METRICS)
-                               | dict(paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"]))
+                               | dict(seed_set=line["seed_set"], seed_indices=seed_runs(line["seed_indices"]),
+                                      paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"]))
+    if any(line["seed_set"] == EXPLORATORY for line in lines):
+        md += ["", CONFIRMATORY_NOTE.format(first=table.confirmatory_from)]
     return md + [""] + _claim_lines(table, records, lines), comparison_rows
 
 
+def _seeds_cell(line: dict) -> str:
+    """The seed count, naming the seed set where a row holds confirmatory seeds."""
+    if line["seed_set"] == "reported":
+        return str(line["seeds"])
+    return f"{line['seeds']} {line['seed_set']} ({seed_runs(line['seed_indices'])})"
+
+
+CONFIRMATORY_NOTE = (
+    "Rows with confirmatory seeds (seed indices {first} on: fresh seeds added after the first reported ones had "
+    "been read, at the omega the row had already chosen) have two lines per baseline: the verdict, the counts "
+    "below and the whole-table line are read on the confirmatory seeds alone; the exploratory line (the earlier "
+    "reported seeds) is shown apart and decides nothing.")
+
+
 def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
-    """The verdicts counted per baseline, then per row for the paper's claim, then the signs alone."""
+    """The verdicts counted per baseline, then per row for the paper's claim, then the signs alone, on
+    every line but the exploratory ones."""
     robust = table.robust_label
+    lines = [line for line in lines if line["seed_set"] != EXPLORATORY]
     md = []
     for base in table.baselines:
         verdicts = [line["verdict"] for line in lines if line["baseline"] == base]

@@ -18,6 +18,8 @@ import json
 import math
 import os
 
+import numpy as np
+
 from fedjax_rl import envs, paper, stats
 from fedjax_rl.machine import summary as machine_summary
 
@@ -93,6 +95,10 @@ class Table:
     max_rates: tuple[float, ...] | None = None
     # The table's own defaults of `reproduce`'s num_seeds, tuning_seeds, omegas where not the paper tables'.
     defaults: dict = dataclasses.field(default_factory=dict)
+    # Seed indices from here on are confirmatory: fresh seeds added after the first reported ones had been
+    # read, at each row's chosen omega (no new tuning). Where a row has any, its verdict is read on them
+    # alone and the earlier reported seeds are reported apart, as exploratory (`seed_sets`).
+    confirmatory_from: int | None = None
 
     def family(self, row: paper.PaperRow) -> "Family":
         """The programs `row` runs and the comparison it reports: its own (a `MapRow`), else the table's."""
@@ -103,7 +109,9 @@ TABLES = {
     "table1": Table(
         "table1", "Table 1: DQNAvg vs FedRDQN", paper.TABLE1,
         programs=(Program("fedrdqn", "fedrdqn", "FedRDQN", zero_label="DQNAvg"),),
-        robust_label="FedRDQN", baselines=("DQNAvg",), paper_baseline="DQNAvg"),
+        robust_label="FedRDQN", baselines=("DQNAvg",), paper_baseline="DQNAvg",
+        # 3 tuning and 5 reported seeds (0-7) were read first; 8 on are the confirmatory set (REPRODUCTION.md).
+        confirmatory_from=8),
     "table2": Table(
         "table2", "Table 2: DDPGAvg(1), DDPGAvg(2) vs FedRDDPG", paper.TABLE2,
         programs=(Program("fedrddpg", "fedrddpg", "FedRDDPG", zero_label="DDPGAvg(1)"),
@@ -239,12 +247,12 @@ def ran_on(record: dict) -> str:
         return next(iter(seeds_by_machine))
     where = []
     for machine, programs in seeds_by_machine.items():
-        seeds = "; ".join(f"{program} seeds {_seed_runs(indices)}" for program, indices in programs.items())
+        seeds = "; ".join(f"{program} seeds {seed_runs(indices)}" for program, indices in programs.items())
         where.append(f"{machine} ({seeds})")
     return ", ".join(where)
 
 
-def _seed_runs(seeds: list[int]) -> str:
+def seed_runs(seeds: list[int]) -> str:
     """Seed indices as runs of consecutive ones: [0, 1, 2, 5] -> '0-2, 5'."""
     runs, seeds = [], sorted(seeds)
     for seed in seeds:
@@ -302,3 +310,17 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
                   verdict=line["verdict"], seeds_for_power=line["seeds_for_power"], method=stats.METHOD,
                   confidence=stats.CONFIDENCE, coverage_at_least=round(stats.order_coverage(line["seeds"]), 6))
     return record
+
+
+EXPLORATORY, CONFIRMATORY, REPORTED = "exploratory", "confirmatory", "reported"
+
+
+def seed_sets(table: Table, record: dict) -> dict[str, np.ndarray]:
+    """{name: positions among the row's reported seeds}: every reported seed under REPORTED, or, where
+    the row holds seeds from `table.confirmatory_from` on, those under CONFIRMATORY (the verdict's) and
+    the earlier ones under EXPLORATORY."""
+    indices = np.asarray(record["seeds"]["reported"])
+    if table.confirmatory_from is None or not (indices >= table.confirmatory_from).any():
+        return {REPORTED: np.arange(indices.size)}
+    return {CONFIRMATORY: np.flatnonzero(indices >= table.confirmatory_from),
+            EXPLORATORY: np.flatnonzero(indices < table.confirmatory_from)}

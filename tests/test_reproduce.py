@@ -672,3 +672,34 @@ def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, mo
     for label, numbers in grown["algorithms"].items():
         assert numbers["tuning"] == old["algorithms"][label]["tuning"]
         assert numbers["reported"]["minimum"][:-1] == old["algorithms"][label]["reported"]["minimum"]
+
+
+def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart():
+    """A Table 1 row grown by 20 fresh seeds (indices 8-27) beyond its 5 reported ones (3-7): the
+    verdict, the counts and the whole-table line read the fresh seeds alone; the first five keep the
+    line they had, marked exploratory."""
+    table, records = _committed("table1", "table1_paper")
+    key = "CartPole-v1/length"
+    before = {line["baseline"]: line for line in reproduce_report.comparisons(table, {key: records[key]})}
+    grown = copy.deepcopy(records[key])
+    grown["seeds"]["reported"] = list(range(3, 28))
+    rng = np.random.default_rng(0)
+    fresh = rng.integers(300, 450, size=20).astype(float)  # +40 stays inside CartPole's [0, 500]
+    for label, algorithm in grown["algorithms"].items():
+        for metric in ("minimum", "average"):
+            lift = 40.0 if label == grown["headline"] else 0.0  # the robust one higher on every fresh seed
+            algorithm["reported"][metric] = list(algorithm["reported"][metric]) + list(fresh + lift)
+    lines = reproduce_report.comparisons(table, {key: grown})
+    [confirmatory] = [line for line in lines if line["seed_set"] == reproduce_tables.CONFIRMATORY]
+    [exploratory] = [line for line in lines if line["seed_set"] == reproduce_tables.EXPLORATORY]
+    assert confirmatory["seed_indices"] == list(range(8, 28)) and confirmatory["seeds"] == 20
+    assert (confirmatory["higher"], confirmatory["verdict"]) == (20, stats.AHEAD)
+    assert exploratory["seed_indices"] == list(range(3, 8))
+    assert exploratory["minimum"] == before["DQNAvg"]["minimum"] and exploratory["verdict"] == before["DQNAvg"]["verdict"]
+    md, _, comparison_rows = reproduce_report.table_lines(table, {key: grown})
+    text = "\n".join(md)
+    assert "| CartPole-v1/length | DQNAvg | 20 confirmatory (8-27) | 20 / 0 / 0 |" in text
+    assert "| CartPole-v1/length | DQNAvg | 5 exploratory (3-7) |" in text
+    assert "FedRDQN is ahead in 1, behind in 0, inconclusive in 0 of 1 rows" in text  # the confirmatory line alone
+    assert "**Whole table** against DQNAvg: over 20 (task, seed) units" in text
+    assert [row["seed_set"] for row in comparison_rows] == ["confirmatory", "exploratory"]
