@@ -703,3 +703,15 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
     assert "FedRDQN is ahead in 1, behind in 0, inconclusive in 0 of 1 rows" in text  # the confirmatory line alone
     assert "**Whole table** against DQNAvg: over 20 (task, seed) units" in text
     assert [row["seed_set"] for row in comparison_rows] == ["confirmatory", "exploratory"]
+
+
+def test_pieces_overlap_exactly_where_they_share_a_seed():
+    # A finished piece of seeds 1-2 against pieces that end at its first seed, start at its last, hold
+    # it, or only touch it; both ways round, as `reproduce_pieces.check` asks it one way.
+    from fedjax_rl.reproduce_pieces import Piece
+
+    finished = Piece("fedrdqn", 1, 3)
+    for (first, stop), shares in (((0, 1), False), ((0, 2), True), ((2, 4), True), ((3, 5), False), ((1, 3), True),
+                                  ((0, 5), True), ((2, 3), True)):
+        piece = Piece("fedrdqn", first, stop)
+        assert finished.overlaps(piece) == shares == piece.overlaps(finished), (first, stop)
