@@ -71,7 +71,6 @@ def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
                             robust=point["headline"], omega=point["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
-                            minimum_differences=robust["minimum"] - baseline["minimum"],
                             **stats.comparison(robust, baseline, METRICS, value_range=envs.return_range(row.env_name),
                                                margin=envs.equivalence_margin(row.env_name))))
     return out
@@ -162,7 +161,7 @@ def across_levels(lines: list[dict]) -> list[dict]:
     for key in dict.fromkeys(line["row"] for line in lines):
         for base in dict.fromkeys(line["baseline"] for line in lines if line["row"] == key):
             mine = [line for line in lines if (line["row"], line["baseline"]) == (key, base)]
-            means = np.mean([line["minimum_differences"] for line in mine], axis=0)
+            means = np.mean([line["differences"] for line in mine], axis=0)
             out.append(dict(row=key, baseline=base, levels=[line["max_rate"] for line in mine],
                             **stats.comparison(dict(minimum=means), dict(minimum=np.zeros_like(means)), ("minimum",),
                                                margin=mine[0]["margin"])))
@@ -178,7 +177,7 @@ def whole_table_lines(table: Table, lines: list[dict]) -> list[str]:
     for base in dict.fromkeys(line["baseline"] for line in lines):
         mine = [line for line in lines if line["baseline"] == base]
         tasks = [rows_by_key[line["row"]].env_name for line in mine]
-        pooled = stats.pooled_signs([line["minimum_differences"] for line in mine], groups=tasks)
+        pooled = stats.pooled_signs([line["differences"] for line in mine], groups=tasks)
         md.append(f"**Whole table** against {base}, over {len({line['row'] for line in mine})} rows and "
                   f"{len(mine)} (row, level) points, {pooled['units']} (task, seed) units: FedR* wins "
                   f"{pooled['higher']} (higher at more of its task's points than lower), loses {pooled['lower']}, "

@@ -111,7 +111,7 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict) -> list[st
         mine = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
         if not mine:
             continue
-        pooled = stats.pooled_signs([line["minimum_differences"] for line in mine],
+        pooled = stats.pooled_signs([line["differences"] for line in mine],
                                     groups=[records[line["row"]]["env_name"] for line in mine])
         share = (f"share of wins {_unsigned(pooled['win_share'])}" if pooled["even"] < pooled["units"]
                  else "no unit won or lost")
@@ -151,7 +151,6 @@ def comparisons(table: Table, records: dict) -> list[dict]:
                                 for name in (headline, base))
             line = dict(row=key, baseline=base, robust=headline, seed_set=seed_set,
                         seed_indices=np.asarray(rec["seeds"]["reported"])[positions].tolist(),
-                        minimum_differences=robust["minimum"] - baseline["minimum"],
                         **stats.comparison(robust, baseline, METRICS, value_range=bounds,
                                            margin=envs.equivalence_margin(prow.env_name)))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]

@@ -514,7 +514,8 @@ def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: boo
     ({metric: per-seed values}, paired by seed or not): per metric the median difference with its
     interval (`difference`, within what the task's `value_range` of returns allows), the difference of
     the means (a description, and what the paper's numbers are) and P(robust > baseline); on
-    `decide_on`, the seeds where robust is higher, lower and equal (paired), the verdict (with
+    `decide_on`, its per-seed differences and the seeds where robust is higher, lower and equal (paired),
+    the verdict (with
     'equivalent' against the task's `margin`, where it has one) and, for an undecided comparison, about
     how many seeds would decide it (`seeds_for_power`)."""
     x, y = robust[decide_on], baseline[decide_on]
@@ -525,7 +526,7 @@ def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: boo
         line[f"{metric}_improvement"] = probability_of_improvement(robust[metric], baseline[metric])
     if paired:
         d = np.asarray(x, float) - np.asarray(y, float)
-        line.update(higher=int((d > 0).sum()), lower=int((d < 0).sum()), equal=int((d == 0).sum()))
+        line.update(differences=d, higher=int((d > 0).sum()), lower=int((d < 0).sum()), equal=int((d == 0).sum()))
     line["equivalence"] = (None if margin is None else
                            difference(x, y, paired=paired, confidence=EQUIVALENCE_CONFIDENCE, value_range=value_range))
     line["verdict"] = verdict(line[decide_on], decidable(len(x), None if paired else len(y)),
