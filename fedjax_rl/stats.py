@@ -143,15 +143,16 @@ def median_interval(values, confidence: float = CONFIDENCE) -> Interval:
     (`order_rank`), (-inf, +inf) where n is too small for any. Every order statistic rises with each
     value, so raising one seed's value never lowers either end."""
     values = _values(values, "values")
-    n = values.shape[-1]
-    k = order_rank(n, confidence)
-    ordered = np.sort(values, axis=-1)
-    median = np.median(values, axis=-1)
+    return _order_interval(values, order_rank(values.shape[-1], confidence))
+
+
+def _order_interval(values: np.ndarray, k: int) -> Interval:
+    """The median of the last axis with the k-th smallest and k-th largest value as its ends;
+    (-inf, +inf) where k is 0 (no order statistic covers at the level asked)."""
+    ordered, median = np.sort(values, axis=-1), np.median(values, axis=-1)
     if k == 0:
-        low, high = np.full(median.shape, -np.inf), np.full(median.shape, np.inf)
-    else:
-        low, high = ordered[..., k - 1], ordered[..., n - k]
-    return Interval(_scalar(median), _scalar(low), _scalar(high))
+        return Interval(_scalar(median), _scalar(np.full(median.shape, -np.inf)), _scalar(np.full(median.shape, np.inf)))
+    return Interval(_scalar(median), _scalar(ordered[..., k - 1]), _scalar(ordered[..., values.shape[-1] - k]))
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,15 +181,8 @@ def shift_interval(x, y, confidence: float = CONFIDENCE) -> Interval:
     interval (`mann_whitney_rank`); (-inf, +inf) where the samples are too small for any."""
     x, y = _values(x, "x"), _values(y, "y")
     m, n = x.shape[-1], y.shape[-1]
-    pairs = np.sort((x[..., :, None] - y[..., None, :]).reshape(*np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), m * n),
-                    axis=-1)
-    k = mann_whitney_rank(m, n, confidence)
-    estimate = np.median(pairs, axis=-1)
-    if k == 0:
-        low, high = np.full(estimate.shape, -np.inf), np.full(estimate.shape, np.inf)
-    else:
-        low, high = pairs[..., k - 1], pairs[..., m * n - k]
-    return Interval(_scalar(estimate), _scalar(low), _scalar(high))
+    pairs = (x[..., :, None] - y[..., None, :]).reshape(*np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), m * n)
+    return _order_interval(pairs, mann_whitney_rank(m, n, confidence))
 
 
 def decidable(num_seeds: int, other_seeds: int | None = None) -> bool:
