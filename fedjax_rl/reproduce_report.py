@@ -112,7 +112,8 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict) -> list[st
         if not mine:
             continue
         pooled = stats.pooled_signs([line["differences"] for line in mine],
-                                    groups=[records[line["row"]]["env_name"] for line in mine])
+                                    groups=[records[line["row"]]["env_name"] for line in mine],
+                                    seeds=[line["seed_indices"] for line in mine])
         share = (f"share of wins {_unsigned(pooled['win_share'])}" if pooled["even"] < pooled["units"]
                  else "no unit won or lost")
         md.append(f"**Whole table** against {base}: over {pooled['units']} (task, seed) units ({pooled['rows']} rows "

@@ -530,11 +530,15 @@ def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: boo
     return line
 
 
-def pooled_signs(differences: Sequence, groups: Sequence | None = None, confidence: float = CONFIDENCE) -> dict:
+def pooled_signs(differences: Sequence, groups: Sequence | None = None, confidence: float = CONFIDENCE,
+                 seeds: Sequence | None = None) -> dict:
     """A verdict for a whole table: the sign test over its independent units. `differences[r]` holds row
     r's per-seed robust - baseline (leading axes: datasets); rows with the same `groups[r]` (a task's rows,
     which share their seeds' keys) make one unit per seed, valued by the mean sign of their differences at
-    that seed; rows of different groups are independent. Of the units where one algorithm is higher (on
+    that seed; rows of different groups are independent. `seeds[r]` names row r's seeds (their indices),
+    for rows of a group that hold different seeds (one row with confirmatory seeds, the other without):
+    a unit is then a (group, seed index), valued over the rows that hold that seed; without `seeds` a
+    group's rows must hold the same seeds in the same order. Of the units where one algorithm is higher (on
     more of the group's rows), 'ahead' where the robust one is so on more of them than a fair coin would give
     with P <= (1 - confidence) / 2, 'behind' likewise (the sign test with ties set aside, exact given the
     number of units that are not even); 'too few seeds' below MIN_SEEDS units. What it decides: whether,
@@ -543,13 +547,26 @@ def pooled_signs(differences: Sequence, groups: Sequence | None = None, confiden
     Clopper-Pearson interval, the inversion of the same binomial test."""
     rows = [_values(r, f"row {i}") for i, r in enumerate(differences)]
     groups = list(range(len(rows))) if groups is None else list(groups)
+    if seeds is not None:
+        seeds = [list(s) for s in seeds]
+        for i, (row, keys) in enumerate(zip(rows, seeds)):
+            if len(keys) != row.shape[-1] or len(set(keys)) != len(keys):
+                raise ValueError(f"row {i} needs one distinct seed index per value: {row.shape[-1]} values, "
+                                 f"seeds {keys}")
     units = []
     for group in dict.fromkeys(groups):
-        members = [np.sign(r) for r, g in zip(rows, groups) if g == group]
-        if len({m.shape for m in members}) != 1:
-            raise ValueError(f"rows of group {group!r} need one value per seed each, got shapes "
-                             f"{[m.shape for m in members]}")
-        units.append(np.mean(members, axis=0))
+        members = [i for i, g in enumerate(groups) if g == group]
+        signs = [np.sign(rows[i]) for i in members]
+        if seeds is None:
+            if len({m.shape for m in signs}) != 1:
+                raise ValueError(f"rows of group {group!r} need one value per seed each, got shapes "
+                                 f"{[m.shape for m in signs]}; name each row's seeds to pool rows with "
+                                 "different seeds")
+            units.append(np.mean(signs, axis=0))
+            continue
+        for key in dict.fromkeys(k for i in members for k in seeds[i]):
+            units.append(np.mean([sign[..., seeds[i].index(key)] for i, sign in zip(members, signs)
+                                  if key in seeds[i]], axis=0)[..., None])
     values = np.concatenate(units, axis=-1)
     n = values.shape[-1]
     higher, lower = (values > 0).sum(-1), (values < 0).sum(-1)
@@ -566,7 +583,7 @@ def pooled_signs(differences: Sequence, groups: Sequence | None = None, confiden
     def count(array):
         return int(array) if np.ndim(array) == 0 else array
 
-    return dict(units=n, rows=len(rows), groups=len(units), higher=count(higher), lower=count(lower),
+    return dict(units=n, rows=len(rows), groups=len(dict.fromkeys(groups)), higher=count(higher), lower=count(lower),
                 even=count(n - decided), win_share=share, verdict=str(words) if words.ndim == 0 else words)
 
 

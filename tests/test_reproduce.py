@@ -679,9 +679,13 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
     verdict, the counts and the whole-table line read the fresh seeds alone; the first five keep the
     line they had, marked exploratory."""
     table, records = _committed("table1", "table1_paper")
-    key = "CartPole-v1/length"
-    before = {line["baseline"]: line for line in reproduce_report.comparisons(table, {key: records[key]})}
-    grown = copy.deepcopy(records[key])
+    key, other = "CartPole-v1/length", "CartPole-v1/masscart"
+    first = copy.deepcopy(records[key])  # the row as its first program left it: reported seeds 3-7
+    first["seeds"]["reported"] = first["seeds"]["reported"][:5]
+    for algorithm in first["algorithms"].values():
+        algorithm["reported"] = {metric: values[:5] for metric, values in algorithm["reported"].items()}
+    before = {line["baseline"]: line for line in reproduce_report.comparisons(table, {key: first})}
+    grown = copy.deepcopy(first)
     grown["seeds"]["reported"] = list(range(3, 28))
     rng = np.random.default_rng(0)
     fresh = rng.integers(300, 450, size=20).astype(float)  # +40 stays inside CartPole's [0, 500]
@@ -703,6 +707,9 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
     assert "FedRDQN is ahead in 1, behind in 0, inconclusive in 0 of 1 rows" in text  # the confirmatory line alone
     assert "**Whole table** against DQNAvg: over 20 (task, seed) units" in text
     assert [row["seed_set"] for row in comparison_rows] == ["confirmatory", "exploratory"]
+    # The task's other row without fresh seeds: its seeds 3-7 join the whole table as units of their own.
+    md, _, _ = reproduce_report.table_lines(table, {key: grown, other: records[other]})
+    assert "**Whole table** against DQNAvg: over 25 (task, seed) units (2 rows of 1 tasks)" in "\n".join(md)
 
 
 def test_pieces_overlap_exactly_where_they_share_a_seed():

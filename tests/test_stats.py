@@ -307,6 +307,13 @@ def test_the_whole_table_is_the_sign_test_over_its_units():
     assert same_task["verdict"] == stats.TOO_FEW  # 5 units
     with pytest.raises(ValueError, match="rows of group 'a' need one value per seed each"):
         stats.pooled_signs([np.ones(5), np.ones(4)], groups=["a", "a"])
+    # A task whose rows hold different seeds (one with confirmatory seeds 8-11, one with 3-5 only):
+    # units are (task, seed index), each valued over the rows that hold that seed.
+    keyed = stats.pooled_signs([np.array([1.0, -2.0, 0.0, 3.0]), np.array([-1.0, 2.0, 5.0])],
+                               groups=["a", "a"], seeds=[[8, 9, 10, 11], [3, 4, 9]])
+    assert (keyed["units"], keyed["groups"], keyed["higher"], keyed["lower"], keyed["even"]) == (6, 1, 3, 1, 2)
+    with pytest.raises(ValueError, match="row 1 needs one distinct seed index per value"):
+        stats.pooled_signs([np.ones(2), np.ones(2)], groups=["a", "a"], seeds=[[0, 1], [0, 0]])
     # Seven wins and no loss over twelve units decide (1/128 <= 2.5%) however many are even.
     seven = stats.pooled_signs([np.r_[np.ones(7), np.zeros(5)]])
     assert (seven["verdict"], seven["even"]) == (stats.AHEAD, 5)
