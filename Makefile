@@ -40,7 +40,7 @@ bench: $(STAMP)
 # The command line's flag table (help, defaults, choices) from the settings declarations; run it after
 # changing a setting, an algorithm or an environment (tests/test_cli.py says when it is out of date).
 cli-flags: $(STAMP)
-	$(BIN)/python -c "from fedjax_rl import cli; print('wrote', cli.write_flag_table())"
+	$(BIN)/python -c "from fedjax_rl.cli import flag_table; print('wrote', flag_table.write_flag_table())"
 
 # The documentation site (docs/): the guide's Markdown pages, the API reference generated from the
 # docstrings (docs/api/, regenerated from scratch so that a removed module leaves no page behind), and

@@ -33,7 +33,8 @@ import jax
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, machine_line  # noqa: E402
 
-from fedjax_rl import configs, federated, train  # noqa: E402
+from fedjax_rl.core import federated  # noqa: E402
+from fedjax_rl.training import configs, program
 
 RULES = ("mean", "median", "trimmed_mean")
 
@@ -42,7 +43,7 @@ def trainer_for(aggregation: str, num_agents: int, rounds: int):
     config = configs.train_config("fedrdqn", "CartPole-v1", physics=("length",), num_agents=num_agents,
                                   steps_per_agent=100 * rounds, eval_every_rounds=rounds, eval_episodes=1,
                                   aggregation=aggregation, agent_overrides=dict(learning_starts=0))
-    return train.make_trainer(config)
+    return program.make_trainer(config)
 
 
 def timed(fn: dict, repeats: int, rules) -> dict:
@@ -115,7 +116,7 @@ def main() -> None:
     for num_agents in (int(k) for k in args.agents.split(",")):
         trainers = {rule: trainer_for(rule, num_agents, args.rounds) for rule in RULES}
         mean_trainer = trainers["mean"]
-        state = jax.jit(jax.vmap(mean_trainer.init))(train.seed_keys(0, args.seeds))
+        state = jax.jit(jax.vmap(mean_trainer.init))(program.seed_keys(0, args.seeds))
         shared = state.agents.learner.shared  # [seeds, K, ...]
         aggregate, block = {}, {}
         for rule, trainer in trainers.items():

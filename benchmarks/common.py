@@ -1,18 +1,18 @@
 """What every benchmark records about the machine it ran on (these machines are shared and noisy,
-so the load average is part of the result): `fedjax_rl.machine.describe`, shared with reproduce.
+so the load average is part of the result): `fedjax_rl.training.machine.describe`, shared with reproduce.
 And the one way the throughput benchmarks summarise their timed calls."""
 
 from __future__ import annotations
 
 import statistics
 
-from fedjax_rl.machine import describe as machine  # noqa: F401 (what the scripts call)
-from fedjax_rl.machine import summary
+from fedjax_rl.training.machine import describe as machine  # noqa: F401 (what the scripts call)
+from fedjax_rl.training.machine import summary
 
 
 def machine_line(info: dict) -> str:
     """The "machine:" line every benchmark prints for a `machine()` record: the accelerator or CPU
-    (`fedjax_rl.machine.summary`, as reproduce's tables name it), jax, and the load average at start
+    (`fedjax_rl.training.machine.summary`, as reproduce's tables name it), jax, and the load average at start
     (and at end where recorded), since the machines are shared."""
     start = info["load_average_1_5_15min_at_start"]
     end = info.get("load_average_1_5_15min_at_end")

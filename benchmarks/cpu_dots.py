@@ -31,7 +31,7 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-from fedjax_rl import machine  # noqa: E402
+from fedjax_rl.training import machine  # noqa: E402
 
 # (name, batch, n_in, n_out): the hidden layer that dominates each algorithm's gradient step.
 SHAPES = (("DDPG/TD3 400-300, batch 64", 64, 400, 300), ("SAC 256-256, batch 64", 64, 256, 256),

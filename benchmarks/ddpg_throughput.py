@@ -51,7 +51,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-from fedjax_rl import agents, configs, envs, experiment, machine, train  # noqa: E402
+from fedjax_rl import agents, envs  # noqa: E402
+from fedjax_rl.training import configs, loop, machine, program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "ddpg_throughput.json")
@@ -107,15 +108,15 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
         eval_every_rounds=rounds_per_call, eval_episodes=1, sweep_points=2,
         agent_overrides=dict(hidden_sizes=HIDDEN, batch_size=BATCH, buffer_size=buffer_size, learning_starts=BATCH),
     )
-    trainer = train.make_trainer(config)
+    trainer = program.make_trainer(config)
     hp = trainer.hparams
     options = config.compiler_options  # the matrix-product library a run uses
-    state = jax.jit(jax.vmap(trainer.init), compiler_options=options)(train.seed_keys(0, num_seeds))
+    state = jax.jit(jax.vmap(trainer.init), compiler_options=options)(program.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
     rss = dict(after_init=current_rss())
     t0 = time.perf_counter()
-    # The seeds mapped as `experiment.run` maps them: all in one vmap, or `run_batch` at a time.
-    compiled = jax.jit(experiment.over_runs(trainer.run_block, (num_seeds,), run_batch), donate_argnums=0,
+    # The seeds mapped as `loop.run` maps them: all in one vmap, or `run_batch` at a time.
+    compiled = jax.jit(loop.over_runs(trainer.run_block, (num_seeds,), run_batch), donate_argnums=0,
                        compiler_options=options).lower(
         state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
@@ -248,7 +249,7 @@ def main() -> None:
     p.add_argument("--engine", default=None, help="physics engine of a MuJoCo task: c (default), mjx, warp")
     common.add_cpu_dots_argument(p)
     p.add_argument("--run-batch", default="",
-                   help="seeds vmapped at a time, comma-separated for several cases side by side (experiment.run's "
+                   help="seeds vmapped at a time, comma-separated for several cases side by side (loop.run's "
                         "run_batch; 'all': every seed in one vmap, the default)")
     p.add_argument("--algos", default="fedrddpg,ddpgavg1,ddpgavg2")
     p.add_argument("--seeds", type=int, default=5)
@@ -299,7 +300,7 @@ def main() -> None:
     for algo in a.algos.split(","):
         for dots, run_batch in itertools.product(a.cpu_dots, a.run_batch.split(",") if a.run_batch else ["all"]):
             row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine,
-                                        cpu_dots=dots, run_batch=experiment.parse_run_batch(run_batch))
+                                        cpu_dots=dots, run_batch=loop.parse_run_batch(run_batch))
             cases.append((row, call, []))
             print(f"compiled {label(row)} {a.env}: {row['compile_s']:.0f}s", flush=True)
     body = envs.get_spec(a.env).perturbed[0] if param is None else param

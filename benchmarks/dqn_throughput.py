@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-from fedjax_rl import configs, train  # noqa: E402
+from fedjax_rl.training import configs, program  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -71,10 +71,10 @@ def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int, cpu_d
         max_rate=MAX_RATE, steps_per_agent=steps_per_agent, eval_every_rounds=rounds_per_call,
         eval_episodes=1, cpu_dots=cpu_dots,
     )
-    trainer = train.make_trainer(cfg)
+    trainer = program.make_trainer(cfg)
     hp = trainer.hparams
     jit = functools.partial(jax.jit, compiler_options=cfg.compiler_options)  # the run's matrix-product library
-    state = jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
+    state = jit(jax.vmap(trainer.init))(program.seed_keys(0, num_seeds))
     jax.block_until_ready(state)
     run_block = jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
     t0 = time.perf_counter()

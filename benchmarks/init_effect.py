@@ -26,7 +26,7 @@ commit before the change (77f349b), without `--set init=...`; they are compared 
 
 Writes benchmarks/results/init_effect.{json,md}: per arm and seed the local Minimum, Average and the
 robustness sweep's mean, and per comparison the paired difference with the verdicts' interval
-(`fedjax_rl.stats.difference`, `verdict`) and the seeds a difference of the observed size would need
+(`fedjax_rl.analysis.stats.difference`, `verdict`) and the seeds a difference of the observed size would need
 for 80% power (`stats.seeds_for_power`).
 """
 
@@ -39,7 +39,7 @@ import os
 import numpy as np
 
 from benchmarks.common import machine, machine_line
-from fedjax_rl import stats
+from fedjax_rl.analysis import stats
 
 METRICS = {"local_minimum": "Minimum", "local_average": "Average", "sweep_mean": "sweep mean (0.1m-1.9m)"}
 COMPARISONS = (  # (task, name, arm, baseline arm)

@@ -27,7 +27,7 @@ import jax
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, machine_line  # noqa: E402
 
-from fedjax_rl import configs, train  # noqa: E402
+from fedjax_rl.training import configs, program  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -39,8 +39,8 @@ def measure(algo: str, num_seeds: int, rounds_per_call: int, calls: int, hidden:
         algo, "LunarLander-v3", physics=("gravity",), steps_per_agent=steps, eval_every_rounds=rounds_per_call,
         eval_episodes=1, agent_overrides=dict(hidden_sizes=hidden),
     )
-    trainer = train.make_trainer(config)
-    state = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, num_seeds))
+    trainer = program.make_trainer(config)
+    state = jax.jit(jax.vmap(trainer.init))(program.seed_keys(0, num_seeds))
     block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
     start = time.perf_counter()
     compiled = block.lower(state, trainer.hparams, 0).compile()

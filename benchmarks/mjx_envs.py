@@ -1,7 +1,7 @@
 """Env steps per second: the MJX locomotion tasks (fedjax_rl.envs.locomotion) against MuJoCo's C.
 
 MJX: `jit(vmap(scan(env.step)))` over B environments, each with its own body masses (agent params
-from `heterogeneity.agent_env_params`, as training batches them), random actions, auto-reset
+from `perturb.agent_env_params`, as training batches them), random actions, auto-reset
 included; B = K x seeds = 5 x 4 = 20 and a large batch (default 1024). Compile time is reported
 apart from the steady-state run. C: gymnasium's v4 env stepped in Python (one env, resets included)
 and `mujoco.rollout` of the same XML (B = 20 and the large batch, one thread, physics only: its
@@ -35,7 +35,7 @@ import mujoco
 import numpy as np
 from mujoco import mjx, rollout
 
-from fedjax_rl import heterogeneity
+from fedjax_rl.core import perturb
 from fedjax_rl.envs import get_spec, make
 from fedjax_rl.envs.locomotion import gymnasium_xml_path
 
@@ -58,8 +58,8 @@ def _best_of(fn, repeats):
 def mjx_steps_per_second(name: str, num_envs: int, steps: int, repeats: int = 2) -> dict:
     env, nominal = make(name)
     parts = get_spec(name).perturbed
-    rates = heterogeneity.sample_rates(jax.random.key(1), num_envs * len(parts), 0.5).reshape(num_envs, -1)
-    params = heterogeneity.agent_env_params(env, nominal, parts, rates)
+    rates = perturb.sample_rates(jax.random.key(1), num_envs * len(parts), 0.5).reshape(num_envs, -1)
+    params = perturb.agent_env_params(env, nominal, parts, rates)
     low, high = env.action_space(nominal).low, env.action_space(nominal).high
 
     def run(key):

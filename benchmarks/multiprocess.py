@@ -32,7 +32,7 @@ AVERAGE_CALLS = 200
 
 
 def config(num_devices):
-    from fedjax_rl import configs
+    from fedjax_rl.training import configs
 
     return configs.train_config("fedrdqn", "CartPole-v1", physics=("length",), num_agents=NUM_AGENTS,
                                 steps_per_agent=STEPS_PER_AGENT, sync_every=SYNC_EVERY,
@@ -44,11 +44,12 @@ def measure(out_json: str) -> None:
     """One process of one layout (every process runs it; process 0 writes)."""
     import jax
 
-    from fedjax_rl import distributed, experiment, federated, train
+    from fedjax_rl.core import federated
+    from fedjax_rl.training import distributed, loop, program
 
     num_devices = jax.device_count() if jax.device_count() > 1 else None
-    trainer = train.make_trainer(config(num_devices))
-    keys = train.seed_keys(0, 1)
+    trainer = program.make_trainer(config(num_devices))
+    keys = program.seed_keys(0, 1)
     init = jax.jit(jax.vmap(trainer.init))
     run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
     state = init(keys)
@@ -73,7 +74,7 @@ def measure(out_json: str) -> None:
         shared = jax.block_until_ready(average(shared))
     average_s = (time.perf_counter() - start) / AVERAGE_CALLS
 
-    comm = experiment.communication(trainer)
+    comm = loop.communication(trainer)
     steps_per_block = NUM_AGENTS * SYNC_EVERY * EVAL_EVERY_ROUNDS
     if distributed.is_writer():
         with open(out_json, "w") as f:
@@ -165,7 +166,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         if len(sys.argv) > 3:
             sys.path.insert(0, os.path.dirname(HERE))
-            from fedjax_rl import distributed
+            from fedjax_rl.training import distributed
 
             distributed.initialize(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
         measure(sys.argv[2])

@@ -1,12 +1,12 @@
-"""How many runs to vmap at a time: `experiment.run(..., run_batch=N)` on a reproduce-sized grid.
+"""How many runs to vmap at a time: `loop.run(..., run_batch=N)` on a reproduce-sized grid.
 
 A Table 1 row of `fedjax-rl reproduce` trains 5 omega points x 8 seeds = 40 runs (200 agents) in one
 program. All 40 in one vmap make every parameter, gradient and Adam moment one array over 200 agents
 (55 MB per 256 x 256 layer), which streams from memory at every op. `run_batch=N` vmaps N runs at a
 time and runs the batches one after another (`lax.map`) inside the same compiled block.
 
-This script times the compiled training block (`experiment.over_runs(trainer.run_block, ...)`, the
-function `experiment.run` jits) for each task's RL-Zoo3 DQN settings with training from the first
+This script times the compiled training block (`loop.over_runs(trainer.run_block, ...)`, the
+function `loop.run` jits) for each task's RL-Zoo3 DQN settings with training from the first
 step (learning_starts 0), interleaving the batch sizes over repeats, and prints agent-steps/s and
 the ratio to all-at-once. Compilation is excluded (one untimed call first).
 
@@ -31,7 +31,8 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, machine_line  # noqa: E402
 
-from fedjax_rl import configs, experiment, reproduce, train  # noqa: E402
+from fedjax_rl.reproduce import harness  # noqa: E402
+from fedjax_rl.training import configs, loop, program
 
 TASKS = {"CartPole-v1": "length", "Acrobot-v1": "gravity", "MountainCar-v0": "gravity", "LunarLander-v3": "gravity"}
 
@@ -39,12 +40,12 @@ TASKS = {"CartPole-v1": "length", "Acrobot-v1": "gravity", "MountainCar-v0": "gr
 def block_fn(env_name: str, param: str, rounds: int, num_seeds: int, omegas: list[float], run_batch):
     config = configs.train_config("fedrdqn", env_name, physics=(param,), steps_per_agent=100 * rounds,
                                   eval_every_rounds=rounds, agent_overrides=dict(learning_starts=0))
-    trainer = train.make_trainer(config)
-    points = experiment.grid_configs(config, {"omega": omegas})
+    trainer = program.make_trainer(config)
+    points = loop.grid_configs(config, {"omega": omegas})
     hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
     init = jax.jit(jax.vmap(jax.vmap(trainer.init), in_axes=None, axis_size=len(points)))
-    state = init(train.seed_keys(0, num_seeds))
-    run_block = jax.jit(experiment.over_runs(trainer.run_block, (len(points), num_seeds), run_batch))
+    state = init(program.seed_keys(0, num_seeds))
+    run_block = jax.jit(loop.over_runs(trainer.run_block, (len(points), num_seeds), run_batch))
     return lambda: jax.block_until_ready(run_block(state, hparams, 1)), config
 
 
@@ -52,13 +53,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--batches", default="all,5,10,20", help="runs per vmap; 'all' = every run at once")
-    parser.add_argument("--seeds", type=int, default=reproduce.DEFAULT_SEEDS + reproduce.DEFAULT_TUNING_SEEDS)
+    parser.add_argument("--seeds", type=int, default=harness.DEFAULT_SEEDS + harness.DEFAULT_TUNING_SEEDS)
     parser.add_argument("--rounds", type=int, default=4, help="rounds of E = 100 steps per timed call")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "run_batch.json"))
     args = parser.parse_args()
     batches = [None if b == "all" else int(b) for b in args.batches.split(",")]
-    omegas = [0.0, *reproduce.DEFAULT_OMEGAS]
+    omegas = [0.0, *harness.DEFAULT_OMEGAS]
     num_runs = len(omegas) * args.seeds
     layout = f"{len(omegas)} omega points x {args.seeds} seeds = {num_runs} runs, K = 5"
     # Tasks measured by earlier invocations stay in the file (each with its own machine record).

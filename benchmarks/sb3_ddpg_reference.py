@@ -2,7 +2,7 @@
 
 The baseline of `ddpg_throughput.py`: K independent SB3 ``DDPG`` agents, each in its own gymnasium
 ``Hopper-v4`` (MuJoCo C) whose torso mass is ``nominal * (1 + n_k)``, ``n_k ~ U(-p, p)`` (the
-paper's perturbation, `fedjax_rl.heterogeneity`). Every ``sync_every`` environment steps the server
+paper's perturbation, `fedjax_rl.core.perturb`). Every ``sync_every`` environment steps the server
 averages actor, actor target, critic and critic target over the agents and loads the mean back
 into every agent (optimizers and replay buffers stay private): DDPGAvg(1), the same work per
 agent-step as fedjax_rl's ``ddpgavg1`` (FedRDDPG adds an expectile network; SB3 has none).

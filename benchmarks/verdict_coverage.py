@@ -1,5 +1,5 @@
 """How often a verdict is false when the two algorithms are equal, and how often it is given when they
-differ: the coverage study behind `fedjax_rl.stats.METHOD`, `MIN_SEEDS`, `PLAN_QUANTILE` and
+differ: the coverage study behind `fedjax_rl.analysis.stats.METHOD`, `MIN_SEEDS`, `PLAN_QUANTILE` and
 `AGGREGATE_CONFIDENCE`.
 
 Rule part (`--part rule`, the tables' rule today). The median paired difference with its
@@ -30,7 +30,7 @@ from four distributions, each with mean 0 and variance 1:
   table with at least 4 reported seeds, headline FedR* minus each baseline, Minimum and Average), each
   comparison standardized by its own mean and standard deviation (ddof 0).
 Each dataset goes through `stats.difference(d, 0, paired=True, ...)`, the call the tables make,
-batched (`fedjax_rl.stats` takes datasets on leading axes), for each of CANDIDATES: the percentile
+batched (`fedjax_rl.analysis.stats` takes datasets on leading axes), for each of CANDIDATES: the percentile
 bootstrap, BCa, Student t and the bootstrap-t at nominal 95%, the hull of Student t and bootstrap-t at
 95% and 96%, and the tables' rule of the time (the hull at stats.HULL_CONFIDENCE, no verdict below 4
 seeds). The false-verdict rate is the share of datasets whose interval excludes 0; the
@@ -75,7 +75,8 @@ import scipy.stats
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine  # noqa: E402
 
-from fedjax_rl import reproduce, reproduce_report, stats  # noqa: E402
+from fedjax_rl.analysis import stats  # noqa: E402
+from fedjax_rl.reproduce import harness, report
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 OUT = os.path.join(os.path.dirname(__file__), "results", "verdict_coverage.json")
@@ -93,11 +94,11 @@ def committed_comparisons() -> list[dict]:
     """Every committed comparison with >= 4 seeds: headline FedR* minus each baseline, per metric."""
     out = []
     for table_name, directory in COMMITTED:
-        table = reproduce.get_table(table_name)
-        for key, rec in reproduce_report.finished_rows(table, os.path.join(ROOT, "results", directory)).items():
+        table = harness.get_table(table_name)
+        for key, rec in report.finished_rows(table, os.path.join(ROOT, "results", directory)).items():
             algs = rec["algorithms"]
             for base in table.baselines:
-                for metric in reproduce_report.METRICS:
+                for metric in report.METRICS:
                     d = np.subtract(algs[rec["headline"]]["reported"][metric], algs[base]["reported"][metric])
                     out.append(dict(directory=directory, row=key, baseline=base, metric=metric, differences=d))
     return out
@@ -111,7 +112,7 @@ def committed_pool(comparisons: list[dict]) -> tuple[np.ndarray, dict]:
     rng = np.random.default_rng(0)
     skewness = {}
     for n in sorted({c["differences"].size for c in comparisons}):
-        for metric in reproduce_report.METRICS:
+        for metric in report.METRICS:
             values = [scipy.stats.skew(c["differences"]) for c in comparisons
                       if c["differences"].size == n and c["metric"] == metric and c["differences"].std() > 0]
             skewness[f"{n} seeds, {metric}"] = dict(comparisons=len(values), mean_abs_skewness=float(np.mean(np.abs(values))))
@@ -232,11 +233,11 @@ def committed_tables() -> list[dict]:
     """Per committed table, metric and baseline: each row's normalised scores of both algorithms."""
     out = []
     for table_name, directory in COMMITTED:
-        table = reproduce.get_table(table_name)
-        records = reproduce_report.finished_rows(table, os.path.join(ROOT, "results", directory))
-        for agg in reproduce_report.aggregates(table, records):
-            robust = reproduce_report.normalised_scores(table, records, "headline", agg["metric"])
-            baseline = reproduce_report.normalised_scores(table, records, agg["baseline"], agg["metric"])
+        table = harness.get_table(table_name)
+        records = report.finished_rows(table, os.path.join(ROOT, "results", directory))
+        for agg in report.aggregates(table, records):
+            robust = report.normalised_scores(table, records, "headline", agg["metric"])
+            baseline = report.normalised_scores(table, records, agg["baseline"], agg["metric"])
             rows = [np.concatenate([baseline[k], robust[k]]) for k in agg["rows"]]
             out.append(dict(directory=directory, metric=agg["metric"], baseline=agg["baseline"],
                             seeds=[len(baseline[k]) for k in agg["rows"]], rows=rows))

@@ -9,11 +9,11 @@ import sys
 
 import jax
 
-from fedjax_rl import distributed
+from fedjax_rl.training import distributed
 
 
 def dqn_config(num_agents: int, num_devices: int | None):
-    from fedjax_rl import configs
+    from fedjax_rl.training import configs
 
     agent = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
                  batch_size=8, buffer_size=50, omega=0.2)
@@ -29,9 +29,9 @@ NUM_SEEDS = 2
 
 def run_dqn(num_agents: int, num_devices: int | None, out_dir: str | None = None) -> dict:
     """Flat {name: array}: every curve and final metric of a 2-seed tiny FedRDQN run."""
-    from fedjax_rl import experiment
+    from fedjax_rl.training import loop
 
-    result = experiment.run(dqn_config(num_agents, num_devices), num_seeds=NUM_SEEDS, seed=0, out_dir=out_dir,
+    result = loop.run(dqn_config(num_agents, num_devices), num_seeds=NUM_SEEDS, seed=0, out_dir=out_dir,
                             progress=False)
     return {f"dqn{num_agents}/{part}/{k}": v for part in ("curve", "final") for k, v in result[part].items()}
 

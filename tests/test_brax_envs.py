@@ -11,7 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import configs, envs, heterogeneity
+from fedjax_rl import envs
+from fedjax_rl.core import perturb
+from fedjax_rl.training import configs
 from fedjax_rl.envs import base
 
 brax_envs = pytest.importorskip("fedjax_rl.envs.brax_envs")
@@ -43,7 +45,7 @@ def test_per_agent_physics_reach_the_system(hopper):
     batched System a vmapped step sees), the other bodies' untouched."""
     env, nominal = hopper
     rates = jnp.array([[0.0, 0.0], [0.5, -0.2]])
-    params = heterogeneity.agent_env_params(env, nominal, ("torso", "gravity"), rates)
+    params = perturb.agent_env_params(env, nominal, ("torso", "gravity"), rates)
     systems = jax.vmap(env.system)(params)
     mass0 = np.asarray(nominal.link_mass)
     np.testing.assert_allclose(systems.link.inertia.mass[1], mass0 * np.array([1.5, 1, 1, 1]), rtol=1e-6)
@@ -60,7 +62,7 @@ def test_different_masses_step_differently_same_masses_identically(hopper):
     """Three agents, the third's torso 1.5x heavier, the same keys and actions: agents 0 and 1 are
     bit-identical, agent 2 differs (the perturbation reaches Brax's physics)."""
     env, nominal = hopper
-    params = heterogeneity.agent_env_params(env, nominal, ("torso",), jnp.array([0.0, 0.0, 0.5]))
+    params = perturb.agent_env_params(env, nominal, ("torso",), jnp.array([0.0, 0.0, 0.5]))
 
     def two_steps(p, key):
         _, state = env.reset(key, p)
@@ -75,12 +77,12 @@ def test_different_masses_step_differently_same_masses_identically(hopper):
 
 @pytest.mark.heavy
 def test_fedrddpg_trains_a_tiny_block_on_brax_hopper():
-    from fedjax_rl import experiment
+    from fedjax_rl.training import loop
 
     config = configs.train_config(
         "fedrddpg", "brax:hopper", physics=("torso",), num_agents=2, sync_every=5, steps_per_agent=10,
         eval_every_rounds=2, eval_episodes=1, sweep_points=2,
         agent_overrides=dict(hidden_sizes=(8,), batch_size=4, buffer_size=16, learning_starts=5))
-    result = experiment.run(config, num_seeds=1, progress=False)
+    result = loop.run(config, num_seeds=1, progress=False)
     assert np.all(np.isfinite(result["curve"]["nominal_return"]))
     assert result["final"]["physics_values"].shape == (1, 2, 1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from fedjax_rl import checkpoint
+from fedjax_rl.training import checkpoint
 
 
 @struct.dataclass

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from fedjax_rl import cli
+from fedjax_rl.cli import commands
+from fedjax_rl.training import records
 from fedjax_rl.agents import base
 
 TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", "2", "--eval-episodes", "1",
@@ -34,14 +35,14 @@ TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", 
     ],
 )
 def test_bad_settings_exit_with_a_clear_message(argv, message, capsys, monkeypatch):
-    import fedjax_rl.experiment as experiment
+    from fedjax_rl.training import loop
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("training started despite a bad setting")
 
-    monkeypatch.setattr(experiment, "run", must_not_run)
+    monkeypatch.setattr(loop, "run", must_not_run)
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["train", *argv])
+        commands.main(["train", *argv])
     assert exit_info.value.code != 0
     import re
 
@@ -49,12 +50,11 @@ def test_bad_settings_exit_with_a_clear_message(argv, message, capsys, monkeypat
 
 
 def test_aggregation_flags_come_from_their_declaration_and_reach_config_json():
-    from fedjax_rl import experiment
 
-    args = cli.build_parser().parse_args(["train", "--aggregation", "trimmed_mean", "--trim", "0.25"])
-    config = cli.config_from_args(args)
+    args = commands.build_parser().parse_args(["train", "--aggregation", "trimmed_mean", "--trim", "0.25"])
+    config = commands.config_from_args(args)
     assert (config.aggregation, config.trim) == ("trimmed_mean", 0.25)
-    recorded, _ = experiment.recorded_config(config, num_seeds=1, seed=0)  # what config.json holds
+    recorded, _ = records.recorded_config(config, num_seeds=1, seed=0)  # what config.json holds
     assert (recorded["aggregation"], recorded["trim"]) == ("trimmed_mean", 0.25)
 
 
@@ -65,23 +65,23 @@ def trained_run(tmp_path_factory):
     import contextlib
     import io
 
-    import fedjax_rl.experiment as experiment
+    from fedjax_rl.training import loop
 
     out = tmp_path_factory.mktemp("runs") / "fedrdqn"
     seen = {}
-    real_run = experiment.run
+    real_run = loop.run
 
     def recording_run(config, **kwargs):
         seen["config"] = config
         return real_run(config, **kwargs)
 
-    experiment.run = recording_run
+    loop.run = recording_run
     stdout = io.StringIO()
     try:
         with contextlib.redirect_stdout(stdout):
-            assert cli.main(["train", "--algo", "fedrdqn", "--omega", "0.2", "--seeds", "2", "--out", str(out), *TINY]) == 0
+            assert commands.main(["train", "--algo", "fedrdqn", "--omega", "0.2", "--seeds", "2", "--out", str(out), *TINY]) == 0
     finally:
-        experiment.run = real_run
+        loop.run = real_run
     return out, seen["config"], stdout.getvalue()
 
 
@@ -182,10 +182,10 @@ def test_train_compare_plot_round_trip(trained_run, tmp_path, capsys):
     out, _, _ = trained_run
     runs = [str(out)]
     capsys.readouterr()
-    assert cli.main(["compare", *runs]) == 0
+    assert commands.main(["compare", *runs]) == 0
     table = capsys.readouterr().out
     assert "FedRDQN (ω=0.2)" in table and "Average" in table and "Minimum" in table
-    assert cli.main(["plot", *runs, "--out", str(tmp_path / "fig")]) == 0
+    assert commands.main(["plot", *runs, "--out", str(tmp_path / "fig")]) == 0
     # Each figure shows the run's line: pixels in matplotlib's first line colour (C0, #1f77b4).
     # Measured: 926 (curve) and 1190 (sweep); the legend's line sample alone has 35.
     c0 = np.array([0x1F, 0x77, 0xB4]) / 255
@@ -217,7 +217,7 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     base = _fake_run(tmp_path / "base", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0])
     other_seeds = _fake_run(tmp_path / "other", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0], seed=1)
     capsys.readouterr()
-    assert cli.main(["compare", robust, base, other_seeds]) == 0
+    assert commands.main(["compare", robust, base, other_seeds]) == 0
     out = capsys.readouterr().out
     [paired, unpaired] = [line for line in out.splitlines() if "FedRDQN (ω=0.1) − DQNAvg" in line]
     cells = [c.strip() for c in paired.split("|")]
@@ -231,7 +231,7 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     assert "3 vs 3 (unpaired)" in unpaired and "| equivalent " in unpaired
     assert "fewer than 6 paired seeds" in out and "seeds for 80% power" in out
     # Only a run with omega > 0 is compared against a baseline: one run alone prints no differences.
-    assert cli.main(["compare", base]) == 0
+    assert commands.main(["compare", base]) == 0
     assert "−" not in capsys.readouterr().out
 
 
@@ -260,12 +260,12 @@ def run_copy(trained_run, tmp_path):
 
 
 def _forbid_compiling(monkeypatch) -> None:
-    import fedjax_rl.experiment as experiment
+    from fedjax_rl.training import loop
 
     def no_program(*args, **kwargs):
         raise AssertionError("a program was built for a run that should not compute anything")
 
-    monkeypatch.setattr(experiment, "over_runs", no_program)
+    monkeypatch.setattr(loop, "over_runs", no_program)
 
 
 @pytest.fixture
@@ -317,7 +317,7 @@ def test_bad_inputs_stop_with_a_message_and_change_no_finished_file(run_copy, no
         path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2] if name == "metrics.json" else b"")
     before = _hashes(run_copy)
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(argv)
+        commands.main(argv)
     assert re.search(message, str(exit_info.value)), str(exit_info.value)
     assert _hashes(run_copy) == before
     assert not (run_copy.parent / "run-big").exists()
@@ -327,10 +327,10 @@ def test_no_tensorboard_reads_back_the_finished_run(run_copy, nothing_compiles):
     """`--no-tensorboard` is not part of a run's identity: the same command with it reads the finished
     run back (nothing compiles) and changes no file."""
     before = _hashes(run_copy)
-    assert cli.main(["train", "--out", str(run_copy), *SAME, "--no-tensorboard"]) == 0
+    assert commands.main(["train", "--out", str(run_copy), *SAME, "--no-tensorboard"]) == 0
     assert _hashes(run_copy) == before
-    args = cli.build_parser().parse_args(["train", "--no-tensorboard"])
-    assert cli.config_from_args(args).tensorboard is False
+    args = commands.build_parser().parse_args(["train", "--no-tensorboard"])
+    assert commands.config_from_args(args).tensorboard is False
 
 
 def test_a_finished_run_is_set_aside_on_request_and_comes_back(run_copy, trained_run, capsys):
@@ -340,13 +340,13 @@ def test_a_finished_run_is_set_aside_on_request_and_comes_back(run_copy, trained
     original = _hashes(run_copy)
     with pytest.warns(UserWarning, match=r"held a run of other settings \(agent\.omega: 0\.2 -> 0\.1\): moved to "
                                          r"\S+/set_aside/1"):
-        assert cli.main(["train", "--out", str(run_copy), *SAME, "--omega", "0.1", "--new-run"]) == 0
+        assert commands.main(["train", "--out", str(run_copy), *SAME, "--omega", "0.1", "--new-run"]) == 0
     assert _hashes(run_copy / "set_aside" / "1") == original
     assert json.loads((run_copy / "config.json").read_text())["agent"]["omega"] == 0.1
     omega_01 = _hashes(run_copy)
 
     with pytest.warns(UserWarning) as warned:
-        assert cli.main(["train", "--out", str(run_copy), *SAME]) == 0
+        assert commands.main(["train", "--out", str(run_copy), *SAME]) == 0
     assert [str(w.message).replace(str(run_copy), "RUN") for w in warned] == [
         "RUN held a run of other settings (agent.omega: 0.1 -> 0.2): moved to RUN/set_aside/2",
         "RUN/set_aside/1 held a run of these settings: moved back into RUN to resume it"]
@@ -373,7 +373,7 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
     the same results as the undamaged run: read back (config.json), evaluated again from the
     checkpoint (metrics.json, finished.json), or trained again from block 0 (a damaged checkpoint of
     a run that has not finished: its outputs removed first)."""
-    import fedjax_rl.experiment as experiment
+    from fedjax_rl.training import loop
 
     if name == "checkpoint.npz":  # an unfinished run: its outputs are not written yet
         for output in ("finished.json", "metrics.json", "metrics.csv", "final.csv", "global_params.npz"):
@@ -388,7 +388,7 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
     stem, ext = name.rsplit(".", 1)
     with pytest.warns(UserWarning, match=rf"{path} is damaged \(.*\): set aside as {run_copy}/{stem}\.damaged\.1\."
                                          rf"{ext}; {consequence}\. Delete .* once you have looked at it"):
-        assert cli.main(["train", "--out", str(run_copy), *SAME]) == 0
+        assert commands.main(["train", "--out", str(run_copy), *SAME]) == 0
     assert (run_copy / f"{stem}.damaged.1.{ext}").read_bytes() == damaged
     written = json.loads((run_copy / "metrics.json").read_text())
     for part in ("curve", "final"):
@@ -403,14 +403,14 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
 
         assert [step for step, _ in scalars(str(run_copy))["eval/nominal_return"]] == [20, 40]
         assert raw_steps(str(run_copy), "eval/nominal_return") == [20, 40, 20, 40]
-    assert experiment.progress_on_disk(str(run_copy), json.loads((run_copy / "config.json").read_text()), 2)[
+    assert loop.progress_on_disk(str(run_copy), json.loads((run_copy / "config.json").read_text()), 2)[
         "state"] == "finished"
 
 
 def test_ctrl_c_says_how_to_resume_and_the_rerun_resumes(trained_run, tmp_path, monkeypatch, capsys):
     """Ctrl-C right after block 1's checkpoint: "stopped at block 1 of 2", a readable checkpoint, and the
     same command resumes ("resuming from block 1 of 2") to the fixture's numbers, bit for bit."""
-    from fedjax_rl import checkpoint
+    from fedjax_rl.training import checkpoint
 
     out = tmp_path / "interrupted"
     real_save = checkpoint.save
@@ -420,14 +420,14 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_resumes(trained_run, tmp_path, 
         raise KeyboardInterrupt
 
     monkeypatch.setattr(checkpoint, "save", save_then_ctrl_c)
-    assert cli.main(["train", "--out", str(out), *SAME]) == 130
+    assert commands.main(["train", "--out", str(out), *SAME]) == 130
     stderr = capsys.readouterr().err
     assert f"fedjax-rl: stopped at block 1 of 2: 1 block(s) saved in {out}; rerun the same command to resume" in stderr
     assert "Traceback" not in stderr
     monkeypatch.setattr(checkpoint, "save", real_save)
     assert int(checkpoint.read_extras(str(out / "checkpoint.npz"), ("blocks_done",))["blocks_done"]) == 1
 
-    assert cli.main(["train", "--out", str(out), *[a for a in SAME if a != "--no-progress"]]) == 0
+    assert commands.main(["train", "--out", str(out), *[a for a in SAME if a != "--no-progress"]]) == 0
     printed = capsys.readouterr().out
     assert f"resuming from block 1 of 2 ({out}/checkpoint.npz)" in printed
     assert "compiling the training program" in printed and "final evaluation: " in printed
@@ -437,11 +437,11 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_resumes(trained_run, tmp_path, 
 
 
 def test_train_without_out_says_nothing_is_saved(monkeypatch, capsys):
-    import fedjax_rl.experiment as experiment
+    from fedjax_rl.training import loop
 
-    monkeypatch.setattr(experiment, "run", lambda *a, **k: {"final": {"local_average": np.zeros(1),
+    monkeypatch.setattr(loop, "run", lambda *a, **k: {"final": {"local_average": np.zeros(1),
                                                                       "local_minimum": np.zeros(1)}})
-    assert cli.main(["train", *SAME]) == 0
+    assert commands.main(["train", *SAME]) == 0
     assert "no --out: results are printed only, nothing is saved" in capsys.readouterr().out
 
 
@@ -455,8 +455,8 @@ def test_help_imports_no_jax_and_answers_at_once():
     import sys
 
     heavy = ("jax", "numpy", "matplotlib", "gymnax", "flax", "mujoco")
-    script = ("import sys, time; t = time.perf_counter(); from fedjax_rl import cli\n"
-              "try:\n    cli.main(sys.argv[1:] + ['--help'])\nexcept SystemExit:\n    pass\n"
+    script = ("import sys, time; t = time.perf_counter(); from fedjax_rl.cli import commands\n"
+              "try:\n    commands.main(sys.argv[1:] + ['--help'])\nexcept SystemExit:\n    pass\n"
               f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules), time.perf_counter() - t)")
     for command in HELP_COMMANDS:
         done = subprocess.run([sys.executable, "-c", script, *command], capture_output=True, text=True, check=True)
@@ -469,11 +469,11 @@ def test_help_imports_no_jax_and_answers_at_once():
 def test_every_flag_has_help_with_its_default_and_choices():
     from fedjax_rl import agents, envs
 
-    parser = cli.build_parser()
-    commands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
+    parser = commands.build_parser()
+    subcommands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
                 for name, sub in action.choices.items()}
-    assert sorted(commands) == ["compare", "demo", "plot", "render", "reproduce", "train"]
-    for name, sub in commands.items():
+    assert sorted(subcommands) == ["compare", "demo", "plot", "render", "reproduce", "train"]
+    for name, sub in subcommands.items():
         for action in sub._actions:
             if action.dest == "help":
                 continue
@@ -481,7 +481,7 @@ def test_every_flag_has_help_with_its_default_and_choices():
             is_switch = action.nargs == 0
             if action.option_strings and not is_switch:
                 assert "(default" in action.help or action.choices, (name, action.option_strings, action.help)
-    train = {a.dest: a for a in commands["train"]._actions}
+    train = {a.dest: a for a in subcommands["train"]._actions}
     assert list(train["algo"].choices) == list(agents.names())
     for env in envs.list_envs():
         assert env in train["env_name"].help
@@ -492,15 +492,15 @@ def test_every_flag_has_help_with_its_default_and_choices():
 
 
 def test_the_flag_table_is_current():
-    """cli_flags.py holds what the settings declarations say (regenerate: `make cli-flags`)."""
-    from fedjax_rl import cli_flags
+    """fedjax_rl/cli/flags.py holds what the settings declarations say (regenerate: `make cli-flags`)."""
+    from fedjax_rl.cli import flag_table, flags
 
-    assert cli_flags.TABLE == cli.flag_table(), "fedjax_rl/cli_flags.py is out of date: run `make cli-flags`"
+    assert flags.TABLE == flag_table.flag_table(), "fedjax_rl/cli/flags.py is out of date: run `make cli-flags`"
 
 
 def test_a_run_that_never_trains_is_warned_about_before_compiling():
-    import fedjax_rl.experiment as experiment
-    from fedjax_rl import configs
+    from fedjax_rl.training import loop
+    from fedjax_rl.training import configs
 
     def config(steps, learning_starts, train_freq=1):
         return configs.train_config("fedrdqn", "CartPole-v1", steps_per_agent=steps, sync_every=10, eval_every_rounds=1,
@@ -509,37 +509,37 @@ def test_a_run_that_never_trains_is_warned_about_before_compiling():
     with pytest.warns(UserWarning, match=r"no agent will take a gradient step: the first training phase would be "
                                          r"at environment step 10,001 \(learning_starts 10,000, train_freq 1\), "
                                          r"after the run's 1,000 steps per agent"):
-        experiment._warn_if_never_trains(config(1000, 10_000))
+        loop._warn_if_never_trains(config(1000, 10_000))
     with pytest.warns(UserWarning, match=r"at environment step 1,024 \(learning_starts 1,000, train_freq 256\)"):
-        experiment._warn_if_never_trains(config(1020, 1000, train_freq=256))  # RL-Zoo3's CartPole train_freq
+        loop._warn_if_never_trains(config(1020, 1000, train_freq=256))  # RL-Zoo3's CartPole train_freq
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        experiment._warn_if_never_trains(config(1010, 1000))  # trains from step 1001 (SB3: > learning_starts)
-        experiment._warn_if_never_trains(config(1030, 1000, train_freq=256))  # at step 1024
+        loop._warn_if_never_trains(config(1010, 1000))  # trains from step 1001 (SB3: > learning_starts)
+        loop._warn_if_never_trains(config(1030, 1000, train_freq=256))  # at step 1024
     with pytest.warns(UserWarning, match=r"at environment step 1,001 \(learning_starts 1,000, train_freq 1\)"):
-        experiment._warn_if_never_trains(config(1000, 1000))
+        loop._warn_if_never_trains(config(1000, 1000))
 
 
 def test_a_config_is_validated_once_before_anything_compiles(monkeypatch):
     """The command line resolves and validates a config; the trainer's setup then reuses that
     validation instead of running it (and building the env for it) again."""
-    from fedjax_rl import configs, train
+    from fedjax_rl.training import configs, program
 
     checks = []
     real_check = configs.TrainConfig.check_together
     monkeypatch.setattr(configs.TrainConfig, "check_together", lambda self: (checks.append(self), real_check(self))[1])
-    args = cli.build_parser().parse_args(["train", "--algo", "dqnavg", "--agents", "7", "--sync-every", "3",
+    args = commands.build_parser().parse_args(["train", "--algo", "dqnavg", "--agents", "7", "--sync-every", "3",
                                           "--steps", "30", "--eval-every", "2"])
-    config = cli.config_from_args(args)
-    setup = train.make_setup(config)
+    config = commands.config_from_args(args)
+    setup = program.make_setup(config)
     config.validate()
     assert len(checks) == 1 and setup.config is config
     with pytest.raises(ValueError, match="num_agents"):  # a bad config is refused every time, not remembered
         config.replace(num_agents=0).validate()
     with pytest.raises(ValueError, match="num_agents"):
-        train.make_setup(config.replace(num_agents=0))
+        program.make_setup(config.replace(num_agents=0))
 
 
 @pytest.mark.parametrize("address,public", [
@@ -548,7 +548,7 @@ def test_a_config_is_validated_once_before_anything_compiles(monkeypatch):
     ("[::1]:12345", False), ("[fd00::1]:1", False), ("100.64.0.1:1", False), ("localhost:12345", False),
 ])
 def test_a_coordinator_outside_private_networks_is_a_risk(address, public):
-    from fedjax_rl import distributed
+    from fedjax_rl.training import distributed
 
     risk = distributed.coordinator_risk(address)
     assert (risk is not None) == public, risk
@@ -577,10 +577,10 @@ def test_train_warns_before_connecting_to_a_public_coordinator(monkeypatch, caps
     with warnings.catch_warnings(record=True) as recorded, pytest.raises(RuntimeError, match="no coordinator"):
         warnings.simplefilter("always")
         seen = recorded
-        cli.main(argv)
+        commands.main(argv)
     risks = [w for w in seen if "authenticates nobody" in str(w.message)]
     assert calls == [(dict(coordinator_address=address, num_processes=2, process_id=1), len(risks))]
     assert len(risks) == warns
     if warns:
-        text = cli._format_warning(risks[0].message, risks[0].category, "", 0)
+        text = commands._format_warning(risks[0].message, risks[0].category, "", 0)
         assert text.startswith(f"fedjax-rl: warning: the coordinator {address} is at a public address")

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from fedjax_rl import cli, configs, federated, train
+from fedjax_rl.cli import commands
+from fedjax_rl.core import federated
+from fedjax_rl.training import configs, program
 from fedjax_rl.agents import base
 from fedjax_rl.agents.ddpg import DDPGAgent, DDPGConfig
 from fedjax_rl.agents.base import Transition
@@ -164,12 +166,12 @@ def tiny_config(algo="fedrddpg", **fields):
 
 
 def test_one_trace_per_configuration_and_sync_invariants():
-    trainer = train.make_trainer(tiny_config("ddpgavg2"))
+    trainer = program.make_trainer(tiny_config("ddpgavg2"))
     chex.clear_trace_counter()  # another test's trainer.train, traced earlier in this worker, counts too
     traced = chex.assert_max_traces(trainer.train, n=1)
     run = jax.jit(jax.vmap(traced, in_axes=(0, None)))
-    state, metrics = run(train.seed_keys(0, 2), trainer.hparams)
-    run(train.seed_keys(1, 2), trainer.hparams)  # new keys, same program: no retrace
+    state, metrics = run(program.seed_keys(0, 2), trainer.hparams)
+    run(program.seed_keys(1, 2), trainer.hparams)  # new keys, same program: no retrace
     assert np.all(np.isfinite(metrics["curve"]["critic_loss"]))
     assert np.all(metrics["curve"]["actor_loss"] != 0)  # trained past learning_starts
     chex.assert_shape(state.agents.learner.shared.critic["params"]["Dense_0"]["kernel"], (2, 3, 2, 4, 16))
@@ -204,7 +206,7 @@ def test_cli_train_compare_plot(tmp_path, capsys):
             "--agents", "2", "--eval-every", "2", "--eval-episodes", "1", "--sweep-points", "2", "--omega", "0.2",
             "--set", "hidden_sizes=8", "--set", "learning_starts=50", "--set", "buffer_size=400", "--no-progress",
             "--out", str(out)]
-    assert cli.main(argv) == 0
+    assert commands.main(argv) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["algo"] == "fedrddpg" and config["agent"]["omega"] == 0.2 and config["agent"]["num_critics"] == 1
     metrics = json.loads((out / "metrics.json").read_text())
@@ -212,9 +214,9 @@ def test_cli_train_compare_plot(tmp_path, capsys):
     assert metrics["cpu_dots"] == "eigen" and "cpu_dots" not in config
     assert np.asarray(metrics["curve"]["nominal_return"]).shape == (2, 2)
     capsys.readouterr()
-    assert cli.main(["compare", str(out)]) == 0
+    assert commands.main(["compare", str(out)]) == 0
     assert "FedRDDPG (ω=0.2)" in capsys.readouterr().out
-    assert cli.main(["plot", str(out), "--out", str(tmp_path / "fig")]) == 0
+    assert commands.main(["plot", str(out), "--out", str(tmp_path / "fig")]) == 0
     assert (tmp_path / "fig_curve.png").exists()
 
 
@@ -238,8 +240,8 @@ def learn_config(algo):
 def learn_returns(algo):
     """Per-seed (nominal return at the end, local-environment average), seeds vmapped in one program."""
     config = learn_config(algo)  # compiled as `experiment.run` compiles it (its matrix-product library)
-    _, metrics = jax.jit(jax.vmap(train.make_train(config)), compiler_options=config.compiler_options)(
-        train.seed_keys(0, LEARN_SEEDS))
+    _, metrics = jax.jit(jax.vmap(program.make_train(config)), compiler_options=config.compiler_options)(
+        program.seed_keys(0, LEARN_SEEDS))
     return np.asarray(metrics["curve"]["nominal_return"][:, -1]), np.asarray(metrics["final"]["local_average"])
 
 

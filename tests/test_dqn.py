@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import checkpoint, configs, experiment, train
+from fedjax_rl.training import checkpoint, configs, loop, program, records
 from fedjax_rl.agents.dqn import DQNAgent, DQNConfig, Transition
 from references import numpy_mlp
 
@@ -27,12 +27,12 @@ def tiny_config(algo="fedrdqn", **overrides):
     return configs.train_config(algo, "CartPole-v1", agent_overrides=agent, **fields)
 
 
-KEYS = train.seed_keys(0, 2)
+KEYS = program.seed_keys(0, 2)
 
 
 @pytest.fixture(scope="module")
 def fedrdqn():
-    trainer = train.make_trainer(tiny_config())
+    trainer = program.make_trainer(tiny_config())
     traced = chex.assert_max_traces(trainer.train, n=1)
     run = jax.jit(jax.vmap(traced, in_axes=(0, None)))
     state, metrics = run(KEYS, trainer.hparams)
@@ -97,7 +97,7 @@ def test_same_seed_is_bit_identical_and_train_traces_once(fedrdqn):
     trainer, run, _, metrics = fedrdqn
     _, again = run(KEYS, trainer.hparams)
     chex.assert_trees_all_equal(again, metrics)
-    run(train.seed_keys(7, 2), trainer.hparams)  # new keys, same program: no retrace
+    run(program.seed_keys(7, 2), trainer.hparams)  # new keys, same program: no retrace
 
 
 def test_vmapped_seeds_differ_in_everything(fedrdqn):
@@ -125,7 +125,7 @@ def test_agents_environments_differ(fedrdqn):
 
 
 def test_in_memory_results_table_and_plots(fedrdqn, tmp_path):
-    from fedjax_rl import plots
+    from fedjax_rl.analysis import plots
 
     trainer, _, _, metrics = fedrdqn
     run = plots.from_metrics(trainer.config, metrics)
@@ -164,7 +164,7 @@ def test_sync_makes_agents_identical_and_keeps_private_state_private(fedrdqn):
 def test_omega_zero_reproduces_dqnavg_exactly(fedrdqn):
     trainer, run, _, _ = fedrdqn
     state_r, metrics_r = run(KEYS, trainer.hparams.replace(omega=0.0))
-    avg_trainer = train.make_trainer(tiny_config("dqnavg"))
+    avg_trainer = program.make_trainer(tiny_config("dqnavg"))
     assert avg_trainer.config.agent.robust is False
     state_a, metrics_a = jax.jit(jax.vmap(avg_trainer.train))(KEYS)
     assert state_a.agents.learner.shared.degree is None  # DQNAvg carries no expectile network
@@ -230,7 +230,8 @@ def test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env(f
     """Recompute every agent's return: the global policy (agent 0's Q network, greedy) in that
     agent's own physics, with the episode keys `finalize` documents (fold_in(eval_key,
     num_rounds + 1), first split, one key per episode), through `evaluate.episode_return`."""
-    from fedjax_rl import envs, evaluate
+    from fedjax_rl import envs
+    from fedjax_rl.core import evaluate
 
     trainer, _, state, metrics = fedrdqn
     config = trainer.config
@@ -290,7 +291,7 @@ def test_sync_rounds_happen_every_sync_every_steps(fedrdqn):
 
 def test_sharded_agents_match_vmap(fedrdqn):
     _, _, state, metrics = fedrdqn
-    sharded = train.make_trainer(tiny_config(num_devices=2))
+    sharded = program.make_trainer(tiny_config(num_devices=2))
     state_s, metrics_s = jax.jit(jax.vmap(sharded.train))(KEYS)
     chex.assert_trees_all_close(metrics_s, metrics, rtol=1e-6, atol=1e-6)
     chex.assert_trees_all_close(state_s.agents.learner.shared, state.agents.learner.shared, rtol=1e-6, atol=1e-6)
@@ -302,16 +303,16 @@ def test_checkpoint_from_another_version_is_kept_and_the_run_starts_afresh(fedrd
     trainer, _, _, metrics = fedrdqn
     out = tmp_path / "run"
     out.mkdir()
-    config_dict, _ = experiment.recorded_config(trainer.config, num_seeds=2, seed=0)  # what run() records
+    config_dict, _ = records.recorded_config(trainer.config, num_seeds=2, seed=0)  # what run() records
     (out / "config.json").write_text(json.dumps(config_dict))
     checkpoint.save(str(out / "checkpoint.npz"), {"old": np.zeros(3)}, blocks_done=1, curve="[]")
     with pytest.warns(UserWarning, match="another version of fedjax_rl"):
-        result = experiment.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
+        result = loop.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
     assert (out / "checkpoint.incompatible.1.npz").exists()
     np.testing.assert_array_equal(result["curve"]["env_steps"], metrics["curve"]["env_steps"])
     np.testing.assert_allclose(result["curve"]["nominal_return"], metrics["curve"]["nominal_return"], rtol=1e-5, atol=1e-6)
     # The new checkpoint fits the state.
-    checkpoint.load(str(out / "checkpoint.npz"), jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, 2)))
+    checkpoint.load(str(out / "checkpoint.npz"), jax.jit(jax.vmap(trainer.init))(program.seed_keys(0, 2)))
 
 
 @pytest.mark.parametrize(
@@ -335,4 +336,4 @@ def test_bad_settings_raise_before_compiling(agent, fields, match):
     base = tiny_config()
     config = base.__class__(**{**base.__dict__, "agent": base.agent.__class__(**{**base.agent.__dict__, **agent}), **fields})
     with pytest.raises(ValueError, match=match):
-        train.make_trainer(config)  # validation is the first thing make_trainer does
+        program.make_trainer(config)  # validation is the first thing make_trainer does

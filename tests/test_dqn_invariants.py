@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import configs, envs, train
+from fedjax_rl import envs
+from fedjax_rl.training import configs, program
 from references import numpy_mlp
 
 STEPS = 48  # environment steps per agent
@@ -54,7 +55,7 @@ def _host(tree):
 
 @pytest.fixture(scope="module")
 def trainer():
-    return train.make_trainer(CONFIG)
+    return program.make_trainer(CONFIG)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def step_fn(trainer):
 
 @pytest.fixture(scope="module")
 def fresh_state(trainer):
-    return jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, NUM_SEEDS))
+    return jax.jit(jax.vmap(trainer.init))(program.seed_keys(0, NUM_SEEDS))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
 
-from fedjax_rl import heterogeneity
+from fedjax_rl.core import perturb
 from fedjax_rl.envs import (
     EnvSpec,
     check_physics_param,
@@ -443,9 +443,9 @@ def test_agent_params_give_different_trajectories(env_name):
     spec = get_spec(env_name)
     num_agents = 5
     for names in [(spec.perturbed[0],), (spec.perturbed[1],), spec.perturbed]:
-        rates = heterogeneity.sample_rates(jax.random.key(3), num_agents * len(names), 0.5)
+        rates = perturb.sample_rates(jax.random.key(3), num_agents * len(names), 0.5)
         rates = rates.reshape(num_agents, len(names)) if len(names) > 1 else rates
-        params = heterogeneity.agent_env_params(env, nominal, names, rates)
+        params = perturb.agent_env_params(env, nominal, names, rates)
         rates2 = rates.reshape(num_agents, len(names))
         for i, name in enumerate(names):
             values = np.asarray(env.get_physics(params, name))
@@ -470,8 +470,8 @@ def test_agent_params_give_different_trajectories(env_name):
 
 def test_cartpole_agent_params_recompute_derived_fields():
     env, nominal = make("CartPole-v1")
-    rates = heterogeneity.sample_rates(jax.random.key(0), 10, 0.5).reshape(5, 2)
-    params = heterogeneity.agent_env_params(env, nominal, ("length", "masscart"), rates)
+    rates = perturb.sample_rates(jax.random.key(0), 10, 0.5).reshape(5, 2)
+    params = perturb.agent_env_params(env, nominal, ("length", "masscart"), rates)
     np.testing.assert_allclose(params.total_mass, params.masscart + nominal.masspole, rtol=1e-6)
     np.testing.assert_allclose(params.polemass_length, nominal.masspole * params.length, rtol=1e-6)
 
@@ -480,7 +480,7 @@ def test_cartpole_agent_params_recompute_derived_fields():
 def test_zero_rates_reproduce_nominal_exactly(env_name):
     env, nominal = make(env_name)
     names = get_spec(env_name).perturbed
-    params = heterogeneity.agent_env_params(env, nominal, names, jnp.zeros((4, len(names))))
+    params = perturb.agent_env_params(env, nominal, names, jnp.zeros((4, len(names))))
 
     def check(batched, single):
         batched = np.asarray(batched)
@@ -495,8 +495,8 @@ def test_zero_rates_reproduce_nominal_exactly(env_name):
 def test_sweep_params_run(env_name):
     env, nominal = make(env_name)
     names = get_spec(env_name).perturbed
-    scales = heterogeneity.sweep_scales()
-    params = heterogeneity.scaled_env_params(env, nominal, names, scales)
+    scales = perturb.sweep_scales()
+    params = perturb.scaled_env_params(env, nominal, names, scales)
     for name in names:
         np.testing.assert_allclose(
             env.get_physics(params, name), scales * env.get_physics(nominal, name), rtol=1e-6

@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import envs, evaluate, heterogeneity
+from fedjax_rl import envs
+from fedjax_rl.core import evaluate, perturb
 from references import max_dot_batch_dims
 
 
@@ -46,7 +47,7 @@ def test_returns_over_params_is_one_vmap_with_common_episode_keys():
     not two: a vmap of vmaps put one more batch dimension into every dot of MJX's physics, which
     crashed XLA's CPU runtime (a YNNPACK transpose past its rank limit) in a robot's evaluation."""
     env, params = envs.make("CartPole-v1", ("length",))
-    batched = heterogeneity.scaled_env_params(env, params, ("length",), jnp.array([0.5, 1.0, 1.7]))
+    batched = perturb.scaled_env_params(env, params, ("length",), jnp.array([0.5, 1.0, 1.7]))
     weights = jnp.array([[0.3, -0.2], [1.0, 0.4], [2.0, -1.0], [0.5, 0.1]])
 
     def policy(obs):  # a dot of two batched operands (like MJX's rotations) shows evaluation's batch axes
@@ -75,14 +76,14 @@ def test_local_metrics_on_distinct_returns():
     are all distinct (the trained fixture of test_dqn.py has tied minima, so it cannot tell the
     minimum from the second smallest). The lowest single episode (agent 0's 1.0) is not in the
     agent with the lowest mean (agent 2), and the mean differs from the median."""
-    from fedjax_rl import train
+    from fedjax_rl.training import program
 
     episodes = np.array([[1.0, 30.0, 20.0],  # mean 17
                          [12.0, 16.0, 14.0],  # mean 14
                          [9.0, 11.0, 10.0],  # mean 10: the minimum
                          [40.0, 38.0, 42.0]], np.float32)  # mean 40
     seeds = np.stack([episodes, episodes[::-1] + 1.0])  # under a seed vmap, as finalize runs
-    metrics = jax.jit(jax.vmap(train.local_metrics))(seeds)
+    metrics = jax.jit(jax.vmap(program.local_metrics))(seeds)
     np.testing.assert_allclose(metrics["local_returns"], [[17, 14, 10, 40], [41, 11, 15, 18]], rtol=1e-6)
     np.testing.assert_allclose(metrics["local_average"], [20.25, 21.25], rtol=1e-6)
     np.testing.assert_allclose(metrics["local_minimum"], [10.0, 11.0], rtol=1e-6)

@@ -1,4 +1,4 @@
-"""`reproduce --jobs N` and `--executor ray` (fedjax_rl/reproduce_executor.py) on the reproduce tests'
+"""`reproduce --jobs N` and `--executor ray` (fedjax_rl/reproduce/executor.py) on the reproduce tests'
 tiny table (one CartPole row, 1 tuning + 2 reported seeds, three pieces of one seed): the same pieces
 run in this process, by local worker processes and by a local Ray instance hold bit-identical numbers;
 a failed piece is reported with the tail of its log while the others finish; a killed piece loses
@@ -25,8 +25,9 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, reproduce, reproduce_executor
-from fedjax_rl.reproduce_executor import Task
+from fedjax_rl.cli import commands
+from fedjax_rl.reproduce import executor, harness
+from fedjax_rl.reproduce.executor import Task
 from test_reproduce import ROWS, TINY
 
 ROW = ROWS[0]
@@ -43,12 +44,12 @@ NOT_NUMBERS = ("timing", "machine")
 FAULTS = textwrap.dedent("""\
     import os, time
     if os.environ.get("FEDJAX_RL_TEST_FAULTS"):
-        from fedjax_rl import experiment
-        _run = experiment.run
+        from fedjax_rl.training import loop
+        _run = loop.run
 
         def run(config, *args, first_seed=0, on_block=None, **kwargs):
             if first_seed == 1:
-                raise experiment.NonFiniteError("non-finite loss in seed index 1 (injected by the test)")
+                raise loop.NonFiniteError("non-finite loss in seed index 1 (injected by the test)")
             if first_seed == 2:
                 report = on_block
 
@@ -62,7 +63,7 @@ FAULTS = textwrap.dedent("""\
                 on_block = then_wait
             return _run(config, *args, first_seed=first_seed, on_block=on_block, **kwargs)
 
-        experiment.run = run
+        loop.run = run
     """)
 
 
@@ -80,7 +81,7 @@ def shared_cache():
 def in_process(tmp_path_factory, shared_cache):
     """The row as the command without --jobs runs it: its three pieces one after another here."""
     out = str(tmp_path_factory.mktemp("in_process"))
-    row = reproduce.reproduce("table1", out, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)["rows"][ROW]
+    row = harness.reproduce("table1", out, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)["rows"][ROW]
     return dict(out=out, row=row)
 
 
@@ -137,15 +138,15 @@ def killed_then_resumed(tmp_path_factory, in_process):
     killer.start()
     said = io.StringIO()
     try:
-        planned_first = reproduce_executor.plan_tasks("table1", out, PIECE_SEEDS, **REQUEST)[1]
-        with pytest.raises(reproduce_executor.PiecesFailed) as failed, contextlib.redirect_stderr(said):
-            reproduce_executor.run("table1", out, jobs=3, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)
+        planned_first = executor.plan_tasks("table1", out, PIECE_SEEDS, **REQUEST)[1]
+        with pytest.raises(executor.PiecesFailed) as failed, contextlib.redirect_stderr(said):
+            executor.run("table1", out, jobs=3, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)
     finally:
         mp.undo()
     killer.join(timeout=1)
     finished_0 = os.path.getmtime(os.path.join(out, PROGRAM_DIR, PIECES[0], "finished.json"))
-    planned_second = reproduce_executor.plan_tasks("table1", out, PIECE_SEEDS, **REQUEST)[1]
-    result = reproduce_executor.run("table1", out, jobs=2, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)
+    planned_second = executor.plan_tasks("table1", out, PIECE_SEEDS, **REQUEST)[1]
+    result = executor.run("table1", out, jobs=2, progress=False, piece_seeds=PIECE_SEEDS, **REQUEST)
     return dict(out=out, failed=failed.value, said=said.getvalue(), killed=killed, planned_first=planned_first,
                 planned_second=planned_second, finished_0=finished_0, row=result["rows"][ROW])
 
@@ -169,7 +170,7 @@ def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_th
     # The piece that did not fail finished; no row was written while pieces were missing.
     assert f"finished {ROW} fedrdqn seed 0 in " in said
     # Three workers, each pinned to its group of this machine's cores: piece 2 ran in the third.
-    groups = reproduce_executor.core_groups(sorted(os.sched_getaffinity(0)), 3)
+    groups = executor.core_groups(sorted(os.sched_getaffinity(0)), 3)
     assert killed_then_resumed["killed"]["cores"] == set(groups[2])
     assert failed.result["rows"] == {}
 
@@ -205,10 +206,10 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
     the same pieces run in this process."""
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fedjax-rl[ray]')")
     shutil.copytree(os.path.join(in_process["out"], PROGRAM_DIR, PIECES[0]), tmp_path / PROGRAM_DIR / PIECES[0])
-    assert reproduce_executor.plan_tasks("table1", str(tmp_path), PIECE_SEEDS, **REQUEST)[1] == tasks(1, 2)
+    assert executor.plan_tasks("table1", str(tmp_path), PIECE_SEEDS, **REQUEST)[1] == tasks(1, 2)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        result = reproduce_executor.run("table1", str(tmp_path), executor="ray", progress=False,
+        result = executor.run("table1", str(tmp_path), executor="ray", progress=False,
                                         piece_seeds=PIECE_SEEDS, **REQUEST)
     finally:
         ray.shutdown()
@@ -221,56 +222,56 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
 
 
 def test_the_request_is_spelled_as_flags_that_read_back_to_it():
-    args = reproduce_executor.request_args("table1", **{k: v for k, v in REQUEST.items() if k != "rows"})
+    args = executor.request_args("table1", **{k: v for k, v in REQUEST.items() if k != "rows"})
     assert args == ["--seeds", "2", "--tuning-seeds", "1", "--omegas", "0.05,0.2", "--budget", "0.006", "--seed", "0",
                     "--run-batch", "3", "--set", "hidden_sizes=8", "--set", "learning_starts=50",
                     "--set", "train_freq=4", "--set", "gradient_steps=1",
                     "--set-run", "sweep_points=3", "--set-run", "eval_episodes=2"]
-    parsed = cli.build_parser().parse_args(["reproduce", "table1", *args])
-    assert cli._reproduce_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
-    assert cli._reproduce_run_settings(parsed.set_run) == REQUEST["train_overrides"]
+    parsed = commands.build_parser().parse_args(["reproduce", "table1", *args])
+    assert commands._reproduce_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
+    assert commands._reproduce_run_settings(parsed.set_run) == REQUEST["train_overrides"]
     # A float is spelled by its shortest exact decimal, so it reads back to the same float.
-    spelled = reproduce_executor.request_args("table1", budget=0.1 + 0.2)
+    spelled = executor.request_args("table1", budget=0.1 + 0.2)
     assert spelled[spelled.index("--budget") + 1] == "0.30000000000000004"
     # A table's own defaults travel as no flag; a heterogeneity table's levels as --max-rates.
-    levels = reproduce_executor.request_args("heterogeneity", max_rates=[0, 0.5])
+    levels = executor.request_args("heterogeneity", max_rates=[0, 0.5])
     assert "--seeds" not in levels and levels[:2] == ["--max-rates", "0.0,0.5"]
-    assert cli.build_parser().parse_args(["reproduce", "heterogeneity", *levels]).max_rates == "0.0,0.5"
-    switch = reproduce_executor.request_args("table1", train_overrides={"tensorboard": False})[-2:]
+    assert commands.build_parser().parse_args(["reproduce", "heterogeneity", *levels]).max_rates == "0.0,0.5"
+    switch = executor.request_args("table1", train_overrides={"tensorboard": False})[-2:]
     assert switch == ["--set-run", "tensorboard=false"]
-    assert cli._reproduce_run_settings(switch[1:]) == {"tensorboard": False}
+    assert commands._reproduce_run_settings(switch[1:]) == {"tensorboard": False}
     with pytest.raises(ValueError, match="train_overrides cannot carry 'env_name'"):
-        reproduce_executor.request_args("table1", train_overrides={"env_name": "Acrobot-v1"})
+        executor.request_args("table1", train_overrides={"env_name": "Acrobot-v1"})
     with pytest.raises(ValueError, match=r"unknown or row-decided run settings \['physics'\] for --set-run"):
-        reproduce_executor.parse_run_settings({"physics": "length"})
+        executor.parse_run_settings({"physics": "length"})
 
 
 def test_cores_are_split_into_contiguous_groups():
-    assert reproduce_executor.core_groups([0, 1, 2, 3, 4, 5, 6, 7], 3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
-    assert reproduce_executor.core_groups([4, 5, 6, 7], 2) == [[4, 5], [6, 7]]
-    assert reproduce_executor.core_groups([0, 1], 3) == [[0], [1], [0]]  # more jobs than cores: round robin
+    assert executor.core_groups([0, 1, 2, 3, 4, 5, 6, 7], 3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert executor.core_groups([4, 5, 6, 7], 2) == [[4, 5], [6, 7]]
+    assert executor.core_groups([0, 1], 3) == [[0], [1], [0]]  # more jobs than cores: round robin
 
 
 def test_executor_settings_are_refused_before_anything_runs(tmp_path, monkeypatch):
     def nothing(*args, **kwargs):
         raise AssertionError("nothing may run")
 
-    monkeypatch.setattr(reproduce_executor, "start_command", nothing)
+    monkeypatch.setattr(executor, "start_command", nothing)
     base = ["reproduce", "table1", "--rows", ROW, "--out", str(tmp_path)]
     with pytest.raises(SystemExit, match=r"--jobs must be an integer >= 1 \(pieces run at once\), got 0"):
-        cli.main([*base, "--jobs", "0"])
+        commands.main([*base, "--jobs", "0"])
     with pytest.raises(SystemExit, match="--address, --cpus-per-piece and --gpus-per-piece are Ray's"):
-        cli.main([*base, "--jobs", "2", "--gpus-per-piece", "0.5"])
+        commands.main([*base, "--jobs", "2", "--gpus-per-piece", "0.5"])
     with pytest.raises(SystemExit, match="--jobs is the local executor's"):
-        cli.main([*base, "--executor", "ray", "--jobs", "2"])
+        commands.main([*base, "--executor", "ray", "--jobs", "2"])
     with pytest.raises(SystemExit, match="give no --program, --status or --report-only with them"):
-        cli.main([*base, "--jobs", "2", "--status"])
+        commands.main([*base, "--jobs", "2", "--status"])
     with pytest.raises(SystemExit, match=r"--max-pieces must be an integer >= 1 \(pieces to run before stopping\), got 0"):
-        cli.main([*base, "--max-pieces", "0"])
+        commands.main([*base, "--max-pieces", "0"])
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed: its import fails
     with pytest.raises(SystemExit, match=r"--executor ray needs Ray, which is not installed: "
                                          r"pip install \"fedjax-rl\[ray\]\""):
-        cli.main([*base, "--executor", "ray"])
+        commands.main([*base, "--executor", "ray"])
     assert not os.listdir(tmp_path)
 
 
@@ -279,7 +280,7 @@ def test_a_finished_request_runs_no_process(in_process, monkeypatch):
         raise AssertionError("nothing may run")
 
     monkeypatch.setattr(subprocess, "Popen", nothing)
-    result = reproduce_executor.run("table1", in_process["out"], jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
+    result = executor.run("table1", in_process["out"], jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
                                     **REQUEST)
     assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
 
@@ -291,11 +292,11 @@ def test_max_pieces_runs_the_first_pieces_and_writes_no_row_with_pieces_left(tmp
 
     def run_local(tasks, args_of, out_dir, jobs, display):
         ran.extend((task.first, task.stop, jobs) for task in tasks)
-        return [reproduce_executor.Outcome(task, 0, 1.0, "log") for task in tasks]
+        return [executor.Outcome(task, 0, 1.0, "log") for task in tasks]
 
-    monkeypatch.setattr(reproduce_executor, "run_local", run_local)
-    monkeypatch.setattr(reproduce_executor, "write_rows", lambda table, out, rows, *a: written.append(rows) or {})
-    reproduce_executor.run("table1", str(tmp_path), jobs=None, progress=False, piece_seeds=PIECE_SEEDS,
+    monkeypatch.setattr(executor, "run_local", run_local)
+    monkeypatch.setattr(executor, "write_rows", lambda table, out, rows, *a: written.append(rows) or {})
+    executor.run("table1", str(tmp_path), jobs=None, progress=False, piece_seeds=PIECE_SEEDS,
                            max_pieces=2, **REQUEST)
     assert ran == [(0, 1, 1), (1, 2, 1)] and written == [[]]
     said = capsys.readouterr().err
@@ -303,7 +304,7 @@ def test_max_pieces_runs_the_first_pieces_and_writes_no_row_with_pieces_left(tmp
     assert f"1 piece(s) left (--max-pieces 2), their rows not written: {ROW} fedrdqn seed 2" in said
     # Enough pieces allowed: every piece runs and the row is written, as without the setting.
     ran.clear(), written.clear()
-    reproduce_executor.run("table1", str(tmp_path), jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
+    executor.run("table1", str(tmp_path), jobs=2, progress=False, piece_seeds=PIECE_SEEDS,
                            max_pieces=5, **REQUEST)
     assert ran == [(0, 1, 2), (1, 2, 2), (2, 3, 2)] and written == [[ROW]]
 
@@ -317,7 +318,7 @@ def test_the_display_redraws_running_pieces_in_place_on_a_terminal(tmp_path):
     log = tmp_path / "piece.log"
     log.write_text("== header\ncompiling\rtraining:  33%| 1/3\rtraining:  67%| 2/3")  # a progress bar's updates
     screen = Terminal()
-    display = reproduce_executor.Display(total=3, progress=True, stream=screen)
+    display = executor.Display(total=3, progress=True, stream=screen)
     display.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
     block = screen.getvalue()
     assert block.startswith("0/3 pieces done, 1 running, 0 failed (")
@@ -326,7 +327,7 @@ def test_the_display_redraws_running_pieces_in_place_on_a_terminal(tmp_path):
     assert screen.getvalue() == block + "\x1b[2F\x1b[J" + "started another piece\n"
     # Not a terminal: no escape sequences, the status only every STATUS_EVERY_S seconds.
     plain = io.StringIO()
-    quiet = reproduce_executor.Display(total=3, progress=True, stream=plain)
+    quiet = executor.Display(total=3, progress=True, stream=plain)
     quiet.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
     quiet.say("started another piece")
     assert plain.getvalue() == "started another piece\n"

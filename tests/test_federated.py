@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import federated
+from fedjax_rl.core import federated
 
 
 def _client_step(state: federated.FederatedState, scale):

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl import configs, train
+from fedjax_rl.training import configs, program
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -45,8 +45,8 @@ def _flatten(prefix, tree):
 
 
 def golden_arrays(algo) -> dict:
-    trainer = train.make_trainer(golden_config(algo))
-    keys = train.seed_keys(0, 2)
+    trainer = program.make_trainer(golden_config(algo))
+    keys = program.seed_keys(0, 2)
     # The same programs as tests/test_dqn.py's, so a full test run compiles them once (disk cache).
     if algo == "fedrdqn":
         state, metrics = jax.jit(jax.vmap(trainer.train, in_axes=(0, None)))(keys, trainer.hparams)

@@ -7,14 +7,17 @@ once for the module, beside the same request of Table 1, and every test reads th
 
 import csv
 import dataclasses
-import json
 import os
 
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, envs, experiment, paper, reproduce, reproduce_heterogeneity, stats
-from fedjax_rl.reproduce_tables import MapRow, get_table, load_run, row_dir
+from fedjax_rl import envs
+from fedjax_rl.analysis import stats
+from fedjax_rl.cli import commands
+from fedjax_rl.reproduce import harness, heterogeneity, paper, status
+from fedjax_rl.training import loop
+from fedjax_rl.reproduce.tables import MapRow, get_table, load_run, row_dir
 
 ROW = "CartPole-v1/length"
 LEVELS = [0.0, 0.5, 0.9]
@@ -28,18 +31,18 @@ TINY = dict(COMMON, max_rates=LEVELS)
 def mapped(tmp_path_factory):
     """The tiny heterogeneity row and Table 1's same row with the same request, in one DIR."""
     out = str(tmp_path_factory.mktemp("heterogeneity"))
-    result = reproduce.reproduce("heterogeneity", out, **TINY)
-    table1 = reproduce.reproduce("table1", out, **COMMON)
+    result = harness.reproduce("heterogeneity", out, **TINY)
+    table1 = harness.reproduce("table1", out, **COMMON)
     return dict(out=out, result=result, table1=table1)
 
 
 def _point_configs(table_name: str, row_key: str, budget=1.0, omegas=(0.05, 0.1), max_rates=None) -> dict:
     """{(max_rate, omega): the resolved config} of every grid point of the row's programs, by program."""
     table = get_table(table_name)
-    [row] = reproduce.select_rows(table, [row_key])
+    [row] = harness.select_rows(table, [row_key])
     out = {}
-    for program, config, grid in reproduce.row_programs(table, row, budget, omegas, max_rates=max_rates):
-        points = experiment.grid_configs(config, grid) if grid else [config]
+    for program, config, grid in harness.row_programs(table, row, budget, omegas, max_rates=max_rates):
+        points = loop.grid_configs(config, grid) if grid else [config]
         out[program.name] = {(p.max_rate, p.agent.omega): p for p in points}
     return out
 
@@ -57,7 +60,7 @@ def test_the_point_p_half_with_five_agents_has_table1s_settings(row_key):
         # Every field, the agent's hyperparameters included, and the budget RL-Zoo3 gives the task.
         assert dataclasses.asdict(at_half[omega]) == dataclasses.asdict(config)
     # The row lives where Table 1's does, in its own table's directory.
-    [row] = reproduce.select_rows(table, [row_key])
+    [row] = harness.select_rows(table, [row_key])
     assert row_dir("OUT", table, row) == os.path.join("OUT", "heterogeneity", row_key.replace("/", "__"))
 
 
@@ -82,7 +85,7 @@ def test_rows_at_other_agent_counts_say_so_and_differ_only_in_k():
     ten = _point_configs("heterogeneity", "CartPole-v1/length/K=10", max_rates=(0.3,))["fedrdqn"]
     for key, config in five.items():
         assert dataclasses.replace(ten[key], num_agents=5) == config and ten[key].num_agents == 10
-    [row] = reproduce.select_rows(table, ["CartPole-v1/length/K=20"])
+    [row] = harness.select_rows(table, ["CartPole-v1/length/K=20"])
     assert row_dir("OUT", table, row).endswith("CartPole-v1__length__K20")
 
 
@@ -90,20 +93,20 @@ def test_levels_are_checked_before_compiling(tmp_path, monkeypatch):
     def no_run(*args, **kwargs):
         raise AssertionError("nothing may train")
 
-    monkeypatch.setattr(experiment, "run", no_run)
+    monkeypatch.setattr(loop, "run", no_run)
     with pytest.raises(ValueError, match=r"max_rates must be distinct heterogeneity levels p in \[0, 1\), got \[0.3, 1.0\]"):
-        reproduce.reproduce("heterogeneity", str(tmp_path), max_rates=[0.3, 1.0])
+        harness.reproduce("heterogeneity", str(tmp_path), max_rates=[0.3, 1.0])
     with pytest.raises(ValueError, match="table1 has no heterogeneity grid"):
-        reproduce.reproduce("table1", str(tmp_path), max_rates=[0.3])
+        harness.reproduce("table1", str(tmp_path), max_rates=[0.3])
     with pytest.raises(SystemExit, match="--set applies to one algorithm family"):
-        cli.main(["reproduce", "heterogeneity", "--set", "learning_starts=100", "--out", str(tmp_path)])
+        commands.main(["reproduce", "heterogeneity", "--set", "learning_starts=100", "--out", str(tmp_path)])
     assert not os.listdir(tmp_path)
 
 
 def test_the_table_defaults_are_its_own():
-    defaults = reproduce.table_defaults(get_table("heterogeneity"))
+    defaults = harness.table_defaults(get_table("heterogeneity"))
     assert defaults["num_seeds"] >= 10 and {0.0, 0.3, 0.6, 0.9} <= set(defaults["max_rates"])
-    assert reproduce.table_defaults(get_table("table1"))["max_rates"] is None
+    assert harness.table_defaults(get_table("table1"))["max_rates"] is None
 
 
 def _final(out: str, table: str, point: str) -> dict:
@@ -178,11 +181,11 @@ def test_status_and_report_only_read_the_finished_row(mapped, capsys, monkeypatc
     def no_run(*args, **kwargs):
         raise AssertionError("nothing may train")
 
-    monkeypatch.setattr(experiment, "run", no_run)
-    [line] = reproduce.status("heterogeneity", mapped["out"], **{k: v for k, v in TINY.items() if k != "progress"})
+    monkeypatch.setattr(loop, "run", no_run)
+    [line] = status.rows("heterogeneity", mapped["out"], **{k: v for k, v in TINY.items() if k != "progress"})
     assert line["row"] == ROW and line["state"] == "finished" and line["seeds"] == 3
     os.remove(os.path.join(mapped["out"], "heterogeneity.md"))
-    cli.main(["reproduce", "heterogeneity", "--out", mapped["out"], "--report-only"])
+    commands.main(["reproduce", "heterogeneity", "--out", mapped["out"], "--report-only"])
     assert os.path.exists(os.path.join(mapped["out"], "heterogeneity.md"))
     assert "heterogeneity.md" in capsys.readouterr().out
 
@@ -195,12 +198,12 @@ def test_the_figure_draws_one_line_per_agent_count(tmp_path):
                   baseline="DQNAvg", seeds=10, minimum=interval, verdict=verdict)
              for k, n in (("", 5), ("/K=10", 10)) for p, interval, verdict in zip(LEVELS, intervals, verdicts)]
     records = {"x": {"request": {"budget": 1.0}}}
-    path = reproduce_heterogeneity.write_figure(get_table("heterogeneity"), str(tmp_path), lines, records)
+    path = heterogeneity.write_figure(get_table("heterogeneity"), str(tmp_path), lines, records)
     assert os.path.getsize(path) > 10_000
 
 
 def test_a_new_tables_pieces_are_estimated_from_the_same_row_of_another_table_scaled_by_k():
-    from fedjax_rl.reproduce_costs import Measurement, estimate
+    from fedjax_rl.reproduce.costs import Measurement, estimate
 
     def measured(row, wall, kind="cpu", table="table1"):
         return Measurement(table, row, row.split("/")[0], "fedrdqn", None, kind, kind.upper(), 40, 50_000, wall, row)

@@ -16,15 +16,15 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl import configs, train
+from fedjax_rl.training import configs, program
 
 NUM_SEEDS = 4
 
 
 def _median_returns(config, seed=0):
     # compiled as `experiment.run` compiles it (its matrix-product library)
-    _, metrics = jax.jit(jax.vmap(train.make_train(config)), compiler_options=config.compiler_options)(
-        train.seed_keys(seed, NUM_SEEDS))
+    _, metrics = jax.jit(jax.vmap(program.make_train(config)), compiler_options=config.compiler_options)(
+        program.seed_keys(seed, NUM_SEEDS))
     nominal = np.asarray(metrics["curve"]["nominal_return"])[:, -3:].mean(axis=1)
     local = np.asarray(metrics["final"]["local_average"])
     print(f"{config.algo} {config.env_name}: nominal per seed {np.round(nominal, 1)}, local per seed {np.round(local, 1)}")

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import losses
+from fedjax_rl.core import losses
 from fedjax_rl.agents import robust
 
 # Three transitions: an ordinary one, a terminated one (pole fell: V(s') = 0) and a time-limit

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import heterogeneity
+from fedjax_rl.core import perturb
 from fedjax_rl.envs import base as envs_base
 from fedjax_rl.envs import check_engine, check_physics_param, get_spec, make, mujoco_engines
 from fedjax_rl.envs.locomotion import TASKS
@@ -222,13 +222,13 @@ def test_ant_episode_statistics_match_gymnasium(ant):
 
 
 def test_batched_model_is_the_agents_perturbations_in_order(ant):
-    """MJX: per-agent params (heterogeneity.agent_env_params) give a model batched only in body_mass,
+    """MJX: per-agent params (perturb.agent_env_params) give a model batched only in body_mass,
     row k = agent k; and row k of a vmapped step is, bit for bit, what every row gives when all
     rows carry agent k's params."""
     env, nominal, batched_step = ant
     parts = get_spec("Ant-v4").perturbed
     rates = jax.random.uniform(jax.random.key(5), (ANT_BATCH, len(parts)), minval=-0.5, maxval=0.5)
-    params = heterogeneity.agent_env_params(env, _strong(nominal), parts, rates)
+    params = perturb.agent_env_params(env, _strong(nominal), parts, rates)
     model, in_axes = env.batched_physics_model(params)
     masses = np.asarray(model.body_mass)
     nominal_masses = np.asarray(env.mj_model.body_mass, np.float32)
@@ -278,7 +278,7 @@ def _batch_against_c(name, engine):
     keys = jax.random.split(jax.random.key(7), (WARP_STEPS + 1, WARP_BATCH))
     runs = {}
     for each, (env, nominal) in made.items():
-        params = heterogeneity.agent_env_params(env, _strong(nominal), parts, rates)
+        params = perturb.agent_env_params(env, _strong(nominal), parts, rates)
         _, state = jax.vmap(env.reset)(keys[0], params)
         step = jax.jit(jax.vmap(env.step))
         trace = []
@@ -334,7 +334,6 @@ def test_c_engine_float32_program_carries_float64_physics(name):
     reference.reset(seed=3)
     state = start()
     actions = np.random.default_rng(3).uniform(-1.0, 1.0, (STEPS, env.num_actions)).astype(np.float32)
-    nq, nv = env.mj_model.nq, env.mj_model.nv
     worst, compared = 0.0, 0
     for t in range(STEPS):
         obs_ref, reward_ref, term_ref, trunc_ref, _ = reference.step(actions[t].astype(np.float64))
@@ -360,7 +359,7 @@ def test_c_engine_batches_and_threads_change_no_number(monkeypatch):
     env, nominal = make("Hopper-v4")
     parts = get_spec("Hopper-v4").perturbed
     rates = jax.random.uniform(jax.random.key(5), (4, len(parts)), minval=-0.5, maxval=0.5)
-    params = _strong(heterogeneity.agent_env_params(env, nominal, parts, rates))  # [4 agents]
+    params = _strong(perturb.agent_env_params(env, nominal, parts, rates))  # [4 agents]
     keys = jax.random.split(jax.random.key(6), (3, 4))  # [3 seeds, 4 agents]
     _, states = jax.vmap(jax.vmap(env.reset), in_axes=(0, None))(keys, params)
     actions = jax.random.uniform(jax.random.key(7), (3, 4, env.num_actions), minval=-1.0, maxval=1.0)
@@ -409,7 +408,7 @@ HEALTH_CASES = {
 
 
 def test_warp_runs_too_wide_for_its_contact_buffers_are_refused(monkeypatch):
-    from fedjax_rl import configs, experiment
+    from fedjax_rl.training import configs, loop
 
     monkeypatch.setattr(mujoco_engines, "check_engine", lambda engine: None)  # no GPU needed to refuse
     monkeypatch.setattr(mujoco_engines, "WARP_MAX_WORLDS", 12)
@@ -420,21 +419,21 @@ def test_warp_runs_too_wide_for_its_contact_buffers_are_refused(monkeypatch):
     def compile_programs(*args, **kwargs):
         raise Compiling
 
-    monkeypatch.setattr(experiment, "compile_programs", compile_programs)
+    monkeypatch.setattr(loop, "compile_programs", compile_programs)
     # One evaluation episode over 2 sweep points: the widest batch is training's, runs x 3 agents.
     config = configs.train_config("ddpgavg1", "Hopper-v4", engine="warp", num_agents=3, steps_per_agent=200,
                                   eval_episodes=1, sweep_points=2)
     with pytest.raises(ValueError, match=r"engine 'warp' steps at most 12 .* 6 runs x max\(3 agents, 2 sweep points\) "
                                          r"x 1 episodes = 18; use a smaller run_batch"):
-        experiment.run(config, num_seeds=6, progress=False)
+        loop.run(config, num_seeds=6, progress=False)
     with pytest.raises(ValueError, match=r"5 runs x .* = 15"):  # with run_batch: one program's runs
-        experiment.run(config, num_seeds=6, progress=False, run_batch=5)
+        loop.run(config, num_seeds=6, progress=False, run_batch=5)
     with pytest.raises(Compiling):  # 4 x 3 = 12 worlds fit
-        experiment.run(config, num_seeds=6, progress=False, run_batch=4)
+        loop.run(config, num_seeds=6, progress=False, run_batch=4)
     # Training fits (2 runs x 3 agents), the final evaluation does not: 2 x 4 sweep points x 2 episodes.
     wide_evaluation = config.replace(sweep_points=4, eval_episodes=2)
     with pytest.raises(ValueError, match=r"2 runs x max\(3 agents, 4 sweep points\) x 2 episodes = 16"):
-        experiment.run(wide_evaluation, num_seeds=2, progress=False)
+        loop.run(wide_evaluation, num_seeds=2, progress=False)
 
 
 def test_engines_are_checked_before_compiling(monkeypatch):
@@ -502,7 +501,7 @@ def test_bad_names_and_scales_raise_before_compiling():
         with pytest.raises(ValueError, match="scale must be > 0"):
             env.scale_physics(params, "left_leg", bad) if np.ndim(bad) == 0 else envs_base.check_scales(bad)
     with pytest.raises(ValueError, match="scale must be > 0"):
-        heterogeneity.scaled_env_params(env, params, ("left_leg",), np.array([0.0, 1.0]))
+        perturb.scaled_env_params(env, params, ("left_leg",), np.array([0.0, 1.0]))
 
 
 def test_names_spaces_and_fields():
@@ -597,8 +596,8 @@ def test_halfcheetah_free_run_before_chaos(x64):
 def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
     env, nominal = make(name, engine="mjx")
     parts = get_spec(name).perturbed
-    unit = heterogeneity.agent_env_params(env, nominal, parts, jnp.zeros((3, len(parts))))
-    swept = heterogeneity.scaled_env_params(env, nominal, parts, np.array([0.5, 1.0, 1.5]))
+    unit = perturb.agent_env_params(env, nominal, parts, jnp.zeros((3, len(parts))))
+    swept = perturb.scaled_env_params(env, nominal, parts, np.array([0.5, 1.0, 1.5]))
     candidates = {
         "nominal": nominal,
         "rate 0": jax.tree.map(lambda x: x[1], unit),

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl import distributed, experiment, run_directory
+from fedjax_rl.training import distributed, loop, run_directory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -103,7 +103,7 @@ def test_fedrdqn_on_two_processes_equals_single_process_vmap(tmp_path):
     run_dir = tmp_path / "runs" / f"dqn{worker.DQN_AGENTS[-1]}"
     written = json.loads((run_dir / "metrics.json").read_text())
     np.testing.assert_array_equal(written["final"]["local_average"], single[f"dqn{worker.DQN_AGENTS[-1]}/final/local_average"])
-    with np.load(run_dir / experiment.CHECKPOINT) as ckpt:
+    with np.load(run_dir / loop.CHECKPOINT) as ckpt:
         assert json.loads(str(ckpt["extra:layout"])) == {"num_processes": 2, "local_devices": 2, "platform": "cpu"}
         assert int(ckpt["extra:blocks_done"]) == worker.dqn_config(8, 4).num_evals
 

@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import configs, experiment, federated, train
-from fedjax_rl.federated import FederatedState
+from fedjax_rl.core import federated
+from fedjax_rl.training import configs, loop, program, records
+from fedjax_rl.core.federated import FederatedState
 
 
 def _per_agent_values(num_agents=5):
@@ -60,7 +61,7 @@ def _config(**fields):
 
 
 def test_a_partial_round_averages_the_recorded_participants_and_communication_is_counted(tmp_path):
-    trainer = train.make_trainer(_config(participation=0.5, eval_every_rounds=1, steps_per_agent=20))
+    trainer = program.make_trainer(_config(participation=0.5, eval_every_rounds=1, steps_per_agent=20))
     state = jax.jit(trainer.init)(jax.random.key(4))
     hp = trainer.hparams
     # Round 1 (steps 11-20, after learning starts): the local steps alone, then the whole round.
@@ -78,7 +79,7 @@ def test_a_partial_round_averages_the_recorded_participants_and_communication_is
 
     # The host loop records every round's subset, and counts the traffic from the shared tree.
     out = tmp_path / "run"
-    result = experiment.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
+    result = loop.run(trainer.config, num_seeds=2, out_dir=str(out), progress=False)
     participants = result["curve"]["participants"]  # [seeds, blocks, rounds per block, K]
     chex.assert_shape(participants, (2, 2, 1, 4))
     np.testing.assert_array_equal(participants.sum(axis=-1), 2)
@@ -113,7 +114,7 @@ def _fault_round(aggregation):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=FAULT_AGENT, physics=("length",),
                                   num_agents=5, sync_every=5, steps_per_agent=5, eval_every_rounds=1,
                                   eval_episodes=1, sweep_points=2, aggregation=aggregation)
-    trainer = train.make_trainer(config)
+    trainer = program.make_trainer(config)
     state = jax.jit(trainer.init)(jax.random.key(0))
     model = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), state.agents.learner.shared)
     run_block = jax.jit(trainer.run_block)
@@ -141,11 +142,11 @@ def test_a_faulty_upload_stops_the_mean_and_is_absorbed_by_the_robust_rules(aggr
         else:
             chex.assert_trees_all_close(received, model, rtol=1e-6, atol=0)
         np.testing.assert_array_equal(metrics["nonfinite_uploads"], [0, 1, 0, 0, 0] if np.isnan(value) else 0)
-        experiment.check_finite(metrics, trainer, seed=0, block=0)  # the run goes on
+        loop.check_finite(metrics, trainer, seed=0, block=0)  # the run goes on
     elif np.isnan(value):
-        with pytest.raises(experiment.NonFiniteError, match=r"non-finite shared parameters .* agent 1, at "
+        with pytest.raises(loop.NonFiniteError, match=r"non-finite shared parameters .* agent 1, at "
                                                              r"environment step 5 \(block 0\)"):
-            experiment.check_finite(metrics, trainer, seed=0, block=0)
+            loop.check_finite(metrics, trainer, seed=0, block=0)
     else:  # finite but wrong: the faulty agent drags every coordinate (4 model + 1e6) / 5
         for got, honest in zip(jax.tree.leaves(received), jax.tree.leaves(model)):
             np.testing.assert_allclose(got, (4 * np.asarray(honest, np.float64) + value) / 5, rtol=1e-5)
@@ -156,21 +157,21 @@ def test_a_faulty_majority_stops_the_median_naming_the_first_faulty_agent():
     trainer, run = _fault_round("median")
     _, metrics, _ = run([1, 3, 4], np.nan)
     np.testing.assert_array_equal(metrics["nonfinite_uploads"], [0, 1, 0, 1, 1])
-    with pytest.raises(experiment.NonFiniteError, match=r"non-finite shared parameters .* agent 1, at environment"):
-        experiment.check_finite(metrics, trainer, seed=0, block=0)
+    with pytest.raises(loop.NonFiniteError, match=r"non-finite shared parameters .* agent 1, at environment"):
+        loop.check_finite(metrics, trainer, seed=0, block=0)
 
 
 def test_config_json_records_the_rule_unless_it_is_the_mean(tmp_path):
     """A run directory written before the rule was a setting holds the mean's run: config.json
     names the rule only when it is not the mean (and trim only for the trimmed mean), so such a
     directory still reads as finished for the mean, and not for another rule."""
-    recorded = {name: experiment.recorded_config(_config(**fields), num_seeds=2, seed=0)[0]
+    recorded = {name: records.recorded_config(_config(**fields), num_seeds=2, seed=0)[0]
                 for name, fields in [("mean", {}), ("median", dict(aggregation="median")),
                                      ("trimmed_mean", dict(aggregation="trimmed_mean", trim=0.3))]}
     assert "aggregation" not in recorded["mean"] and "trim" not in recorded["mean"]
     assert recorded["median"]["aggregation"] == "median" and "trim" not in recorded["median"]
     assert (recorded["trimmed_mean"]["aggregation"], recorded["trimmed_mean"]["trim"]) == ("trimmed_mean", 0.3)
-    for name in ("config.json", experiment.FINISHED):
+    for name in ("config.json", loop.FINISHED):
         (tmp_path / name).write_text(json.dumps(recorded["mean"]))
-    assert experiment.progress_on_disk(str(tmp_path), recorded["mean"], 2)["state"] == "finished"
-    assert experiment.progress_on_disk(str(tmp_path), recorded["median"], 2)["state"] == "other settings"
+    assert loop.progress_on_disk(str(tmp_path), recorded["mean"], 2)["state"] == "finished"
+    assert loop.progress_on_disk(str(tmp_path), recorded["median"], 2)["state"] == "other settings"

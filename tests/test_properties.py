@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fedjax_rl import envs, federated, heterogeneity, losses
+from fedjax_rl import envs
+from fedjax_rl.core import federated, losses, perturb
 from fedjax_rl.agents import robust
-from fedjax_rl.federated import FederatedState
+from fedjax_rl.core.federated import FederatedState
 
 BATCH, NUM_AGENTS = 8, 5
 
@@ -105,8 +106,8 @@ CARTPOLE, CARTPOLE_NOMINAL = envs.make("CartPole-v1", ("length", "masscart"))
 
 @jax.jit
 def _perturbed(key, max_rate):
-    rates = jnp.stack([heterogeneity.sample_rates(k, NUM_AGENTS, max_rate) for k in jax.random.split(key)], -1)
-    params = heterogeneity.agent_env_params(CARTPOLE, CARTPOLE_NOMINAL, ("length", "masscart"), rates)
+    rates = jnp.stack([perturb.sample_rates(k, NUM_AGENTS, max_rate) for k in jax.random.split(key)], -1)
+    params = perturb.agent_env_params(CARTPOLE, CARTPOLE_NOMINAL, ("length", "masscart"), rates)
     return rates, jnp.stack([params.length, params.masscart], -1)
 
 

@@ -8,11 +8,15 @@ import re
 import numpy as np
 import pytest
 
-from fedjax_rl import agents, checkpoint, cli, configs, experiment, plots, settings, train
+from fedjax_rl import agents
+from fedjax_rl.analysis import plots
+from fedjax_rl.cli import commands
+from fedjax_rl.core import settings
+from fedjax_rl.training import checkpoint, configs, loop, program
 
 
 def cli_config(*argv):
-    return cli.config_from_args(cli.build_parser().parse_args(["train", *argv]))
+    return commands.config_from_args(commands.build_parser().parse_args(["train", *argv]))
 
 
 def test_registry_lists_every_algorithm_once():
@@ -68,7 +72,7 @@ def test_a_setting_parses_with_its_declared_kind():
 
 def test_dqnavg_has_no_omega_leaf():
     config = configs.train_config("dqnavg", "CartPole-v1", steps_per_agent=1000, eval_every_rounds=1)
-    trainer = train.make_trainer(config)
+    trainer = program.make_trainer(config)
     assert "omega" not in trainer.hparams.names()
     # A sweep over omega on a DQNAvg trainer cannot silently change its target: it is refused before
     # anything is traced.
@@ -79,7 +83,7 @@ def test_dqnavg_has_no_omega_leaf():
     with pytest.raises(ValueError, match=r"robust is fixed to False by algo='dqnavg'"):
         configs.train_config("dqnavg", "CartPole-v1", agent_overrides=dict(robust=True))
     # FedRDQN keeps it.
-    robust = train.make_trainer(configs.train_config("fedrdqn", "CartPole-v1", steps_per_agent=1000, eval_every_rounds=1))
+    robust = program.make_trainer(configs.train_config("fedrdqn", "CartPole-v1", steps_per_agent=1000, eval_every_rounds=1))
     assert robust.hparams.replace(omega=0.3).omega == 0.3
 
 
@@ -102,8 +106,8 @@ def test_nonfinite_loss_stops_the_run_naming_quantity_seed_agent_and_step(tmp_pa
                              batch_size=4, buffer_size=40, learning_rate=1e30),
     )
     out = tmp_path / "run"
-    with pytest.raises(experiment.NonFiniteError) as info:
-        experiment.run(config, num_seeds=2, seed=0, out_dir=str(out), progress=False)
+    with pytest.raises(loop.NonFiniteError) as info:
+        loop.run(config, num_seeds=2, seed=0, out_dir=str(out), progress=False)
     message = str(info.value)
     print(message)
     quantity = re.search(r"non-finite (Q loss|expectile loss|shared parameters)", message)
@@ -124,7 +128,7 @@ def test_nonfinite_loss_stops_the_run_naming_quantity_seed_agent_and_step(tmp_pa
     written = __import__("json").loads((out / "metrics.json").read_text())
     assert written["stopped"] == {"reason": message.split(". The 1 evaluation")[0], "blocks_done": 1, "num_blocks": 3}
     assert written["curve"]["env_steps"] == [[20], [20]] and written["final"] == {}
-    assert not (out / experiment.FINISHED).exists()
+    assert not (out / loop.FINISHED).exists()
     table = plots.comparison_table([str(out)])
     assert re.search(rf"{out} +\| CartPole-v1 \(length\) \| FedRDQN \(ω=0\.1\) \| 2 +\| stopped at block 1 of 3 \| "
                      rf"stopped at block 1 of 3 \|", table), table
@@ -135,7 +139,7 @@ def test_nonfinite_loss_stops_the_run_naming_quantity_seed_agent_and_step(tmp_pa
 def _init_state(config):
     import jax
 
-    return jax.jit(jax.vmap(train.make_trainer(config).init))(train.seed_keys(0, 2))
+    return jax.jit(jax.vmap(program.make_trainer(config).init))(program.seed_keys(0, 2))
 
 
 def test_nonfinite_message_counts_the_other_records_by_hand():
@@ -148,8 +152,8 @@ def test_nonfinite_message_counts_the_other_records_by_hand():
                "nonfinite_step/td_loss": np.array([30, 0, 12]), "nonfinite_agent/td_loss": np.array([1, -1, 0]),
                "nonfinite_step/parameters": np.array([0, 40, 40]), "nonfinite_agent/parameters": np.array([-1, 0, 1])}
     trainer = SimpleNamespace(agent=SimpleNamespace(loss_descriptions={"td_loss": "Q loss"}))
-    with pytest.raises(experiment.NonFiniteError) as info:
-        experiment.check_finite(metrics, trainer, seed=7, block=1)
+    with pytest.raises(loop.NonFiniteError) as info:
+        loop.check_finite(metrics, trainer, seed=7, block=1)
     assert str(info.value) == (
         "non-finite Q loss in seed index 2 (of the seeds vmapped from seed=7), agent 0, at environment step 12 "
         "(block 1); stopped before checkpointing this block (3 more non-finite record(s) in this block: "

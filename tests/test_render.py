@@ -1,4 +1,4 @@
-"""`fedjax-rl render` (fedjax_rl/render.py) on CartPole: frames drawn by gymnasium's renderer from the
+"""`fedjax-rl render` (fedjax_rl/analysis/render.py) on CartPole: frames drawn by gymnasium's renderer from the
 JAX episode, the pole's drawn length at two scales against gymnasium's geometry, two policies side by
 side from one initial state, the printed return against `evaluate.episode_return`, the video file,
 and the refusals; MuJoCo's offscreen drawing where EGL or OSMesa is installed, and its refusal where
@@ -20,7 +20,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fedjax_rl import checkpoint, cli, configs, evaluate, experiment, render, train
+from fedjax_rl.analysis import render
+from fedjax_rl.cli import commands
+from fedjax_rl.core import evaluate
+from fedjax_rl.training import checkpoint, configs, program, records
 
 POLE = np.array([202, 152, 101])  # gymnasium's pole colour
 PIXELS_PER_METRE = 600 / 4.8  # gymnasium's CartPole: screen width / world width (2 x x_threshold)
@@ -30,7 +33,7 @@ def _write_run(directory, config, shared) -> str:
     """config.json and global_params.npz as `fedjax-rl train --out` writes them (one seed)."""
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(experiment.recorded_config(config, 1, 0)[0], f)
+        json.dump(records.recorded_config(config, 1, 0)[0], f)
     checkpoint.save(os.path.join(directory, "global_params.npz"), jax.tree.map(lambda leaf: leaf[:, 0], shared))
     return str(directory)
 
@@ -42,8 +45,8 @@ def runs(tmp_path_factory):
     config = configs.train_config("dqnavg", "CartPole-v1", num_agents=2, sync_every=10, steps_per_agent=40,
                                   eval_every_rounds=2, agent_overrides=dict(hidden_sizes=(8,), buffer_size=20,
                                                                               batch_size=4))
-    trainer = train.make_trainer(config)
-    shared = jax.jit(jax.vmap(trainer.init))(train.seed_keys(0, 1)).agents.learner.shared
+    trainer = program.make_trainer(config)
+    shared = jax.jit(jax.vmap(trainer.init))(program.seed_keys(0, 1)).agents.learner.shared
 
     def pushing(action):
         def last_layer(path, leaf):
@@ -108,18 +111,19 @@ def test_two_policies_side_by_side_from_one_initial_state(runs):
 def test_the_printed_return_is_the_evaluations_return(runs):
     """The panel's episode return is `evaluate.episode_return`'s for that episode (same key, same
     perturbed physics), and the text on every frame says it."""
-    from fedjax_rl import envs, heterogeneity
+    from fedjax_rl import envs
+    from fedjax_rl.core import perturb
 
     episode = render.run_episode(runs["right"], scale=1.9, episode_seed=3)
     config = configs.train_config("dqnavg", "CartPole-v1", num_agents=2, sync_every=10, steps_per_agent=40,
                                   eval_every_rounds=2, agent_overrides=dict(hidden_sizes=(8,), buffer_size=20,
                                                                               batch_size=4))
-    trainer = train.make_trainer(config)
+    trainer = program.make_trainer(config)
     like = jax.eval_shape(trainer.init, jax.random.key(0)).agents.learner.shared
     shared, _ = checkpoint.load(os.path.join(runs["right"], "global_params.npz"),
                                 jax.tree.map(lambda s: np.zeros((1, *s.shape[1:]), s.dtype), like))
     env, nominal = envs.make("CartPole-v1", ("length",))
-    params = jax.tree.map(lambda x: x[0], heterogeneity.scaled_env_params(env, nominal, ("length",), np.array([1.9])))
+    params = jax.tree.map(lambda x: x[0], perturb.scaled_env_params(env, nominal, ("length",), np.array([1.9])))
     policy = lambda obs: trainer.agent.greedy_action(jax.tree.map(lambda x: x[0], shared), obs)  # noqa: E731
     expected = evaluate.episode_return(env, params, policy, jax.random.key(3), 500)
     assert episode.total == float(expected) and 5 <= episode.total < 100
@@ -130,7 +134,7 @@ def test_the_printed_return_is_the_evaluations_return(runs):
 
 def test_the_command_writes_a_gif_of_both_runs(runs, tmp_path, capsys):
     out = tmp_path / "sub" / "both.gif"
-    assert cli.main(["render", runs["left"], runs["right"], "--scale", "1.9", "--out", str(out), "--every", "2",
+    assert commands.main(["render", runs["left"], runs["right"], "--scale", "1.9", "--out", str(out), "--every", "2",
                      "--max-frames", "4", "--width", "300"]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}: length ×1.9, episode seed 0; returns DQNAvg: left " in printed
@@ -164,7 +168,7 @@ def test_bad_requests_stop_with_a_message(runs, tmp_path, argv, message):
         (tmp_path / name / "config.json").write_text(json.dumps({**recorded, **changes}))
     (tmp_path / "grid" / "omega=0").mkdir()
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["render", *argv(runs, tmp_path)])
+        commands.main(["render", *argv(runs, tmp_path)])
     assert re.search(message, str(exit_info.value)), str(exit_info.value)
 
 
@@ -196,7 +200,8 @@ def test_mujoco_without_offscreen_opengl_is_refused_naming_the_packages(monkeypa
 
 DRAW_HOPPER = """
 import jax, numpy as np
-from fedjax_rl import envs, render
+from fedjax_rl import envs
+from fedjax_rl.analysis import render
 print("backend", render.offscreen_gl())
 env, params = envs.make("Hopper-v4", ("torso",))
 _, state = env.reset(jax.random.key(0), params)

@@ -12,7 +12,11 @@ import shutil
 import numpy as np
 import pytest
 
-from fedjax_rl import cli, envs, experiment, machine, paper, reproduce, reproduce_costs, reproduce_report, reproduce_tables, stats
+from fedjax_rl import envs
+from fedjax_rl.analysis import stats
+from fedjax_rl.cli import commands
+from fedjax_rl.reproduce import costs, harness, paper, report, status, tables
+from fedjax_rl.training import loop, machine
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
 TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget=0.006, progress=False,
@@ -31,7 +35,7 @@ class Interrupted(RuntimeError):
 def reproduced(tmp_path_factory):
     """Run 1 stops after the second row's first block; run 2 resumes; run 3 finds everything done."""
     out = str(tmp_path_factory.mktemp("reproduce"))
-    real_run = experiment.run
+    real_run = loop.run
     calls = []
 
     def interrupting_run(config, *args, **kwargs):
@@ -53,18 +57,18 @@ def reproduced(tmp_path_factory):
 
     mp = pytest.MonkeyPatch()
     try:
-        mp.setattr(experiment, "run", interrupting_run)
+        mp.setattr(loop, "run", interrupting_run)
         with pytest.raises(Interrupted):
-            reproduce.reproduce("table1", out, **TINY)
+            harness.reproduce("table1", out, **TINY)
         first_row_done = os.path.exists(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
         second_row_done = os.path.exists(os.path.join(out, "table1", "CartPole-v1__masscart", "row.json"))
         # Read from the files alone: a status that ran anything would show up in `calls`.
-        status_interrupted = reproduce.status("table1", out, **STATUS_REQUEST)
-        mp.setattr(experiment, "run", counting_run("run2"))
-        result = reproduce.reproduce("table1", out, **TINY)
-        mp.setattr(experiment, "run", counting_run("run3"))
-        again = reproduce.reproduce("table1", out, **TINY)
-        status_done = reproduce.status("table1", out, **STATUS_REQUEST)
+        status_interrupted = status.rows("table1", out, **STATUS_REQUEST)
+        mp.setattr(loop, "run", counting_run("run2"))
+        result = harness.reproduce("table1", out, **TINY)
+        mp.setattr(loop, "run", counting_run("run3"))
+        again = harness.reproduce("table1", out, **TINY)
+        status_done = status.rows("table1", out, **STATUS_REQUEST)
     finally:
         mp.undo()
     return dict(out=out, calls=calls, result=result, again=again, first_row_done=first_row_done,
@@ -95,22 +99,22 @@ def test_status_reads_where_each_row_stands(reproduced, capsys):
     assert interrupted["CartPole-v1/length"]["wall_s"] == reproduced["result"]["rows"]["CartPole-v1/length"]["wall_s"]
     masscart = interrupted["CartPole-v1/masscart"]
     assert masscart["state"] == "in progress"
-    [program] = masscart["programs"]  # stopped after its first of 3 blocks, as the fixture interrupts it
-    assert (program["program"], program["state"], program["blocks_done"], program["num_blocks"]) == (
+    [program_status] = masscart["programs"]  # stopped after its first of 3 blocks, as the fixture interrupts it
+    assert (program_status["program"], program_status["state"], program_status["blocks_done"], program_status["num_blocks"]) == (
         "FedRDQN", "partial", 1, 3)
-    assert program["wall_s"] > 0
+    assert program_status["wall_s"] > 0
     assert interrupted["Acrobot-v1/gravity"]["state"] == "not started"
     assert {r["row"]: r["state"] for r in reproduced["status_done"]} == {
         "Acrobot-v1/gravity": "not started", "CartPole-v1/length": "finished", "CartPole-v1/masscart": "finished"}
 
-    lines = reproduce.status_lines("table1", "OUT", reproduced["status_interrupted"])
+    lines = status.lines("table1", "OUT", reproduced["status_interrupted"])
     assert lines[0] == "table1 in OUT: 1 finished, 1 in progress, 1 not started (of 3 requested rows)"
     [masscart_line] = [line for line in lines if "CartPole-v1/masscart" in line]
     assert masscart_line.startswith("  CartPole-v1/masscart: in progress: FedRDQN 1/3 blocks (")
     assert masscart_line.endswith("h of training left)")
 
     # The command line's request is the paper's settings, not the tiny ones these rows were computed with.
-    assert cli.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--out", reproduced["out"], "--status"]) == 0
+    assert commands.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--out", reproduced["out"], "--status"]) == 0
     out = capsys.readouterr().out
     # The number of reported seeds is not among them: a row grows by new seeds.
     assert "CartPole-v1/length: finished with other settings ['agent_overrides', 'budget', 'omegas', " in out
@@ -123,25 +127,25 @@ def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduc
     # it trains nothing (every block read back from the finished program).
     request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
     with pytest.raises(ValueError, match=r"program must be one of \['fedrdqn'\] for table1, got 'ddpgavg2'"):
-        reproduce.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
-    [alone] = reproduce.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
-    together = reproduce_report.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
+        harness.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
+    [alone] = harness.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
+    together = report.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
     np.testing.assert_array_equal(alone["final"]["local_returns"][2], np.asarray(together["final"]["local_returns"]))
-    row = reproduce.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
+    row = harness.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
     assert row["resumed_blocks"] == 3 and row["wall_s"] == alone["timing"]["wall_s"]
     assert row["algorithms"] == reproduced["result"]["rows"][ROWS[0]]["algorithms"]
 
 
 def test_status_line_names_a_pending_final_evaluation():
     # Every block trained, the final evaluation not yet written: no "time left" estimate of 0.0 h.
-    def program(label, name, blocks_done, wall_s):
+    def program_state(label, name, blocks_done, wall_s):
         piece = {"seeds": [0, 6], "state": "partial", "blocks_done": blocks_done, "wall_s": wall_s}
         return {"program": label, "name": name, "state": "partial", "num_blocks": 25, "seeds_held": 0,
                 "blocks_done": blocks_done, "wall_s": wall_s, "pieces": [piece]}
 
-    report = [{"row": "Ant-v4/front_right_leg", "state": "in progress",
-               "programs": [program("FedRDDPG", "fedrddpg", 25, 9000.0), program("DDPGAvg(2)", "ddpgavg2", 5, 1000.0)]}]
-    [_, line, *pieces] = reproduce.status_lines("table2", "OUT", report)
+    row_states = [{"row": "Ant-v4/front_right_leg", "state": "in progress",
+               "programs": [program_state("FedRDDPG", "fedrddpg", 25, 9000.0), program_state("DDPGAvg(2)", "ddpgavg2", 5, 1000.0)]}]
+    [_, line, *pieces] = status.lines("table2", "OUT", row_states)
     assert line == ("  Ant-v4/front_right_leg: in progress: FedRDDPG 25/25 blocks (9,000 s of training), "
                     "final evaluation pending; DDPGAvg(2) 5/25 blocks (1,000 s so far, about 1.1 h of training left)")
     assert pieces == ["    fedrddpg seeds 0-5: 25/25 blocks (9,000 s of training), final evaluation pending",
@@ -207,8 +211,8 @@ RESULTS = os.path.join(os.path.dirname(__file__), "..", "results")
 
 
 def _committed(table_name, directory):
-    table = reproduce.get_table(table_name)
-    return table, reproduce_report.finished_rows(table, os.path.join(RESULTS, directory))
+    table = harness.get_table(table_name)
+    return table, report.finished_rows(table, os.path.join(RESULTS, directory))
 
 
 def test_paper_tables_are_transcribed():
@@ -226,19 +230,26 @@ def test_paper_tables_are_transcribed():
 
 def test_comparisons_are_the_paired_statistics_of_the_rows():
     table, records = _committed("table1", "table1_paper")
-    lines = {line["row"]: line for line in reproduce_report.comparisons(table, records)}
+    every = report.comparisons(table, records)
+    # One line per row, and for a row with confirmatory seeds (CartPole-v1 length: 8-27) a second on
+    # its exploratory ones, which the dict below keeps.
+    lines = {line["row"]: line for line in every}
     assert list(lines) == [r.key for r in paper.TABLE1]
-    for key, line in lines.items():
-        algs = records[key]["algorithms"]
-        robust, base = algs[records[key]["headline"]]["reported"], algs["DQNAvg"]["reported"]
-        bounds = envs.return_range(records[key]["env_name"])  # cut to what the task allows, where it has one
+    for line in every:
+        key, rec = line["row"], records[line["row"]]
+        positions = [rec["seeds"]["reported"].index(i) for i in line["seed_indices"]]
+        algs = rec["algorithms"]
+        robust, base = ({metric: np.asarray(values)[positions] for metric, values in algs[name]["reported"].items()}
+                        for name in (rec["headline"], "DQNAvg"))
+        bounds = envs.return_range(rec["env_name"])  # cut to what the task allows, where it has one
         assert line["minimum"] == stats.difference(robust["minimum"], base["minimum"], paired=True, value_range=bounds)
         assert line["average"] == stats.difference(robust["average"], base["average"], paired=True, value_range=bounds)
         assert line["minimum_improvement"] == stats.probability_of_improvement(robust["minimum"], base["minimum"])
-        assert line["margin"] == envs.equivalence_margin(records[key]["env_name"])
+        assert line["margin"] == envs.equivalence_margin(rec["env_name"])
         # Five seeds: no distribution-free interval can exclude 0, and no row's 90% interval (its
-        # smallest to its largest difference) lies inside the task's margin.
-        assert line["verdict"] == stats.TOO_FEW
+        # smallest to its largest difference) lies inside the task's margin. Twenty can decide.
+        assert line["verdict"] == (stats.TOO_FEW if len(positions) < stats.MIN_SEEDS else stats.INCONCLUSIVE)
+    assert [line["seed_set"] for line in every if line["row"] == "CartPole-v1/length"] == ["confirmatory", "exploratory"]
     # The paper's own sign, not its claim: in MountainCar force the paper has FedRDQN below DQNAvg
     # (-166.4 vs -161.7), and so do we on the CPU (mean -10.0), which therefore agrees.
     force = lines["MountainCar-v0/force"]
@@ -255,7 +266,7 @@ def test_comparisons_are_the_paired_statistics_of_the_rows():
 
 def test_table2_reports_the_baseline_the_paper_does_not():
     table, records = _committed("table2", "table2_reduced")
-    md, csv_rows, comparison_rows = reproduce_report.table_lines(table, records)
+    md, csv_rows, comparison_rows = report.table_lines(table, records)
     text = "\n".join(md)
     assert "The paper's table does not report DDPGAvg(1) (its figures do)." in text
     assert "| Hopper-v4/torso | DDPGAvg(1) | 2 | 181.2 ± 1.5 | 174.4 ± 5.8 | not in the paper's table | not in the paper's table |" in text
@@ -285,41 +296,41 @@ def test_a_table_beyond_the_paper_has_no_paper_columns_and_its_own_reference():
     headline = rec["headline"].replace("FedRDDPG", "FedRSAC")
     rec["algorithms"] = {"SACAvg": algs["DDPGAvg(1)"], headline: algs[rec["headline"]]}
     rec.update(table="beyond_sac", headline=headline)
-    table = reproduce.get_table("beyond_sac")
+    table = harness.get_table("beyond_sac")
     records = {"Hopper-v4/torso": rec}
-    md, csv_rows, comparison_rows = reproduce_report.table_lines(table, records)
+    md, csv_rows, comparison_rows = report.table_lines(table, records)
     text = "\n".join(md)
     assert "**Beyond the paper**" in text and "Source of the paper's numbers" not in text
     assert "paper Average" not in text and "sign agrees" not in text and paper.NOT_REPORTED not in text
     assert "The paper's claim carried to FedRSAC" in text and "(RL-Zoo3 1,000,000)" in text and "(paper " not in text
     sac = np.asarray(algs["DDPGAvg(1)"]["reported"]["minimum"])
     random_return = envs.random_return("Hopper-v4", ("torso",))
-    scores = reproduce_report.normalised_scores(table, records, "SACAvg", "minimum")
+    scores = report.normalised_scores(table, records, "SACAvg", "minimum")
     np.testing.assert_allclose(scores["Hopper-v4/torso"], (sac - random_return) / (sac.mean() - random_return))
-    [minimum, average] = reproduce_report.aggregates(table, records)
+    [minimum, average] = report.aggregates(table, records)
     assert minimum["rows"] == average["rows"] == ["Hopper-v4/torso"]  # the cross-row summary is not empty
     assert "| Minimum | SACAvg | 1 x 2 |" in text and "our SACAvg's mean return" in text
 
 
 def test_normalised_scores_run_from_random_to_the_papers_baseline():
     table, records = _committed("table1", "table1_paper")
-    scores = reproduce_report.normalised_scores(table, records, "DQNAvg", "minimum")
+    scores = report.normalised_scores(table, records, "DQNAvg", "minimum")
     cartpole = records["CartPole-v1/length"]["algorithms"]["DQNAvg"]["reported"]["minimum"]
     np.testing.assert_allclose(scores["CartPole-v1/length"], (np.asarray(cartpole) - 22.502) / (266.5 - 22.502))
     # LunarLander's gravity row runs without wind, so its random policy is the windless one.
     assert envs.random_return("LunarLander-v3", ("gravity",)) == -186.210
     assert envs.random_return("LunarLander-v3", ("wind",)) == envs.get_spec("LunarLander-v3").random_return
     lander = records["LunarLander-v3/gravity"]["algorithms"]["DQNAvg"]["reported"]["average"]
-    np.testing.assert_allclose(reproduce_report.normalised_scores(table, records, "DQNAvg", "average")["LunarLander-v3/gravity"],
+    np.testing.assert_allclose(report.normalised_scores(table, records, "DQNAvg", "average")["LunarLander-v3/gravity"],
                                (np.asarray(lander) + 186.210) / (152.9 + 186.210))
     # The paper's own FedRDQN on the same scale, e.g. MountainCar force (-166.4 + 200) / (-161.7 + 200).
     paper_minimum = [(r.reported["FedRDQN"][1] - envs.random_return(r.env_name, (r.param,)))
                      / (r.reported["DQNAvg"][1] - envs.random_return(r.env_name, (r.param,))) for r in paper.TABLE1]
     assert paper_minimum[-1] == pytest.approx(33.6 / 38.3)
-    assert reproduce_report.paper_robust_iqm(table, list(records), "minimum") == pytest.approx(np.mean(sorted(paper_minimum)[2:6]))
-    [minimum_vs_dqnavg, _] = reproduce_report.aggregates(table, records)
+    assert report.paper_robust_iqm(table, list(records), "minimum") == pytest.approx(np.mean(sorted(paper_minimum)[2:6]))
+    [minimum_vs_dqnavg, _] = report.aggregates(table, records)
     assert minimum_vs_dqnavg["metric"] == "minimum" and minimum_vs_dqnavg["rows"] == [r.key for r in paper.TABLE1]
-    robust = reproduce_report.normalised_scores(table, records, "headline", "minimum")
+    robust = report.normalised_scores(table, records, "headline", "minimum")
     assert minimum_vs_dqnavg["aggregate"] == stats.stratified_iqm([scores[k] for k in robust], list(robust.values()))
 
 
@@ -327,71 +338,71 @@ def test_report_only_rebuilds_the_committed_tables_without_training(tmp_path, mo
     def no_run(*args, **kwargs):
         raise AssertionError("nothing may train")
 
-    monkeypatch.setattr(experiment, "run", no_run)
+    monkeypatch.setattr(loop, "run", no_run)
     out = tmp_path / "t1"
     shutil.copytree(os.path.join(RESULTS, "table1_reduced"), out)
     for name in ("table1.md", "table1.csv", "table1_comparisons.csv"):
         (out / name).unlink()
-    assert cli.main(["reproduce", "table1", "--out", str(out), "--report-only"]) == 0
+    assert commands.main(["reproduce", "table1", "--out", str(out), "--report-only"]) == 0
     assert "wrote" in capsys.readouterr().out
     for name in ("table1.md", "table1.csv", "table1_comparisons.csv"):  # the committed files are what it writes
         with open(os.path.join(RESULTS, "table1_reduced", name)) as f:
             assert (out / name).read_text() == f.read(), name
     with pytest.raises(SystemExit, match="no finished table2 rows"):
-        cli.main(["reproduce", "table2", "--out", str(out), "--report-only"])
+        commands.main(["reproduce", "table2", "--out", str(out), "--report-only"])
 
 
 def test_finished_rows_with_other_settings_are_refused(reproduced):
     with pytest.raises(ValueError, match=r"different settings \['budget'\]"):
-        reproduce.reproduce("table1", reproduced["out"], **{**TINY, "budget": 0.01})
+        harness.reproduce("table1", reproduced["out"], **{**TINY, "budget": 0.01})
     # One program of such a row, too: it would replace a program the row's record was computed from.
     request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
     with pytest.raises(ValueError, match=r"different settings \['budget'\]"):
-        reproduce.run_program("table1", reproduced["out"], ROWS[0], "fedrdqn", **{**request, "budget": 0.01})
+        harness.run_program("table1", reproduced["out"], ROWS[0], "fedrdqn", **{**request, "budget": 0.01})
 
 
 def test_budget_rounds_to_whole_evaluation_blocks():
-    assert reproduce.budget_steps("fedrdqn", "CartPole-v1", 1.0) == (50_000, 25)  # RL-Zoo3, 20 evaluations
-    assert reproduce.budget_steps("fedrdqn", "CartPole-v1", 0.1) == (5_000, 2)
-    assert reproduce.budget_steps("fedrdqn", "MountainCar-v0", 0.05) == (6_000, 3)
-    assert reproduce.budget_steps("fedrdqn", "CartPole-v1", 1e-6) == (100, 1)
-    assert reproduce.parse_budget("paper") == 1.0
+    assert harness.budget_steps("fedrdqn", "CartPole-v1", 1.0) == (50_000, 25)  # RL-Zoo3, 20 evaluations
+    assert harness.budget_steps("fedrdqn", "CartPole-v1", 0.1) == (5_000, 2)
+    assert harness.budget_steps("fedrdqn", "MountainCar-v0", 0.05) == (6_000, 3)
+    assert harness.budget_steps("fedrdqn", "CartPole-v1", 1e-6) == (100, 1)
+    assert harness.parse_budget("paper") == 1.0
     for bad in ("0", "1.5", "half", "-0.1"):
         with pytest.raises(ValueError, match="budget must be 'paper' or a fraction in \\(0, 1\\]"):
-            reproduce.parse_budget(bad)
+            harness.parse_budget(bad)
 
 
 def test_reproduce_set_is_parsed_by_the_tables_declarations():
-    assert cli._reproduce_overrides("table2", ["learning_starts=1000", "hidden_sizes=64,64"]) == dict(
+    assert commands._reproduce_overrides("table2", ["learning_starts=1000", "hidden_sizes=64,64"]) == dict(
         learning_starts=1000, hidden_sizes=(64, 64))
-    assert cli._reproduce_overrides("table1", ["batch_size=32"]) == dict(batch_size=32)
+    assert commands._reproduce_overrides("table1", ["batch_size=32"]) == dict(batch_size=32)
 
 
 def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
     def no_run(*args, **kwargs):
         raise AssertionError("nothing may train")
 
-    monkeypatch.setattr(experiment, "run", no_run)
+    monkeypatch.setattr(loop, "run", no_run)
     with pytest.raises(ValueError, match="unknown table1 rows \\['CartPole-v1/gravity'\\]; allowed: Acrobot-v1/gravity"):
-        reproduce.reproduce("table1", str(tmp_path), rows=["CartPole-v1/gravity"])
+        harness.reproduce("table1", str(tmp_path), rows=["CartPole-v1/gravity"])
     with pytest.raises(ValueError, match="omegas must be distinct values in \\(0, 1\\]"):
-        reproduce.reproduce("table1", str(tmp_path), omegas=[0.0, 0.1])
+        harness.reproduce("table1", str(tmp_path), omegas=[0.0, 0.1])
     with pytest.raises(ValueError, match="tuning_seeds must be >= 1"):
-        reproduce.reproduce("table1", str(tmp_path), tuning_seeds=0)
+        harness.reproduce("table1", str(tmp_path), tuning_seeds=0)
     with pytest.raises(ValueError, match="table must be one of"):
-        reproduce.reproduce("table3", str(tmp_path))
+        harness.reproduce("table3", str(tmp_path))
     # Table 2's robots are resolved lazily: until they are registered the error names what is missing.
     with pytest.raises(SystemExit, match="unknown table1 agent settings \\['epsilon'\\]; allowed: .*learning_starts"):
-        cli.main(["reproduce", "table1", "--set", "epsilon=0.1", "--out", str(tmp_path), "--no-progress"])
+        commands.main(["reproduce", "table1", "--set", "epsilon=0.1", "--out", str(tmp_path), "--no-progress"])
     with pytest.raises(SystemExit, match="learning_starts"):
-        cli.main(["reproduce", "table2", "--set", "learning_starts=-5", "--out", str(tmp_path), "--no-progress"])
+        commands.main(["reproduce", "table2", "--set", "learning_starts=-5", "--out", str(tmp_path), "--no-progress"])
     with pytest.raises(SystemExit, match="--program runs one program of one row: give exactly one --rows"):
-        cli.main(["reproduce", "table1", "--program", "fedrdqn", "--out", str(tmp_path), "--no-progress"])
+        commands.main(["reproduce", "table1", "--program", "fedrdqn", "--out", str(tmp_path), "--no-progress"])
     with pytest.raises(SystemExit, match="program must be one of \\['fedrdqn'\\] for table1, got 'ddpgavg2'"):
-        cli.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--program", "ddpgavg2", "--out", str(tmp_path)])
+        commands.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--program", "ddpgavg2", "--out", str(tmp_path)])
     if "Ant-v4" not in envs.list_envs():
         with pytest.raises(SystemExit, match="table2 row Ant-v4/back_left_leg cannot run .*Ant-v4.*MuJoCo"):
-            cli.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
+            commands.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
     assert not os.listdir(tmp_path)
 
 
@@ -422,7 +433,7 @@ def test_resumed_blocks_do_not_count_as_speed(smoothing, clock):
     from tqdm import tqdm
 
     bar = tqdm(total=20, file=io.StringIO(), mininterval=0.0, smoothing=smoothing)
-    reproduce.begin_program(bar, 10)  # a checkpoint held 10 blocks
+    harness.begin_program(bar, 10)  # a checkpoint held 10 blocks
     clock.advance(2.0)
     bar.update(1)  # one block really computed, in 2 s
     rate = bar.format_dict["rate"] or (bar.n - bar.format_dict["initial"]) / bar.format_dict["elapsed"]
@@ -434,11 +445,11 @@ def test_a_final_evaluation_does_not_count_as_the_next_programs_speed(clock):
     from tqdm import tqdm
 
     bar = tqdm(total=4, file=io.StringIO(), mininterval=0.0)  # tqdm's default smoothed rate, as reproduce's bar
-    reproduce.begin_program(bar, 0)  # program 1 starts
+    harness.begin_program(bar, 0)  # program 1 starts
     clock.advance(1.0)
     bar.update(1)  # its only block
     clock.advance(100.0)  # its final evaluation
-    reproduce.begin_program(bar, 0)  # program 2 starts
+    harness.begin_program(bar, 0)  # program 2 starts
     clock.advance(1.0)
     bar.update(1)
     # Two 1 s blocks: 1 block/s. Counting the evaluation would give about 0.02 (the EMA of 1/1 and 1/101).
@@ -462,9 +473,9 @@ def test_progress_bar_names_row_program_steps_and_final_evaluation(tmp_path, mon
         raise Interrupted("stop where the final evaluation would run")
 
     monkeypatch.setattr(tqdm.auto, "tqdm", RecordingBar)
-    monkeypatch.setattr(experiment, "run", blocks_without_training)
+    monkeypatch.setattr(loop, "run", blocks_without_training)
     with pytest.raises(Interrupted):
-        reproduce.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1], "progress": True})
+        harness.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1], "progress": True})
     runs = "3 seeds (1 tuning) x 3 omega(s)"  # omega 0 (DQNAvg) and the two requested
     assert postfixes == [f"{runs}, step 0/300 per agent", f"{runs}, step 100/300 per agent",
                          f"{runs}, step 200/300 per agent", f"{runs}, step 300/300 per agent, final evaluation"]
@@ -483,18 +494,18 @@ def test_row_machine_names_the_accelerator_before_its_host():
 
 def test_a_row_names_every_machine_its_pieces_ran_on():
     writer = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["avx2"], backend="cpu")
-    assert reproduce_tables.ran_on({"machine": writer}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
+    assert tables.ran_on({"machine": writer}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
     cpu, gpu = "AMD EPYC 7B13 (1 of 2 cores, AVX2, cpu)", "NVIDIA H100 80GB HBM3, host Xeon (16 cores, AVX-512)"
     one = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 2], machine=cpu), dict(seeds=[2, 3], machine=cpu)]}}
-    assert reproduce_tables.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
+    assert tables.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
     several = {"machine": writer, "pieces": {
         "fedrddpg": [dict(seeds=[0, 2], machine=gpu), dict(seeds=[2, 3], machine=cpu), dict(seeds=[3, 4], machine=cpu),
                      dict(seeds=[5, 6], machine=cpu)],
         "ddpgavg2": [dict(seeds=[0, 6], machine=None)]}}
-    assert reproduce_tables.ran_on(several) == (f"{gpu} (fedrddpg seeds 0-1), {cpu} (fedrddpg seeds 2-3, 5), "
+    assert tables.ran_on(several) == (f"{gpu} (fedrddpg seeds 0-1), {cpu} (fedrddpg seeds 2-3, 5), "
                                                 "a machine it did not record (ddpgavg2 seeds 0-5)")
     unrecorded = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 4], machine=None)]}}
-    assert reproduce_tables.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
+    assert tables.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
 
 
 # -- seed pieces -------------------------------------------------------------------------------------
@@ -505,11 +516,11 @@ def test_seed_keys_do_not_depend_on_the_runs_width():
     run of seeds [a, b) gets exactly those keys (JAX's partitionable threefry, the default)."""
     import jax
 
-    from fedjax_rl import train
+    from fedjax_rl.training import program
 
-    wide = jax.random.key_data(train.seed_keys(7, 40))
-    np.testing.assert_array_equal(jax.random.key_data(train.seed_keys(7, 3)), wide[:3])
-    np.testing.assert_array_equal(jax.random.key_data(train.seed_keys(7, 5, first=11)), wide[11:16])
+    wide = jax.random.key_data(program.seed_keys(7, 40))
+    np.testing.assert_array_equal(jax.random.key_data(program.seed_keys(7, 3)), wide[:3])
+    np.testing.assert_array_equal(jax.random.key_data(program.seed_keys(7, 5, first=11)), wide[11:16])
 
 
 def test_merged_runs_are_the_seed_axis_concatenated():
@@ -517,7 +528,7 @@ def test_merged_runs_are_the_seed_axis_concatenated():
          "seed_indices": [0]}
     b = {"curve": {"r": [[3, 4], [5, 6]], "x": [[0, 1], [0, 1]]}, "final": {"local_average": [6.0, 7.0]},
          "timing": {"wall_s": 3.0}}
-    merged = reproduce_tables.merge_runs([a, b])
+    merged = tables.merge_runs([a, b])
     assert merged["curve"]["r"] == [[1, 2], [3, 4], [5, 6]] and merged["final"]["local_average"] == [5.0, 6.0, 7.0]
     assert merged["timing"]["wall_s"] == 5.0 and merged["seed_indices"] == [0, 0, 1]  # b predates seed_indices
 
@@ -528,14 +539,14 @@ def in_pieces(reproduced, tmp_path_factory):
     1-2) run alone, then written as a row by `reproduce`, which trains nothing more."""
     out = str(tmp_path_factory.mktemp("pieces"))
     request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
-    first = reproduce.run_program("table1", out, ROWS[0], "fedrdqn", progress=False, piece=(0, 1), **request)
-    second = reproduce.run_program("table1", out, ROWS[0], "fedrdqn", progress=False, piece=(1, 3), **request)
+    first = harness.run_program("table1", out, ROWS[0], "fedrdqn", progress=False, piece=(0, 1), **request)
+    second = harness.run_program("table1", out, ROWS[0], "fedrdqn", progress=False, piece=(1, 3), **request)
     calls = []
     mp = pytest.MonkeyPatch()
-    real_run = experiment.run
-    mp.setattr(experiment, "run", lambda *a, **k: calls.append(k.get("first_seed")) or real_run(*a, **k))
+    real_run = loop.run
+    mp.setattr(loop, "run", lambda *a, **k: calls.append(k.get("first_seed")) or real_run(*a, **k))
     try:
-        row = reproduce.reproduce("table1", out, **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
+        row = harness.reproduce("table1", out, **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
     finally:
         mp.undo()
     return dict(out=out, request=request, pieces=first + second, row=row, calls=calls)
@@ -564,36 +575,36 @@ def test_pieces_are_refused_before_compiling_when_they_overlap_or_differ(in_piec
     def no_run(*args, **kwargs):
         raise AssertionError("nothing may compile")
 
-    monkeypatch.setattr(experiment, "run", no_run)
+    monkeypatch.setattr(loop, "run", no_run)
     out, request = in_pieces["out"], in_pieces["request"]
     with pytest.raises(ValueError, match=r"fedrdqn seeds 1-3 overlaps the finished fedrdqn seeds 1-2 in .*seeds_1-3; "
                                          r"no piece computes again"):
-        reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(1, 4), **{**request, "num_seeds": 3})
+        harness.run_program("table1", out, ROWS[0], "fedrdqn", piece=(1, 4), **{**request, "num_seeds": 3})
     # At the boundary: a piece that shares only the finished piece's last seed (2) is refused too.
     with pytest.raises(ValueError, match=r"fedrdqn seeds 2-3 overlaps the finished fedrdqn seeds 1-2 in .*seeds_1-3; "):
-        reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(2, 4), **{**request, "num_seeds": 3})
+        harness.run_program("table1", out, ROWS[0], "fedrdqn", piece=(2, 4), **{**request, "num_seeds": 3})
     # Other settings: the finished row refuses them first; without its row.json, its pieces do.
     other = {**request, "agent_overrides": dict(request["agent_overrides"], gradient_steps=2), "num_seeds": 3}
     with pytest.raises(ValueError, match=r"different settings \['agent_overrides'\]"):
-        reproduce.run_program("table1", out, ROWS[0], "fedrdqn", piece=(3, 4), **other)
+        harness.run_program("table1", out, ROWS[0], "fedrdqn", piece=(3, 4), **other)
     unwritten = tmp_path / "unwritten"
     shutil.copytree(out, unwritten)
     (unwritten / "table1" / "CartPole-v1__length" / "row.json").unlink()
     with pytest.raises(ValueError, match=r"fedrdqn seed 3 would train with other settings than the finished fedrdqn "
                                          r"seed 0 in .*seeds_0-1 \(agent\.gradient_steps: 1 -> 2\)"):
-        reproduce.run_program("table1", str(unwritten), ROWS[0], "fedrdqn", piece=(3, 4), **other)
+        harness.run_program("table1", str(unwritten), ROWS[0], "fedrdqn", piece=(3, 4), **other)
     # --status says so, with what differs, and lists no piece "to run" that would be refused.
-    report = reproduce.status("table1", str(unwritten), **{k: v for k, v in other.items() if k != "progress"},
+    row_states = status.rows("table1", str(unwritten), **{k: v for k, v in other.items() if k != "progress"},
                               rows=ROWS[:1])
-    lines = reproduce.status_lines("table1", str(unwritten), report)
+    lines = status.lines("table1", str(unwritten), row_states)
     assert lines[1] == (f"  {ROWS[0]}: in progress: FedRDQN holds a finished run with other settings "
                         "(agent.gradient_steps: 1 -> 2): this request is refused before compiling; run it with those "
                         "settings (and the code that made them) or another --out")
     assert len(lines) == 2
     with pytest.raises(SystemExit, match="--piece FIRST:STOP is a piece of one program: give --program too"):
-        cli.main(["reproduce", "table1", "--rows", ROWS[0], "--piece", "3:4", "--out", out])
+        commands.main(["reproduce", "table1", "--rows", ROWS[0], "--piece", "3:4", "--out", out])
     with pytest.raises(SystemExit, match=r"piece must be FIRST:STOP with 0 <= FIRST < STOP, got '4:3'"):
-        cli.main(["reproduce", "table1", "--rows", ROWS[0], "--program", "fedrdqn", "--piece", "4:3", "--out", out])
+        commands.main(["reproduce", "table1", "--rows", ROWS[0], "--program", "fedrdqn", "--piece", "4:3", "--out", out])
 
 
 def test_a_row_grows_by_new_seeds_without_recomputing_its_pieces(in_pieces, tmp_path, monkeypatch):
@@ -603,10 +614,10 @@ def test_a_row_grows_by_new_seeds_without_recomputing_its_pieces(in_pieces, tmp_
     out = str(tmp_path / "grown")
     shutil.copytree(in_pieces["out"], out)
     request = {**TINY, "rows": ROWS[:1], "num_seeds": 3}
-    [row_status] = reproduce.status("table1", out, **{k: v for k, v in request.items() if k != "progress"})
-    [program] = row_status["programs"]
-    assert (row_status["state"], program["seeds_held"]) == ("in progress", 3)
-    [todo] = [p for p in program["pieces"] if p["state"] == "to run"]
+    [row_status] = status.rows("table1", out, **{k: v for k, v in request.items() if k != "progress"})
+    [program_status] = row_status["programs"]
+    assert (row_status["state"], program_status["seeds_held"]) == ("in progress", 3)
+    [todo] = [p for p in program_status["pieces"] if p["state"] == "to run"]
     assert todo["seeds"] == [3, 4]
     # The closest measurement in size is the row's own first piece: 1 seed x 3 omegas, as the new one.
     first = in_pieces["row"]["pieces"]["fedrdqn"][0]
@@ -614,9 +625,9 @@ def test_a_row_grows_by_new_seeds_without_recomputing_its_pieces(in_pieces, tmp_
     assert seconds == pytest.approx(first["wall_s"]) and basis.endswith(f"3 runs x 300 steps in {first['wall_s']:,.0f} s")
 
     calls = []
-    real_run = experiment.run
-    monkeypatch.setattr(experiment, "run", lambda *a, **k: calls.append((k["first_seed"], k["num_seeds"])) or real_run(*a, **k))
-    grown = reproduce.reproduce("table1", out, **request)["rows"][ROWS[0]]
+    real_run = loop.run
+    monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append((k["first_seed"], k["num_seeds"])) or real_run(*a, **k))
+    grown = harness.reproduce("table1", out, **request)["rows"][ROWS[0]]
     assert calls == [(3, 1)]
     before = in_pieces["row"]["algorithms"]
     for label, numbers in grown["algorithms"].items():
@@ -634,13 +645,13 @@ def test_a_row_still_in_pieces_is_measured_by_its_finished_pieces(in_pieces, tmp
     shutil.copytree(in_pieces["out"], out)
     (out / "table1" / "CartPole-v1__length" / "row.json").unlink()
     request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
-    [row_status] = reproduce.status("table1", str(out), **{**request, "rows": ROWS[:1], "num_seeds": 3})
+    [row_status] = status.rows("table1", str(out), **{**request, "rows": ROWS[:1], "num_seeds": 3})
     [todo] = [p for p in row_status["programs"][0]["pieces"] if p["state"] == "to run"]
     first = in_pieces["row"]["pieces"]["fedrdqn"][0]
     here = machine.describe()
     seconds, basis = todo["estimate"][here["backend"]]
     assert seconds == pytest.approx(first["wall_s"])
-    assert basis == f"{reproduce_costs.machine_name(here)}: 3 runs x 300 steps in {first['wall_s']:,.0f} s"
+    assert basis == f"{costs.machine_name(here)}: 3 runs x 300 steps in {first['wall_s']:,.0f} s"
     assert here["cores"] == len(os.sched_getaffinity(0))
 
 
@@ -658,16 +669,16 @@ def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, mo
     for name in ("finished.json", "checkpoint.npz"):
         (out / "table1" / "CartPole-v1__length" / "fedrdqn" / name).unlink(missing_ok=True)
     request = {**TINY, "rows": ROWS[:1], "num_seeds": old["request"]["num_seeds"] + 1}
-    [row_status] = reproduce.status("table1", str(out), **{k: v for k, v in request.items() if k != "progress"})
-    [program] = row_status["programs"]
+    [row_status] = status.rows("table1", str(out), **{k: v for k, v in request.items() if k != "progress"})
+    [program_status] = row_status["programs"]
     held = len(old["seeds"]["tuning"]) + len(old["seeds"]["reported"])
-    assert program["seeds_held"] == held
-    assert [p["seeds"] for p in program["pieces"] if p["state"] == "to run"] == [[held, held + 1]]
+    assert program_status["seeds_held"] == held
+    assert [p["seeds"] for p in program_status["pieces"] if p["state"] == "to run"] == [[held, held + 1]]
 
     calls = []
-    real_run = experiment.run
-    monkeypatch.setattr(experiment, "run", lambda *a, **k: calls.append((k["first_seed"], k["num_seeds"])) or real_run(*a, **k))
-    grown = reproduce.reproduce("table1", str(out), **request)["rows"][ROWS[0]]
+    real_run = loop.run
+    monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append((k["first_seed"], k["num_seeds"])) or real_run(*a, **k))
+    grown = harness.reproduce("table1", str(out), **request)["rows"][ROWS[0]]
     assert calls == [(held, 1)]
     for label, numbers in grown["algorithms"].items():
         assert numbers["tuning"] == old["algorithms"][label]["tuning"]
@@ -684,7 +695,7 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
     first["seeds"]["reported"] = first["seeds"]["reported"][:5]
     for algorithm in first["algorithms"].values():
         algorithm["reported"] = {metric: values[:5] for metric, values in algorithm["reported"].items()}
-    before = {line["baseline"]: line for line in reproduce_report.comparisons(table, {key: first})}
+    before = {line["baseline"]: line for line in report.comparisons(table, {key: first})}
     grown = copy.deepcopy(first)
     grown["seeds"]["reported"] = list(range(3, 28))
     rng = np.random.default_rng(0)
@@ -693,14 +704,14 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
         for metric in ("minimum", "average"):
             lift = 40.0 if label == grown["headline"] else 0.0  # the robust one higher on every fresh seed
             algorithm["reported"][metric] = list(algorithm["reported"][metric]) + list(fresh + lift)
-    lines = reproduce_report.comparisons(table, {key: grown})
-    [confirmatory] = [line for line in lines if line["seed_set"] == reproduce_tables.CONFIRMATORY]
-    [exploratory] = [line for line in lines if line["seed_set"] == reproduce_tables.EXPLORATORY]
+    lines = report.comparisons(table, {key: grown})
+    [confirmatory] = [line for line in lines if line["seed_set"] == tables.CONFIRMATORY]
+    [exploratory] = [line for line in lines if line["seed_set"] == tables.EXPLORATORY]
     assert confirmatory["seed_indices"] == list(range(8, 28)) and confirmatory["seeds"] == 20
     assert (confirmatory["higher"], confirmatory["verdict"]) == (20, stats.AHEAD)
     assert exploratory["seed_indices"] == list(range(3, 8))
     assert exploratory["minimum"] == before["DQNAvg"]["minimum"] and exploratory["verdict"] == before["DQNAvg"]["verdict"]
-    md, _, comparison_rows = reproduce_report.table_lines(table, {key: grown})
+    md, _, comparison_rows = report.table_lines(table, {key: grown})
     text = "\n".join(md)
     assert "| CartPole-v1/length | DQNAvg | 20 confirmatory (8-27) | 20 / 0 / 0 |" in text
     assert "| CartPole-v1/length | DQNAvg | 5 exploratory (3-7) |" in text
@@ -708,14 +719,14 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
     assert "**Whole table** against DQNAvg: over 20 (task, seed) units" in text
     assert [row["seed_set"] for row in comparison_rows] == ["confirmatory", "exploratory"]
     # The task's other row without fresh seeds: its seeds 3-7 join the whole table as units of their own.
-    md, _, _ = reproduce_report.table_lines(table, {key: grown, other: records[other]})
+    md, _, _ = report.table_lines(table, {key: grown, other: records[other]})
     assert "**Whole table** against DQNAvg: over 25 (task, seed) units (2 rows of 1 tasks)" in "\n".join(md)
 
 
 def test_pieces_overlap_exactly_where_they_share_a_seed():
     # A finished piece of seeds 1-2 against pieces that end at its first seed, start at its last, hold
     # it, or only touch it; both ways round, as `reproduce_pieces.check` asks it one way.
-    from fedjax_rl.reproduce_pieces import Piece
+    from fedjax_rl.reproduce.seed_pieces import Piece
 
     finished = Piece("fedrdqn", 1, 3)
     for (first, stop), shares in (((0, 1), False), ((0, 2), True), ((2, 4), True), ((3, 5), False), ((1, 3), True),

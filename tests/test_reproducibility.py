@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import checkpoint, cli, configs, experiment, train
+from fedjax_rl.cli import commands
+from fedjax_rl.training import checkpoint, configs, loop, program, records
 from references import max_dot_batch_dims
 
 AGENT = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
@@ -41,7 +42,7 @@ def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
 
     monkeypatch.setattr(checkpoint, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
-        experiment.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
+        loop.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
     monkeypatch.setattr(checkpoint, "save", real_save)
 
 
@@ -51,38 +52,38 @@ def _rerun_without_compiling(monkeypatch, config, **run_kwargs) -> dict:
         raise AssertionError("a finished run was computed again")
 
     with monkeypatch.context() as patched:
-        patched.setattr(experiment, "over_runs", no_program)
-        return experiment.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
+        patched.setattr(loop, "over_runs", no_program)
+        return loop.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
 
 
 def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
 
-    assert cli.main(["train", *ARGV, "--out", str(tmp_path / "cli")]) == 0
+    assert commands.main(["train", *ARGV, "--out", str(tmp_path / "cli")]) == 0
     written = json.loads((tmp_path / "cli" / "config.json").read_text())
     # What the API records for the same config (recorded_config leaves out an engine without a choice).
-    assert written == json.loads(json.dumps(experiment.recorded_config(config, num_seeds=2, seed=0)[0])), \
+    assert written == json.loads(json.dumps(records.recorded_config(config, num_seeds=2, seed=0)[0])), \
         "the CLI resolved another configuration than the Python API"
     from_cli = json.loads((tmp_path / "cli" / "metrics.json").read_text())
 
-    from_api = experiment.run(config, num_seeds=2, seed=0, progress=False)
+    from_api = loop.run(config, num_seeds=2, seed=0, progress=False)
     assert from_api["curve"]["td_loss"][:, -1].min() > 0  # the run trained
     _assert_results_identical(from_api, from_cli)
 
     out = str(tmp_path / "resumed")
     _crash_after_first_checkpoint(monkeypatch, config, out_dir=out)
     assert json.loads(str(np.load(f"{out}/checkpoint.npz")["extra:blocks_done"])) == 1
-    recorded, _ = experiment.recorded_config(config, num_seeds=2, seed=0)
+    recorded, _ = records.recorded_config(config, num_seeds=2, seed=0)
     assert json.loads((tmp_path / "resumed" / "config.json").read_text()) == json.loads(json.dumps(recorded))
-    on_disk = experiment.progress_on_disk(out, recorded, config.num_evals)
+    on_disk = loop.progress_on_disk(out, recorded, config.num_evals)
     assert (on_disk["state"], on_disk["blocks_done"]) == ("partial", 1) and on_disk["wall_s"] > 0
-    resumed = experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
+    resumed = loop.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
     _assert_results_identical(resumed, from_api)
     timing = resumed["timing"]  # the crashed process's time is carried by the checkpoint
     assert timing["resumed_at_block"] == 1 and timing["wall_s"] > timing["wall_s_this_process"] > 0
     assert json.loads((tmp_path / "resumed" / "metrics.json").read_text())["timing"] == pytest.approx(timing)
 
-    assert experiment.progress_on_disk(out, recorded, config.num_evals)["state"] == "finished"
+    assert loop.progress_on_disk(out, recorded, config.num_evals)["state"] == "finished"
     # A finished run is read back from its files: no compile, no final evaluation again.
     again = _rerun_without_compiling(monkeypatch, config, out_dir=out)
     _assert_results_identical(again, resumed)
@@ -91,7 +92,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert again["communication"] == resumed["communication"] and again["run_batch"] == resumed["run_batch"]
 
     # An omega grid is one program with a leading grid axis; each point gets its own run directory.
-    grid = experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
+    grid = loop.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
                           grid={"omega": [0.2, 0.5]})
     assert [p.agent.omega for p in grid["grid"]] == [0.2, 0.5]
     point = json.loads((tmp_path / "grid" / "omega=0.5" / "config.json").read_text())
@@ -107,7 +108,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert grid_again["grid"] == grid["grid"]
     # A point's outputs deleted: the run is evaluated again from its checkpoint and writes them back.
     (tmp_path / "grid" / "omega=0.5" / "metrics.json").unlink()
-    rewritten = experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
+    rewritten = loop.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "grid"), progress=False,
                                grid={"omega": [0.2, 0.5]})
     assert rewritten["timing"]["resumed_at_block"] == config.num_evals
     _assert_results_identical(rewritten, grid)
@@ -125,7 +126,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
 def test_bad_grids_raise_before_compiling(grid, match):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
     with pytest.raises(ValueError, match=match):
-        experiment.grid_configs(config, grid)
+        loop.grid_configs(config, grid)
 
 
 def _one_update_config(**fields):
@@ -150,14 +151,14 @@ def test_other_program_shapes_agree_to_a_few_ulps_after_one_update():
     1.2e-7, 3 seeds instead of 2 bit-identical, one seed at a time (run_batch=1, lax.map) 1.9e-9.
     Parameters are of order 1, so these are 1-2 ulps.
     The bound below is 8 ulps of the largest parameter."""
-    trainer = train.make_trainer(_one_update_config())
-    keys = train.seed_keys(0, 3)
+    trainer = program.make_trainer(_one_update_config())
+    keys = program.seed_keys(0, 3)
     reference = _after_one_block(trainer, keys[:2])
     initial = jax.jit(jax.vmap(trainer.init))(keys[:2]).agents.learner.shared
     hparams = jax.vmap(lambda w: trainer.hparams.replace(omega=w))(jnp.array([0.2, 0.5]))
     omega_axis = jax.jit(jax.vmap(jax.vmap(trainer.run_block, in_axes=(0, None, None)), in_axes=(None, 0, None)))(
         jax.jit(jax.vmap(trainer.init))(keys[:2]), hparams, 0)[0].agents.learner.shared
-    one_run_at_a_time = jax.jit(experiment.over_runs(trainer.run_block, (2,), run_batch=1))(
+    one_run_at_a_time = jax.jit(loop.over_runs(trainer.run_block, (2,), run_batch=1))(
         jax.jit(jax.vmap(trainer.init))(keys[:2]), trainer.hparams, 0)[0].agents.learner.shared
     variants = {
         "run_batch=1 (lax.map over seeds)": one_run_at_a_time,
@@ -165,7 +166,7 @@ def test_other_program_shapes_agree_to_a_few_ulps_after_one_update():
         .agents.learner.shared,
         "three seeds": jax.tree.map(lambda x: x[:2], _after_one_block(trainer, keys)),
         "omega axis": jax.tree.map(lambda x: x[0], omega_axis),
-        "sharded agents": _after_one_block(train.make_trainer(_one_update_config(num_devices=2)), keys[:2]),
+        "sharded agents": _after_one_block(program.make_trainer(_one_update_config(num_devices=2)), keys[:2]),
     }
     scale = max(float(jnp.max(jnp.abs(leaf))) for leaf in jax.tree.leaves(reference))
     bound = 8 * float(np.finfo(np.float32).eps) * scale
@@ -186,50 +187,50 @@ def test_run_batch_is_recorded_and_cli_api_and_resume_agree(tmp_path, monkeypatc
     out = str(tmp_path / "api")
     _crash_after_first_checkpoint(monkeypatch, config, out_dir=out, grid=grid, run_batch=3)
     assert json.loads((tmp_path / "api" / "config.json").read_text())["run_batch"] == 3
-    resumed = experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False, grid=grid, run_batch=3)
+    resumed = loop.run(config, num_seeds=2, seed=0, out_dir=out, progress=False, grid=grid, run_batch=3)
     assert resumed["timing"]["resumed_at_block"] == 1
-    fresh = experiment.run(config, num_seeds=2, seed=0, progress=False, grid=grid, run_batch=3)
+    fresh = loop.run(config, num_seeds=2, seed=0, progress=False, grid=grid, run_batch=3)
     _assert_results_identical(resumed, fresh)
-    everything_at_once = experiment.run(config, num_seeds=2, seed=0, progress=False, grid=grid)
+    everything_at_once = loop.run(config, num_seeds=2, seed=0, progress=False, grid=grid)
     for name in fresh["curve"]:  # another program shape: float rounding apart
         np.testing.assert_allclose(fresh["curve"][name], everything_at_once["curve"][name], rtol=1e-4, atol=1e-5)
 
     # Another run_batch is another program: refused before compiling, naming the difference. With
     # new_run the finished run_batch=3 run moves, whole, to set_aside/1; asked for again, it comes back.
-    with pytest.raises(experiment.RunExists, match=r"holds a run of other settings:\n  run_batch: 3 -> 2\n"):
-        experiment.run(config, num_seeds=2, seed=0, out_dir=out, progress=False, grid=grid, run_batch=2)
+    with pytest.raises(loop.RunExists, match=r"holds a run of other settings:\n  run_batch: 3 -> 2\n"):
+        loop.run(config, num_seeds=2, seed=0, out_dir=out, progress=False, grid=grid, run_batch=2)
     with pytest.warns(UserWarning, match=r"held a run of other settings \(run_batch: 3 -> 2\): moved to .*set_aside/1"):
         _crash_after_first_checkpoint(monkeypatch, config, out_dir=out, grid=grid, run_batch=2, new_run=True)
-    kept = tmp_path / "api" / experiment.SET_ASIDE / "1"
+    kept = tmp_path / "api" / loop.SET_ASIDE / "1"
     assert json.loads((kept / "config.json").read_text())["run_batch"] == 3
-    assert (kept / experiment.FINISHED).exists() and (kept / "omega=0.5" / "metrics.json").exists()
+    assert (kept / loop.FINISHED).exists() and (kept / "omega=0.5" / "metrics.json").exists()
     assert int(np.load(kept / "checkpoint.npz")["extra:blocks_done"]) == 2  # all of its blocks
     assert json.loads((tmp_path / "api" / "config.json").read_text())["run_batch"] == 2
-    assert not (tmp_path / "api" / experiment.FINISHED).exists()
-    batch3, _ = experiment.recorded_config(config, 2, 0, grid, run_batch=3)
-    assert experiment.progress_on_disk(out, batch3, config.num_evals)["state"] == "other settings"
+    assert not (tmp_path / "api" / loop.FINISHED).exists()
+    batch3, _ = records.recorded_config(config, 2, 0, grid, run_batch=3)
+    assert loop.progress_on_disk(out, batch3, config.num_evals)["state"] == "other settings"
     with pytest.warns(UserWarning, match=r"set_aside/1 held a run of these settings: moved back"):
         back = _rerun_without_compiling(monkeypatch, config, out_dir=out, grid=grid, run_batch=3)
     _assert_results_identical(back, resumed)
-    assert json.loads((tmp_path / "api" / experiment.SET_ASIDE / "2" / "config.json").read_text())["run_batch"] == 2
+    assert json.loads((tmp_path / "api" / loop.SET_ASIDE / "2" / "config.json").read_text())["run_batch"] == 2
     assert not kept.exists()
 
     # run_batch >= the number of runs is every run at once: the all-at-once program, not recorded.
-    experiment.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "all"), progress=False, run_batch=2)
+    loop.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "all"), progress=False, run_batch=2)
     assert "run_batch" not in json.loads((tmp_path / "all" / "config.json").read_text())
 
-    assert cli.main(["train", *ARGV, "--run-batch", "1", "--out", str(tmp_path / "cli")]) == 0
+    assert commands.main(["train", *ARGV, "--run-batch", "1", "--out", str(tmp_path / "cli")]) == 0
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["run_batch"] == 1
-    from_api = experiment.run(config, num_seeds=2, seed=0, progress=False, run_batch=1)
+    from_api = loop.run(config, num_seeds=2, seed=0, progress=False, run_batch=1)
     _assert_results_identical(from_api, json.loads((tmp_path / "cli" / "metrics.json").read_text()))
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
 def test_bad_run_batch_stops_before_compiling(value, capsys):
     with pytest.raises(SystemExit, match=r"--run-batch must be 'all' or an integer >= 1|run_batch must be an integer >= 1"):
-        cli.main(["train", *ARGV, "--run-batch", value])
+        commands.main(["train", *ARGV, "--run-batch", value])
     with pytest.raises(ValueError, match=r"run_batch must be an integer >= 1 \(runs vmapped at a time\) or None"):
-        experiment.run(configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS), run_batch=0)
+        loop.run(configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS), run_batch=0)
 
 
 @pytest.mark.parametrize("run_batch", [None, 4])
@@ -244,7 +245,7 @@ def test_over_runs_maps_each_run_once_on_one_flat_axis(run_batch):
     def one_run(s, h):  # both operands of the dot vary with the run, as MJX's rotations do
         return s["x"] @ (jnp.outer(s["x"], s["x"]) * h)
 
-    mapped = experiment.over_runs(one_run, (points, seeds), run_batch)
+    mapped = loop.over_runs(one_run, (points, seeds), run_batch)
     out = jax.jit(mapped)(state, hparams)
     chex.assert_shape(out, (points, seeds, 4))
     for i in range(points):
@@ -266,4 +267,4 @@ def test_cpu_matrix_products_library_is_the_algorithms_reaches_xla_and_is_not_a_
                 .lower(x, w).compile().as_text() for c in (ddpg, ynnpack)}
     assert "__ynn_fusion" in compiled["ynnpack"] and "__ynn_fusion" not in compiled["eigen"]
     # It only rounds differently: a run directory resumes and reads back with either library.
-    assert experiment.recorded_config(ddpg, 2, 0) == experiment.recorded_config(ynnpack, 2, 0)
+    assert records.recorded_config(ddpg, 2, 0) == records.recorded_config(ynnpack, 2, 0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from fedjax_rl import settings
+from fedjax_rl.core import settings
 from fedjax_rl.agents import base, robust
 from fedjax_rl.agents.base import Transition
 from references import numpy_mlp

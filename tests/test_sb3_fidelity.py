@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from fedjax_rl import agents, configs
+from fedjax_rl import agents
+from fedjax_rl.training import configs, records
 from fedjax_rl.agents import base
 
 OBS_SIZE = 5
@@ -177,11 +178,11 @@ def test_every_run_records_init_and_older_records_read_as_flax(tmp_path):
     `init=flax`, and as another configuration's run for `init=torch`."""
     import json
 
-    from fedjax_rl import run_directory
+    from fedjax_rl.training import run_directory
 
     def recorded(init):
         config = configs.train_config("dqnavg", "CartPole-v1", agent_overrides=dict(init=init))
-        return run_directory.recorded_config(config, num_seeds=2, seed=0)[0]
+        return records.recorded_config(config, num_seeds=2, seed=0)[0]
 
     assert recorded("flax")["agent"]["init"] == "flax" and recorded("torch")["agent"]["init"] == "torch"
     older = recorded("flax")
@@ -190,7 +191,7 @@ def test_every_run_records_init_and_older_records_read_as_flax(tmp_path):
         (tmp_path / name).write_text(json.dumps(older))
     assert run_directory.progress_on_disk(str(tmp_path), recorded("flax"), 2)["state"] == "finished"
     assert run_directory.progress_on_disk(str(tmp_path), recorded("torch"), 2)["state"] == "other settings"
-    assert run_directory.config_differences(older, recorded("torch")) == ["agent.init: flax -> torch"]
+    assert records.config_differences(older, recorded("torch")) == ["agent.init: flax -> torch"]
 
 
 def test_runs_record_the_agents_revision_and_older_runs_never_merge_with_newer(tmp_path):
@@ -200,10 +201,11 @@ def test_runs_record_the_agents_revision_and_older_runs_never_merge_with_newer(t
     a newer piece before compiling, and the difference is named."""
     import json
 
-    from fedjax_rl import reproduce_pieces, run_directory
+    from fedjax_rl.reproduce import seed_pieces
+    from fedjax_rl.training import run_directory
 
     config = configs.train_config("dqnavg", "CartPole-v1")
-    now = run_directory.recorded_config(config, num_seeds=2, seed=0)[0]
+    now = records.recorded_config(config, num_seeds=2, seed=0)[0]
     assert now["agent_revision"] == base.REVISION == 2
     older = dict(now)
     del older["agent_revision"]
@@ -211,8 +213,8 @@ def test_runs_record_the_agents_revision_and_older_runs_never_merge_with_newer(t
         (tmp_path / name).write_text(json.dumps(older))
     assert run_directory.progress_on_disk(str(tmp_path), now, 2)["state"] == "other settings"
     assert run_directory.progress_on_disk(str(tmp_path), {**now, "agent_revision": 1}, 2)["state"] == "finished"
-    on_disk = reproduce_pieces.found(str(tmp_path), "dqnavg")
-    newer_piece = run_directory.recorded_config(config, num_seeds=1, seed=0, first_seed=2)[0]
+    on_disk = seed_pieces.found(str(tmp_path), "dqnavg")
+    newer_piece = records.recorded_config(config, num_seeds=1, seed=0, first_seed=2)[0]
     with pytest.raises(ValueError, match=r"dqnavg seed 2 would train with other settings than the finished "
                                          r"dqnavg seeds 0-1 .*\(agent_revision: 1 -> 2\)"):
-        reproduce_pieces.check(reproduce_pieces.Piece("dqnavg", 2, 3), newer_piece, on_disk)
+        seed_pieces.check(seed_pieces.Piece("dqnavg", 2, 3), newer_piece, on_disk)

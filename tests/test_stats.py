@@ -1,4 +1,4 @@
-"""fedjax_rl.stats against cases worked by hand, against exact distributions (the sign test's binomial,
+"""fedjax_rl.analysis.stats against cases worked by hand, against exact distributions (the sign test's binomial,
 the Mann-Whitney count enumerated, every one of the n^n equally likely bootstrap resamples), against
 scipy, against what benchmarks/verdict_coverage.py measured, and, through the very calls the tables
 make, against the false-verdict rate a 95% verdict promises."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fedjax_rl import stats
+from fedjax_rl.analysis import stats
 
 
 def exact_bootstrap(values_per_stratum, statistic):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from fedjax_rl import configs, federated, train
+from fedjax_rl.core import federated
+from fedjax_rl.training import configs, program
 from fedjax_rl.agents import sac as sac_module
 from fedjax_rl.agents.base import Transition
 from fedjax_rl.agents.sac import SACAgent, SACConfig
@@ -255,11 +256,11 @@ def tiny_config(algo, **fields):
 @pytest.mark.parametrize("algo", ["fedrtd3", "fedrsac"])
 def test_one_trace_per_configuration_and_sync_invariants(algo):
     chex.clear_trace_counter()  # the counter is keyed by the function's name, the same for both cases
-    trainer = train.make_trainer(tiny_config(algo))
+    trainer = program.make_trainer(tiny_config(algo))
     traced = chex.assert_max_traces(trainer.train, n=1)
     run = jax.jit(jax.vmap(traced, in_axes=(0, None)))
-    state, metrics = run(train.seed_keys(0, 2), trainer.hparams)
-    run(train.seed_keys(1, 2), trainer.hparams)  # new keys, same program: no retrace
+    state, metrics = run(program.seed_keys(0, 2), trainer.hparams)
+    run(program.seed_keys(1, 2), trainer.hparams)  # new keys, same program: no retrace
     for name in trainer.agent.loss_names:
         assert np.all(np.isfinite(metrics["curve"][name]))
         assert np.all(metrics["curve"][name] != 0), name  # trained past learning_starts, actor included
@@ -333,8 +334,8 @@ def learn_returns(algo, steps=LEARN_STEPS, seeds=LEARN_SEEDS):
     """Per seed: the nominal return at every evaluation, and the local-environment average at the end;
     seeds vmapped in one program."""
     config = learn_config(algo, steps)  # compiled as `experiment.run` compiles it (its matrix-product library)
-    _, metrics = jax.jit(jax.vmap(train.make_train(config)), compiler_options=config.compiler_options)(
-        train.seed_keys(0, seeds))
+    _, metrics = jax.jit(jax.vmap(program.make_train(config)), compiler_options=config.compiler_options)(
+        program.seed_keys(0, seeds))
     return np.asarray(metrics["curve"]["nominal_return"]), np.asarray(metrics["final"]["local_average"])
 
 

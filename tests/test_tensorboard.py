@@ -1,4 +1,4 @@
-"""TensorBoard event files (fedjax_rl/tensorboard_log.py), read back with TensorBoard's own reader:
+"""TensorBoard event files (fedjax_rl/training/tensorboard_log.py), read back with TensorBoard's own reader:
 one value per evaluation block for every tag, equal to metrics.json's curve, through a run that
 stopped between a block's events and its checkpoint and resumed (so that block was written twice);
 per grid point and per seed. The plain (non-grid) run's files are checked in test_cli.py on its
@@ -13,7 +13,7 @@ import pytest
 from references import tensorboard_raw_steps as raw_steps
 from references import tensorboard_scalars as scalars
 
-from fedjax_rl import checkpoint, configs, experiment, run_directory, tensorboard_log
+from fedjax_rl.training import checkpoint, configs, loop, records, run_directory, tensorboard_log
 
 AGENT = dict(hidden_sizes=(8,), learning_starts=10, train_freq=1, gradient_steps=1, batch_size=4, buffer_size=20)
 GRID = {"omega": [0.0, 0.2]}
@@ -42,12 +42,12 @@ def resumed_grid_run(tmp_path_factory):
 
     checkpoint.save = crash_before_second_checkpoint
     try:
-        with pytest.raises(experiment.Interrupted, match="stopped at block 1 of 3"):
-            experiment.run(config, num_seeds=2, out_dir=out, grid=GRID, progress=False)
+        with pytest.raises(loop.Interrupted, match="stopped at block 1 of 3"):
+            loop.run(config, num_seeds=2, out_dir=out, grid=GRID, progress=False)
     finally:
         checkpoint.save = real_save
     before = {label: scalars(os.path.join(out, label)) for label in ("omega=0", "omega=0.2")}
-    result = experiment.run(config, num_seeds=2, out_dir=out, grid=GRID, progress=False)
+    result = loop.run(config, num_seeds=2, out_dir=out, grid=GRID, progress=False)
     assert result["timing"]["resumed_at_block"] == 1
     return out, result, before
 
@@ -96,7 +96,7 @@ def test_no_tensorboard_writes_nothing_and_is_not_part_of_the_run(tmp_path):
     with_board, without = tiny_config(), tiny_config(tensorboard=False)
     assert with_board.tensorboard is True and without.tensorboard is False
     # What config.json and a reproduction row record: the same run.
-    assert experiment.recorded_config(with_board, 2, 0, GRID) == experiment.recorded_config(without, 2, 0, GRID)
+    assert records.recorded_config(with_board, 2, 0, GRID) == records.recorded_config(without, 2, 0, GRID)
     plan = types.SimpleNamespace(config=without, out_dir=str(tmp_path), points=None, grid=None, seed=0, first_seed=0,
                                  num_seeds=1)
     board = tensorboard_log.open_board(plan, 0, run_directory.grid_label)
@@ -108,17 +108,18 @@ def test_no_tensorboard_writes_nothing_and_is_not_part_of_the_run(tmp_path):
 def test_reproduce_no_tensorboard_reaches_the_runs_and_not_the_rows_record(monkeypatch):
     """`reproduce --no-tensorboard` sets the runs' setting; a row's recorded request leaves it out, so a
     row finished with event files is the same request without them."""
-    from fedjax_rl import cli, reproduce
+    from fedjax_rl.cli import commands
+    from fedjax_rl.reproduce import harness, status
 
     seen = {}
-    monkeypatch.setattr(reproduce, "status", lambda table, out, **request: seen.update(request) or [])
-    monkeypatch.setattr(reproduce, "status_lines", lambda *args: [])
-    cli.main(["reproduce", "table1", "--status", "--no-tensorboard", "--out", "unused"])
+    monkeypatch.setattr(status, "rows", lambda table, out, **request: seen.update(request) or [])
+    monkeypatch.setattr(status, "lines", lambda *args: [])
+    commands.main(["reproduce", "table1", "--status", "--no-tensorboard", "--out", "unused"])
     assert seen["train_overrides"] == {"tensorboard": False}
     record = dict(budget=1.0, num_seeds=5, tuning_seeds=3, omegas=[0.1], seed=0, agent_overrides=None)
-    assert (reproduce._request(**record, train_overrides={"tensorboard": False})
-            == reproduce._request(**record, train_overrides=None))
-    table = reproduce.get_table("table1")
-    programs = reproduce.row_programs(table, reproduce.select_rows(table, None)[0], 0.01, [0.1],
+    assert (harness._request(**record, train_overrides={"tensorboard": False})
+            == harness._request(**record, train_overrides=None))
+    table = harness.get_table("table1")
+    programs = harness.row_programs(table, harness.select_rows(table, None)[0], 0.01, [0.1],
                                       train_overrides={"tensorboard": False})
     assert all(config.tensorboard is False for _, config, _ in programs)

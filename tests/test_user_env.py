@@ -12,7 +12,8 @@ import pytest
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from fedjax_rl import configs, envs, train
+from fedjax_rl import envs
+from fedjax_rl.training import configs, program
 from fedjax_rl.envs import base, registry
 
 
@@ -74,7 +75,7 @@ def test_a_registered_env_of_ones_own_trains_with_per_agent_physics(slide):
         sweep_points=2, agent_overrides=dict(hidden_sizes=(8,), batch_size=4, buffer_size=16, learning_starts=5,
                                              train_freq=1, gradient_steps=1))
     # One compiled program (the whole run), the cheapest way through the loop.
-    _, result = jax.jit(jax.vmap(train.make_train(config)))(train.seed_keys(0, 1))
+    _, result = jax.jit(jax.vmap(program.make_train(config)))(program.seed_keys(0, 1))
     final = result["final"]
     # Each agent's block has its own mass, m_k = m (1 + n_k), and the run trained and evaluated.
     np.testing.assert_allclose(final["physics_values"][0, :, 0], 1.0 + final["rates"][0, :, 0], rtol=1e-6)

@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from fedjax_rl import settings
-from fedjax_rl.federated import FederatedState
-from fedjax_rl.settings import Hyperparams, Setting, at_least, interval, positive, positive_sizes
+from fedjax_rl.core import settings
+from fedjax_rl.core.federated import FederatedState
+from fedjax_rl.core.settings import Hyperparams, Setting, at_least, interval, positive, positive_sizes
 
 
 @struct.dataclass
@@ -77,7 +77,7 @@ class Agent(Protocol):
 
 
 # How the agents act and learn where no setting says, recorded in every run directory
-# (run_directory.recorded_config) so that runs of different revisions never resume into, merge with or
+# (training.records.recorded_config) so that runs of different revisions never resume into, merge with or
 # read back as each other. 1: every run written before this was recorded. 2: SB3's warm-up and first
 # gradient step: random actions during the first learning_starts steps (DDPG and TD3 add their
 # exploration noise to them and clip, as SB3 does), DQN's epsilon counted from the first step, and the

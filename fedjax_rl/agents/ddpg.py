@@ -33,11 +33,11 @@ import optax
 from flax import struct
 from gymnax.environments import spaces
 
-from fedjax_rl import losses, settings
+from fedjax_rl.core import losses, settings
 from fedjax_rl.agents import base, robust
 from fedjax_rl.agents.base import MLP, Transition
-from fedjax_rl.federated import FederatedState
-from fedjax_rl.settings import Setting, at_least, interval
+from fedjax_rl.core.federated import FederatedState
+from fedjax_rl.core.settings import Setting, at_least, interval
 
 _PAPER = "(paper)"
 _ZOO = "(RL-Zoo3 ddpg.yml/td3.yml, MuJoCo)"

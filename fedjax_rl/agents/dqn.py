@@ -25,11 +25,11 @@ import optax
 from flax import struct
 from gymnax.environments import spaces
 
-from fedjax_rl import losses, settings
+from fedjax_rl.core import losses, settings
 from fedjax_rl.agents import base, robust
 from fedjax_rl.agents.base import MLP, Transition
-from fedjax_rl.federated import FederatedState
-from fedjax_rl.settings import Setting, interval
+from fedjax_rl.core.federated import FederatedState
+from fedjax_rl.core.settings import Setting, interval
 
 __all__ = ["DQNAgent", "DQNConfig", "Transition", "SETTINGS"]
 
@@ -37,7 +37,7 @@ _ZOO = "(RL-Zoo3 dqn.yml, CartPole-v1)"
 _PAPER = "(paper, federated replay)"
 
 # Defaults: RL-Zoo3's CartPole-v1 DQN with the paper's federated replay settings (batch 16, buffer
-# 1000). `fedjax_rl.configs.ZOO_DQN` holds the other tasks' sets.
+# 1000). `fedjax_rl.training.configs.ZOO_DQN` holds the other tasks' sets.
 SETTINGS = (
     *robust.SETTINGS,
     base.HIDDEN_SIZES.with_default((256, 256), _ZOO),

@@ -41,10 +41,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from fedjax_rl import losses
+from fedjax_rl.core import losses
 from fedjax_rl.agents import base
 from fedjax_rl.agents.base import MLP, Transition
-from fedjax_rl.settings import Hyperparams, Setting, interval
+from fedjax_rl.core.settings import Hyperparams, Setting, interval
 
 ROBUST = Setting("robust", True, kind=bool,
                  help="expectile network and omega term (set by the algorithm's name, not by hand)")
@@ -96,7 +96,7 @@ def robust_td_target(
     """y = r + gamma (1 - omega) V(s') + gamma omega D(s), with V(s') = 0 on termination.
 
     `next_value` is max_a' Q(s', a'; theta') (DQN) or Q(s', pi(s'; phi'); theta') (DDPG);
-    `degree` is D(s; psi), not masked by termination (fedjax_rl/losses.py says why). omega = 0
+    `degree` is D(s; psi), not masked by termination (fedjax_rl/core/losses.py says why). omega = 0
     gives the ordinary TD target exactly.
     """
     bootstrap = losses.next_state_value(next_value, terminated)

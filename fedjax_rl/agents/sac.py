@@ -37,11 +37,11 @@ import numpy as np
 import optax
 from flax import struct
 
-from fedjax_rl import losses, settings
+from fedjax_rl.core import losses, settings
 from fedjax_rl.agents import base, ddpg, robust
 from fedjax_rl.agents.base import MLP, Transition
-from fedjax_rl.federated import FederatedState
-from fedjax_rl.settings import Setting, at_least
+from fedjax_rl.core.federated import FederatedState
+from fedjax_rl.core.settings import Setting, at_least
 
 _PAPER = "(paper)"
 _SB3 = "(SB3 SAC default; RL-Zoo3 sac.yml MuJoCo keeps it)"

@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from fedjax_rl import losses, settings
+from fedjax_rl.core import losses, settings
 from fedjax_rl.agents import base, ddpg, robust
 from fedjax_rl.agents.base import Transition
-from fedjax_rl.federated import FederatedState
-from fedjax_rl.settings import Setting, at_least, interval
+from fedjax_rl.core.federated import FederatedState
+from fedjax_rl.core.settings import Setting, at_least, interval
 
 _PAPER = "(paper)"
 _ZOO = "(RL-Zoo3 td3.yml, MuJoCo)"

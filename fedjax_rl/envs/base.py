@@ -1,4 +1,4 @@
-"""The environment contract: what the compiled loop (`fedjax_rl.train`) needs from an environment,
+"""The environment contract: what the compiled loop (`fedjax_rl.training.program`) needs from an environment,
 and the shared pieces every perturbable environment uses (physics by name, identity, scale checks).
 
 An environment is a gymnax 1.x `Environment` (its physics in a frozen params pytree, its shapes on the
@@ -44,7 +44,7 @@ import numpy as np
 
 
 class PerturbableEnv(Protocol):
-    """The exact interface `fedjax_rl.train` drives (see the module docstring)."""
+    """The exact interface `fedjax_rl.training.program` drives (see the module docstring)."""
 
     name: str
     default_params: Any

@@ -1,4 +1,6 @@
-"""LunarLander-v3 (discrete) in JAX, with gravity, wind and the lander's physics in `EnvParams`.
+"""LunarLander-v3 (discrete) in JAX, with gravity, wind and the lander's physics in `EnvParams`: one
+unit, a port of one Box2D environment (terrain, contacts, engines, rewards) read line by line
+against gymnasium's, which splitting would scatter.
 
 What this is
 ------------

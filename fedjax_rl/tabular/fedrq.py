@@ -28,9 +28,9 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from fedjax_rl import federated
-from fedjax_rl.federated import FederatedState, federated_mean, for_each_agent
-from fedjax_rl.tabular.mdp import TabularArrays, TabularMDP, _check_assumption1, to_arrays
+from fedjax_rl.core import federated
+from fedjax_rl.core.federated import FederatedState, federated_mean, for_each_agent
+from fedjax_rl.tabular.mdp import TabularArrays, TabularMDP, require_assumption1, to_arrays
 from fedjax_rl.tabular.robust import robust_backup, robust_value_iteration
 
 
@@ -205,7 +205,7 @@ def _check_run_inputs(mdp: TabularMDP, omega: float, num_devices: int | None) ->
         raise ValueError(f"omega must be in [0, 1], got {omega}")
     if float(omega) > 0 and not mdp.check_assumption1:
         # FedRQ's analysis (and T_bar = mean_k T_k) needs Assumption 1: check it even if skipped.
-        _check_assumption1(mdp.P, mdp.names)
+        require_assumption1(mdp.P, mdp.names)
     federated.check_num_devices(mdp.num_agents, num_devices)
 
 

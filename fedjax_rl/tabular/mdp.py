@@ -137,10 +137,10 @@ def _validate(P, r, gamma, start_state, check_assumption1, names) -> None:
     if names is not None and len(names) != S:
         raise ValueError(f"names must name all {S} states, got {len(names)}")
     if check_assumption1:
-        _check_assumption1(P, names)
+        require_assumption1(P, names)
 
 
-def _check_assumption1(P: np.ndarray, names) -> None:
+def require_assumption1(P: np.ndarray, names) -> None:
     """Assumption 1: N_1^s = ... = N_K^s for every s. Names the first violation."""
     reach = P.sum(axis=2) > 0  # [K, S, S]
     differs = np.any(reach != reach[:1], axis=0)  # [S, S']

@@ -68,26 +68,26 @@ class Target:
 
 
 TARGETS = (
-    Target("losses", "fedjax_rl/losses.py", None, (
+    Target("losses", "fedjax_rl/core/losses.py", None, (
         "tests/test_losses.py", "tests/test_properties.py",
         "tests/test_dqn.py::test_agent_losses_match_hand_computation",
         "tests/test_ddpg.py::test_critic_target_and_losses_match_hand_computation",
         "tests/test_ddpg.py::test_truncation_bootstraps_and_termination_does_not",
     )),
-    Target("federated", "fedjax_rl/federated.py", None, (
+    Target("federated", "fedjax_rl/core/federated.py", None, (
         "tests/test_federated.py", "tests/test_properties.py", "tests/test_participation.py",
     )),
-    Target("heterogeneity", "fedjax_rl/heterogeneity.py", None, (
+    Target("heterogeneity", "fedjax_rl/core/perturb.py", None, (
         "tests/test_heterogeneity.py", "tests/test_properties.py",
         "tests/test_envs.py::test_cartpole_agent_params_recompute_derived_fields",
         "tests/test_envs.py::test_zero_rates_reproduce_nominal_exactly",
     )),
-    Target("evaluate", "fedjax_rl/evaluate.py", None, (
+    Target("evaluate", "fedjax_rl/core/evaluate.py", None, (
         "tests/test_evaluate.py",
         "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
     )),
     # The finalize code: the global policy, the local-environment metrics and the sweep.
-    Target("train", "fedjax_rl/train.py", ("global_policy", "finalize", "local_metrics"), (
+    Target("train", "fedjax_rl/training/program.py", ("global_policy", "finalize", "local_metrics"), (
         "tests/test_evaluate.py::test_local_metrics_on_distinct_returns",
         "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
         "tests/test_dqn.py::test_metrics_shapes", "tests/test_golden.py",
@@ -169,25 +169,25 @@ _EITHER_SORT = ("both branches sort the agents' values exactly (the network sort
                 "jnp.sort both put NaN last, which the float64 reference test checks at K = 32 and 33): only "
                 "the speed differs")
 EQUIVALENT: dict[tuple[str, str, str, str], str] = {
-    ("fedjax_rl/evaluate.py", "mean_returns_over_params",
+    ("fedjax_rl/core/evaluate.py", "mean_returns_over_params",
      "returnjnp.mean(returns_over_params(env,batched_params,policy,key,num_episodes,max_steps),axis=-1)",
      "returnjnp.mean(returns_over_params(env,batched_params,policy,key,num_episodes,max_steps),axis=1)"):
         _LAST_AXIS_OF_2D + " ([environments, episodes])",
-    ("fedjax_rl/evaluate.py", "returns_over_params", "num_envs=jax.tree.leaves(batched_params)[0].shape[0]",
+    ("fedjax_rl/core/evaluate.py", "returns_over_params", "num_envs=jax.tree.leaves(batched_params)[0].shape[0]",
      "num_envs=jax.tree.leaves(batched_params)[1].shape[0]"):
         "every leaf of batched env params has the environments' axis first (every env's params have "
         "more than one leaf), so any leaf gives the number of environments",
-    ("fedjax_rl/losses.py", "expectile_loss", "weight=jnp.where(diff>=0,tau,1.0-tau)",
+    ("fedjax_rl/core/losses.py", "expectile_loss", "weight=jnp.where(diff>=0,tau,1.0-tau)",
      "weight=jnp.where(diff>0,tau,1.0-tau)"):
         "the weights differ only where diff == 0, where the loss weight * diff^2 and its derivative "
         "2 weight diff are 0 whichever weight is taken",
-    ("fedjax_rl/train.py", "local_metrics", "local=jnp.mean(local_episodes,axis=-1)",
+    ("fedjax_rl/training/program.py", "local_metrics", "local=jnp.mean(local_episodes,axis=-1)",
      "local=jnp.mean(local_episodes,axis=1)"): _LAST_AXIS_OF_2D + " ([K, episodes], per seed)",
-    ("fedjax_rl/train.py", "finalize", "sweep=jnp.mean(sweep_episodes,axis=-1)",
+    ("fedjax_rl/training/program.py", "finalize", "sweep=jnp.mean(sweep_episodes,axis=-1)",
      "sweep=jnp.mean(sweep_episodes,axis=1)"): _LAST_AXIS_OF_2D + " ([sweep points, episodes], per seed)",
-    ("fedjax_rl/train.py", "finalize", "axis=-1,", "axis=1,"):
+    ("fedjax_rl/training/program.py", "finalize", "axis=-1,", "axis=1,"):
         "stacking [K] vectors: axis 1 is the new last axis either way ([K, len(physics)])",
-    ("fedjax_rl/train.py", "global_policy", "shared=jax.tree.map(lambdaleaf:leaf[0],state.agents.learner.shared)",
+    ("fedjax_rl/training/program.py", "global_policy", "shared=jax.tree.map(lambdaleaf:leaf[0],state.agents.learner.shared)",
      "shared=jax.tree.map(lambdaleaf:leaf[1],state.agents.learner.shared)"):
         "global_policy runs after a federated average, which gives every agent the same shared leaves "
         "(with partial participation too); with K = 1 the index is clamped to 0",
@@ -264,24 +264,24 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "returnjnp.concatenate([p0[None],pl]),jnp.concatenate([jnp.zeros(2),al])"):
         "of the created angles only the lander's (index 0, zero either way) is read: the reset step "
         "replaces the whole angle array, one entry per body",
-    ("fedjax_rl/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(0,(n+1).bit_length())"):
+    ("fedjax_rl/core/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(0,(n+1).bit_length())"):
         "a larger power of two gives Batcher's network for more places; less the pairs that touch a place "
         ">= n (which would hold +inf and never move) it still sorts any n values, with more comparators",
-    ("fedjax_rl/federated.py", "sorting_network", "forjinrange(k%p,size-k,2*k):", "forjinrange(k%p,size+k,2*k):"):
+    ("fedjax_rl/core/federated.py", "sorting_network", "forjinrange(k%p,size-k,2*k):", "forjinrange(k%p,size+k,2*k):"):
         "every j past size - k meets an empty inner range (min(k, size - j - k) <= 0), so no pair is added",
-    ("fedjax_rl/federated.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size+j-k)):"):
+    ("fedjax_rl/core/federated.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size+j-k)):"):
         _BEYOND_N,
-    ("fedjax_rl/federated.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size-j+k)):"):
+    ("fedjax_rl/core/federated.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size-j+k)):"):
         _BEYOND_N,
-    ("fedjax_rl/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifvalues.shape[0]>=_NETWORK_MAX_AGENTS:"):
+    ("fedjax_rl/core/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifvalues.shape[0]>=_NETWORK_MAX_AGENTS:"):
         _EITHER_SORT,
-    ("fedjax_rl/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifnotvalues.shape[0]>_NETWORK_MAX_AGENTS:"):
+    ("fedjax_rl/core/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifnotvalues.shape[0]>_NETWORK_MAX_AGENTS:"):
         _EITHER_SORT,
-    ("fedjax_rl/federated.py", None, "_NETWORK_MAX_AGENTS=32#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort",
+    ("fedjax_rl/core/federated.py", None, "_NETWORK_MAX_AGENTS=32#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort",
      "_NETWORK_MAX_AGENTS=33#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort"): _EITHER_SORT,
-    ("fedjax_rl/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(1,(n-1).bit_length())"):
+    ("fedjax_rl/core/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(1,(n-1).bit_length())"):
         "it changes only n = 1, whose one extra pair (0, 1) touches place 1 >= n and is dropped",
-    ("fedjax_rl/federated.py", "federated_trimmed_mean",
+    ("fedjax_rl/core/federated.py", "federated_trimmed_mean",
      "dropped=jnp.asarray([trimmed_count(trim,m)forminrange(num_agents+1)],jnp.int32)",
      "dropped=jnp.asarray([trimmed_count(trim,m)forminrange(num_agents+2)],jnp.int32)"):
         "one more entry in the lookup table, for num_agents + 1 participants, a count that cannot occur",

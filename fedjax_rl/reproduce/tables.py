@@ -1,4 +1,4 @@
-"""The declarations that running (`fedjax_rl.reproduce`) and reporting (`fedjax_rl.reproduce_report`)
+"""The declarations that running (`fedjax_rl.reproduce.harness`) and reporting (`fedjax_rl.reproduce.report`)
 of `fedjax-rl reproduce` share: the tables (`TABLES`: rows and compiled programs; the command line
 takes its choices from it, through the generated flag table), where a row lives in the output
 directory, and the omega rule. Both import this module and reporting never imports running, so
@@ -20,8 +20,10 @@ import os
 
 import numpy as np
 
-from fedjax_rl import envs, paper, stats
-from fedjax_rl.machine import summary as machine_summary
+from fedjax_rl import envs
+from fedjax_rl.analysis import stats
+from fedjax_rl.reproduce import paper
+from fedjax_rl.training.machine import summary as machine_summary
 
 ROW_RESULT = "row.json"
 OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Minimum on the tuning seeds "

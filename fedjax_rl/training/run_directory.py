@@ -13,7 +13,7 @@ written atomically (`checkpoint.atomic_write`); a damaged one (truncated, empty,
 set aside beside itself as `NAME.damaged.<n>.EXT`, and the run goes on from what is still good: a
 finished run's checkpoint evaluates again, otherwise training restarts at block 0.
 
-`fedjax_rl.experiment.run` drives a run through these steps (`prepare`, `check_resume_layout`,
+`fedjax_rl.training.loop.run` drives a run through these steps (`prepare`, `check_resume_layout`,
 `load_finished` or `open_run`, then `write_run` and `mark_finished`); `progress_on_disk` reads
 where a run stands without computing or writing anything.
 """
@@ -28,16 +28,14 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-from fedjax_rl import checkpoint, configs, distributed
-from fedjax_rl.agents.base import REVISION
-from fedjax_rl.checkpoint import DamagedFile, read_json
-from fedjax_rl.configs import TrainConfig
+from fedjax_rl.training import checkpoint, configs, distributed, records
+from fedjax_rl.training.checkpoint import DamagedFile, read_json
+from fedjax_rl.training.configs import TrainConfig
 
 CHECKPOINT = "checkpoint.npz"
 CONFIG = "config.json"
@@ -50,7 +48,7 @@ SET_ASIDE = "set_aside"
 # What a run writes into its directory (grid points add one directory each, named in config.json).
 _RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz")
 # Directories of other runs nested in a run directory, never moved with its run: a reproduction
-# program's seed pieces (`fedjax_rl.reproduce_pieces`), PROGRAM/seeds_A-B/, beside the piece that
+# program's seed pieces (`fedjax_rl.reproduce.seed_pieces`), PROGRAM/seeds_A-B/, beside the piece that
 # PROGRAM/ itself holds.
 NESTED_RUN_PREFIX = "seeds_"
 
@@ -67,46 +65,6 @@ class OutDirError(ValueError):
     """out_dir cannot hold a run (an existing file, or not writable)."""
 
 
-# -- what a run directory records -----------------------------------------------------------------
-
-
-def config_to_dict(config) -> dict:
-    """What a run directory records as its configuration: every setting but those that change no
-    number (`configs.NOT_IDENTITY`): `cpu_dots`, which only rounds differently (like another CPU;
-    the library a run used is in its metrics.json, "cpu_dots"), and `tensorboard`. A run resumes and
-    reads back with either value of them."""
-    return configs.identity_fields(dataclasses.asdict(config))
-
-
-def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,
-                    run_batch: int | None = None, first_seed: int = 0) -> tuple[dict, int | None]:
-    """What a run directory's config.json records (a checkpoint resumes only into the same), and the
-    run_batch that shapes the program: None when every run fits in one vmap."""
-    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, **_first_seed(first_seed),
-                   "agent_revision": REVISION}
-    if config_dict.get("engine") is None:
-        # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
-        # tasks, written before engines existed, still resume and read back as finished.
-        del config_dict["engine"]
-    # The aggregation rule likewise only when it is not the mean (trim only for the trimmed mean):
-    # run directories written before the rule was a setting hold the mean's runs.
-    if config_dict["aggregation"] != "trimmed_mean":
-        del config_dict["trim"]
-    if config_dict["aggregation"] == "mean":
-        del config_dict["aggregation"]
-    num_runs = num_seeds
-    if grid:
-        config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
-        num_runs *= math.prod(len(values) for values in grid.values())
-    if run_batch is not None and run_batch < num_runs:
-        # Recorded only when it shapes the program: run directories written before this setting
-        # existed (every run in one vmap) still resume.
-        config_dict["run_batch"] = run_batch
-    else:
-        run_batch = None
-    return config_dict, run_batch
-
-
 def grid_label(point: TrainConfig, grid: dict) -> str:
     """`omega=0.05,learning_rate=0.001` (`max_rate=0.3,omega=0.05`): the sub-directory name of one
     grid point, its agent hyperparameters' values and the run's own (`configs.TRAIN_LEAVES`)."""
@@ -114,62 +72,12 @@ def grid_label(point: TrainConfig, grid: dict) -> str:
                     for name in grid)
 
 
-def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """Every setting that differs between two recorded configs, by its full name with both values:
-    ['agent.omega: 0.1 -> 0.05', 'num_seeds: 1 -> 2']."""
-    old, new = _as_json(old), _as_json(new)
-    lines = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key, _NOT_SET), new.get(key, _NOT_SET)
-        if isinstance(a, dict) and isinstance(b, dict):
-            lines += config_differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            lines.append(f"{prefix}{key}: {_shown(a)} -> {_shown(b)}")
-    return lines
-
-
-_NOT_SET = object()
-
-
-def _shown(value) -> str:
-    if value is _NOT_SET:
-        return "(not set)"
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-# Settings recorded in every run since they were added, with the value a run recorded before then
-# used: (section, name) -> value. A record without the field is read as holding that value, so
-# older run directories still resume, read back as finished, and compare equal to a new run of the
-# same settings.
-# A one-name key is a top-level field.
-UNRECORDED_BEFORE = {
-    ("agent", "init"): "flax",  # network initialisation (agents.base.INIT)
-    ("agent_revision",): 1,  # how the agents act and learn, where no setting says (agents.base.REVISION)
-}
-
-
-def as_recorded(value):
-    """A config record as JSON values, with the fields older records lack filled in
-    (`UNRECORDED_BEFORE`): what it is compared as."""
-    value = json.loads(json.dumps(value))
-    if isinstance(value, dict):
-        for path, before in UNRECORDED_BEFORE.items():
-            if len(path) == 1:
-                value.setdefault(path[0], before)
-            elif isinstance(value.get(path[0]), dict):
-                value[path[0]].setdefault(path[1], before)
-    return value
-
-
-_as_json = as_recorded
-
-
 def _holds(path: str, config_dict: dict) -> bool:
     """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`
     (`DamagedFile` if it cannot be read)."""
     if not os.path.exists(path):
         return False
-    return _as_json(read_json(path)) == _as_json(config_dict)
+    return records.as_recorded(read_json(path)) == records.as_recorded(config_dict)
 
 
 def recorded_run(directory: str) -> dict | None:
@@ -238,19 +146,19 @@ def prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
     set-aside run of this configuration comes back (the current one, if any, goes aside); another
     configuration's run raises `RunExists` listing the differences, or with `new_run` is set aside."""
     on_disk = _recorded_run(out_dir, repair=True)
-    if on_disk == _as_json(config_dict):
+    if on_disk == records.as_recorded(config_dict):
         if not os.path.exists(os.path.join(out_dir, CONFIG)):  # read from another record: write it again
             with checkpoint.atomic_write(os.path.join(out_dir, CONFIG)) as f:
                 json.dump(config_dict, f, indent=2)
         return
     holds_run = on_disk is not None or any(os.path.exists(os.path.join(out_dir, n)) for n in _RUN_FILES)
-    match = next((slot for slot in _slots(out_dir) if _recorded_run(slot, repair=False) == _as_json(config_dict)),
+    match = next((slot for slot in _slots(out_dir) if _recorded_run(slot, repair=False) == records.as_recorded(config_dict)),
                  None)
     if holds_run and match is None and not new_run:
         if on_disk is None:
             what = "files of a run whose settings cannot be read (no readable config.json)"
         else:
-            what = "a run of other settings:\n  " + "\n  ".join(config_differences(on_disk, config_dict))
+            what = "a run of other settings:\n  " + "\n  ".join(records.config_differences(on_disk, config_dict))
         base = out_dir.rstrip(os.sep)
         free = next(f"{base}-{n}" for n in itertools.count(2) if not os.path.exists(f"{base}-{n}"))
         raise RunExists(f"{out_dir} holds {what}\nNothing was changed. To keep both, choose another directory "
@@ -258,7 +166,7 @@ def prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
                         f"{os.path.join(out_dir, SET_ASIDE, '<n>')} and start this one here.")
     if holds_run:
         slot = _set_aside_run(out_dir)
-        what = "" if on_disk is None else f" ({'; '.join(config_differences(on_disk, config_dict))})"
+        what = "" if on_disk is None else f" ({'; '.join(records.config_differences(on_disk, config_dict))})"
         warnings.warn(f"{out_dir} held a run of other settings{what}: moved to {slot}", UserWarning, stacklevel=3)
     if match is not None:
         _move_run(match, out_dir)
@@ -279,9 +187,9 @@ def _recorded_run(directory: str, repair: bool) -> dict | None:
             if name == CHECKPOINT:
                 extra = checkpoint.read_extras(path, ("config",))
                 if "config" in extra:
-                    return _as_json(json.loads(str(extra["config"])))
+                    return records.as_recorded(json.loads(str(extra["config"])))
             else:
-                return _as_json(read_json(path))
+                return records.as_recorded(read_json(path))
         except DamagedFile as error:
             if repair:
                 _damaged(error, "the run's settings are read from its other files" if name != CHECKPOINT
@@ -438,12 +346,6 @@ def to_lists(tree: Any) -> Any:
     return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
 
 
-def _first_seed(first_seed: int) -> dict:
-    # Recorded only for a run that starts past seed index 0 (a piece of a wider run): every run
-    # directory written before pieces existed started at 0.
-    return {"first_seed": first_seed} if first_seed else {}
-
-
 def write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_seed: int = 0) -> None:
     """metrics.json, the CSV files and (with `shared`) the global parameters, in `out_dir` or, for a
     grid, in one directory per point."""
@@ -454,7 +356,7 @@ def write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_seed
         point_dir = os.path.join(out_dir, grid_label(point, grid))
         os.makedirs(point_dir, exist_ok=True)
         with checkpoint.atomic_write(os.path.join(point_dir, CONFIG)) as f:
-            json.dump({**config_to_dict(point), "num_seeds": num_seeds, "seed": seed, **_first_seed(first_seed)}, f,
+            json.dump({**records.config_to_dict(point), "num_seeds": num_seeds, "seed": seed, **records.first_seed_field(first_seed)}, f,
                       indent=2)
         one = {part: jax.tree.map(lambda x, i=i: x[i], result[part]) for part in ("curve", "final")}
         one.update({k: v for k, v in result.items() if k not in ("curve", "final", "grid")})
@@ -530,3 +432,118 @@ def load_finished(out_dir: str, config_dict: dict, points: list | None, grid: di
     if points is not None:
         result["grid"] = points
     return result
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDirectory:
+    """One run's directory and its whole protocol, in the order `loop.run` calls it: `prepare` (this
+    configuration or nothing in it), `read_finished` (a finished run read back), `check_layout`,
+    `open` (the checkpoint to resume from), `save_block` after every block, then `finish` (the files,
+    then finished.json) or `write_stopped`. On several processes every one calls each step (the
+    gathers are collectives) and process 0 alone writes. `NoRunDirectory` is the same protocol for a
+    run without a directory: it saves and reads nothing."""
+
+    path: str
+    config_dict: dict
+    points: list | None
+    grid: dict | None
+    num_seeds: int
+    seed: int
+    first_seed: int = 0
+
+    saves = True
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.path, CHECKPOINT)
+
+    def prepare(self, new_run: bool) -> None:
+        """Make the directory hold this run's configuration or nothing (`RunExists`, `OutDirError`;
+        `new_run` sets another run aside); the other processes wait for process 0 to settle it."""
+        if distributed.is_writer():
+            check_out_dir(self.path)
+            prepare(self.path, self.config_dict, new_run)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
+
+    def read_finished(self) -> dict | None:
+        return load_finished(self.path, self.config_dict, self.points, self.grid)
+
+    def check_layout(self) -> None:
+        check_resume_layout(self.path, self.config_dict)
+
+    def open(self, state) -> tuple:
+        """(state, blocks done, curve, wall time so far) to start from (`open_run`)."""
+        return open_run(self.path, state, self.config_dict)
+
+    def save_block(self, state, blocks_done: int, curve: list, wall_s: float) -> None:
+        host_state = distributed.to_host(state)  # a collective: every process takes part
+        if distributed.is_writer():
+            save_checkpoint(self.checkpoint_path, host_state, blocks_done, curve, self.config_dict, wall_s=wall_s)
+
+    def finish(self, result: dict, state) -> None:
+        """The run's files, with its global parameters, then finished.json."""
+        shared = distributed.to_host(state.agents.learner.shared)
+        if distributed.is_writer():
+            write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, shared, self.first_seed)
+            mark_finished(self.path, self.config_dict)
+
+    def write_stopped(self, result: dict, blocks_done: int) -> str:
+        """metrics.json with the evaluations made before a non-finite stop; the error message's ending,
+        saying where they are."""
+        if distributed.is_writer():
+            write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, None, self.first_seed)
+        where = f"{self.path}/<grid point>/{METRICS}" if self.points is not None else os.path.join(self.path, METRICS)
+        kept = (f"{CHECKPOINT} holds the {blocks_done} block(s) before it" if blocks_done
+                else "no block was checkpointed")
+        return f". The {blocks_done} evaluation(s) made before it are in {where}, marked stopped; {kept}"
+
+    def interrupted(self, blocks_done: int, num_blocks: int) -> str:
+        """Ctrl-C's message: how far the run got, what is saved, how to resume."""
+        during = " (during the final evaluation)" if blocks_done == num_blocks else ""
+        saved = blocks_saved(self.path)  # Ctrl-C may come between the checkpoint's rename and the count
+        return (f"stopped at block {saved} of {num_blocks}{during}: {saved} block(s) saved in {self.path}; "
+                "rerun the same command to resume")
+
+
+class NoRunDirectory:
+    """`RunDirectory`'s protocol for a run without a directory: nothing is read back, resumed or saved."""
+
+    path = None
+    checkpoint_path = None
+    saves = False
+
+    def prepare(self, new_run: bool) -> None:
+        pass
+
+    def read_finished(self) -> None:
+        return None
+
+    def check_layout(self) -> None:
+        pass
+
+    def open(self, state) -> tuple:
+        return state, 0, [], 0.0
+
+    def save_block(self, state, blocks_done: int, curve: list, wall_s: float) -> None:
+        pass
+
+    def finish(self, result: dict, state) -> None:
+        pass
+
+    def write_stopped(self, result: dict, blocks_done: int) -> str:
+        return "; nothing was saved (no out_dir / --out)"
+
+    def interrupted(self, blocks_done: int, num_blocks: int) -> str:
+        during = " (during the final evaluation)" if blocks_done == num_blocks else ""
+        return f"stopped at block {blocks_done} of {num_blocks}{during}: nothing was saved (no out_dir / --out)"
+
+
+def for_run(out_dir: str | None, config_dict: dict, points: list | None, grid: dict | None,
+                  num_seeds: int, seed: int, first_seed: int = 0) -> RunDirectory | NoRunDirectory:
+    """The run's directory (None: a run without one)."""
+    if out_dir is None:
+        return NoRunDirectory()
+    return RunDirectory(out_dir, config_dict, points, grid, num_seeds, seed, first_seed)

@@ -14,7 +14,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 
-from fedjax_rl.checkpoint import DamagedFile, read_json
+from fedjax_rl.training.checkpoint import DamagedFile, read_json
 
 
 def load_run(run_dir: str) -> dict:
@@ -252,9 +252,10 @@ def differences_table(runs: list[dict]) -> str:
     """Each robust run (omega > 0) minus each baseline run (omega = 0) of the same task: mean
     difference on Minimum and Average with a 95% interval, paired by seed where the runs share their
     seed keys, P(robust > baseline), the verdict on Minimum, and for an undecided one about how many
-    seeds would decide it (`fedjax_rl.stats`). Empty when there is no such pair; stopped runs are
+    seeds would decide it (`fedjax_rl.analysis.stats`). Empty when there is no such pair; stopped runs are
     left out."""
-    from fedjax_rl import envs, stats
+    from fedjax_rl import envs
+    from fedjax_rl.analysis import stats
 
     finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
     robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
@@ -293,7 +294,7 @@ DIFFERENCES_NOTE = (
     "0 (normal, collapsing, capped, three-valued, one-size and skewed differences; benchmarks/verdict_coverage.py) "
     "it said ahead or behind in at most {rule_false_rate:.1%} of cases at 4 to 20 seeds. Seeds for {power:.0%} "
     "power: for an undecided Minimum, about how many seeds would decide it that often, planned for this rule and a "
-    "conservative effect. See fedjax_rl/stats.py.")
+    "conservative effect. See fedjax_rl/analysis/stats.py.")
 
 
 def _text_table(header: tuple, rows: list[tuple]) -> str:

@@ -1,79 +1,12 @@
-"""`fedjax-rl reproduce table1|table2`: the paper's Tables 1 and 2 and its figures, row by row.
-
-This module runs the tables (plan, `status`, `reproduce`); `fedjax_rl.reproduce_tables` declares
-them (`TABLES`: the command line takes its choices from it, through the generated flag table) and
-`fedjax_rl.reproduce_report` turns finished rows into tables, comparisons and figures. Running
-imports reporting, never the other way round. ::
+"""`fedjax-rl reproduce table1|table2|heterogeneity`: plan a request's rows, run their programs in
+seed pieces (resumable, on one machine or many) and write each row when its pieces tile its seeds.
+`tables` declares the tables, `report` turns finished rows into tables and figures, `status` says
+where a request stands. How a row is run, seeded, tuned, batched and resumed: docs/design.md,
+"The reproduction harness". ::
 
     fedjax-rl reproduce table1 --out results/table1                       # paper budgets, 5 + 3 seeds
     fedjax-rl reproduce table1 --rows CartPole-v1/length --budget 0.1 --out results/t1_small
     fedjax-rl reproduce table2 --rows Hopper-v4/torso --budget 0.005 --set learning_starts=1000 --out DIR
-
-`--set NAME=VALUE` replaces a paper setting of the table's algorithms (a reduced budget shorter than
-RL-Zoo3's MuJoCo learning_starts of 10,000 steps needs it); it is part of each row's recorded request
-and is printed under the table.
-
-What one row runs (a row = one environment, one perturbed physical parameter):
-
-- Table 1, ONE compiled program: FedRDQN over the omega grid [0] + omegas (`experiment.run(grid=...)`)
-  and over all seeds. Its omega = 0 point is reported as DQNAvg. Why not a separate DQNAvg run:
-  with omega = 0 the robust target y = r + gamma (1 - omega) max Q' + gamma omega D is the ordinary
-  target, and the expectile network, which is still trained, never enters the Q update. The DQN
-  test `tests/test_dqn.py::test_omega_zero_reproduces_dqnavg_exactly` shows that the two programs
-  give the same parameters, metrics and actions to float32 rounding. As one program the baseline
-  shares everything with the robust runs: the seeds (so initialisation, physics and exploration keys
-  are the same and the comparison is paired), the compile, and the checkpoint. The price is that
-  the omega = 0 point also trains an unused expectile network. Over a long chaotic run its numbers
-  differ from a standalone `dqnavg` run the way a run on another CPU would (last-bit rounding that
-  grows), not in the algorithm.
-- Table 2, two programs: FedRDDPG with one critic over [0] + omegas (omega = 0 is DDPGAvg(1), by
-  the same argument: the omega term of the target vanishes), and DDPGAvg(2), which has two critics
-  and so a differently shaped program.
-
-Seeds: one seed axis of `tuning_seeds + num_seeds` runs, `train.seed_keys(seed, T + S)`. Indices
-[0, T) are the TUNING seeds and [T, T + S) the REPORTED seeds. OMEGA RULE: the headline FedR* number
-uses the omega with the highest mean Minimum (local-environment minimum return) over the tuning
-seeds, ties going to the smaller omega. It is never chosen on the reported seeds. Every omega's
-reported-seed numbers appear in the table too.
-
-Budget: RL-Zoo3's steps per agent for the task (`Algorithm.steps`) times `budget` (1 = the paper's),
-rounded to whole evaluation blocks of E * eval_every_rounds steps, with about 20 evaluations per run.
-Other settings are the paper's (`fedjax_rl.paper`: K = 5, E = 100, p = 0.5, 5 evaluation episodes)
-and the registry's per-task defaults (RL-Zoo3 hyperparameters, the paper's DQN batch 16 / buffer 1000).
-
-Batching (`--run-batch`, default "auto"): on a CPU a row's runs (omega points x seeds) are vmapped
-CPU_RUN_BATCH at a time, the batches running one after another inside the same compiled block; a
-40-run Table 1 row then trains 1.6-2x faster than with all 40 in one vmap (benchmarks/run_batch.py).
-On an accelerator every run is in one vmap. The batch size changes float rounding, not the algorithm;
-each row.json records it per program (None: one vmap; the CartPole rows of results/table1_paper).
-
-Resuming: DIR/<table>/<env>__<param>/ holds each row: per program, one experiment.run directory per
-seed piece (`fedjax_rl.reproduce_pieces`: the whole program is ROW/PROGRAM/ itself, other pieces
-ROW/PROGRAM/seeds_A-B/; each holds config, a per-block checkpoint while it trains, then metrics per
-grid point and finished.json, so a finished piece of an unfinished row is read back, not
-re-evaluated) and, when every program's finished pieces tile the row's seeds, row.json. A row with
-row.json of at least the requested reported seeds is never recomputed (its checkpoints are then
-deleted); one with fewer grows by the missing seeds' pieces. If its recorded settings differ from
-the request (the number of reported seeds aside), the command stops with an error and does not mix
-the two; so does a piece that overlaps a finished one or would merge with a finished piece of other
-settings, before anything compiles. An interrupted piece resumes from its last finished block.
-Rows, programs and pieces may run on different machines into copies of DIR, and their directories
-are merged by copying. The tables and figures are rebuilt from every finished row in DIR at the end
-of each invocation. `status` (`--status`) reads where each requested row stands from these files,
-computing and writing nothing, and estimates each piece still to run from measured programs
-(`fedjax_rl.reproduce_costs`).
-
-Outputs in DIR (written by `fedjax_rl.reproduce_report`, this module's reporting half: tables,
-figures and their statistics): <table>.md and <table>.csv (Average and Minimum, mean +- std over the reported seeds
-(numpy std, ddof 0), beside the paper's numbers (`fedjax_rl.paper`)); <table>_comparisons.csv and the
-markdown's comparison section (per row and baseline: the headline FedR* minus the baseline, paired
-by seed, on Minimum and Average with 95% intervals whose level was measured (`fedjax_rl.stats`), the
-probability of improvement, the verdict "ahead" / "behind" / "inconclusive" / "too few seeds" read
-from the Minimum interval with the seeds an undecided one needs, and whether our sign is the paper's
-own); the IQM of normalised scores across rows with stratified bootstrap intervals
-(`fedjax_rl.stats`; normalisation: NORMALISATION); <table>_curves.png and <table>_sweeps.png
-(2 x 4 grids). Each row.json records the exact configs, package versions, machine, budget and wall
-time. `write_outputs` (`--report-only`) rebuilds all of these from the finished rows without training.
 """
 
 from __future__ import annotations
@@ -89,12 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from fedjax_rl import agents, configs, paper, reproduce_pieces, reproduce_report
-from fedjax_rl.machine import describe as describe_machine
-from fedjax_rl.machine import summary as machine_summary
+from fedjax_rl import agents
+from fedjax_rl.reproduce import paper, report, seed_pieces
+from fedjax_rl.training import configs, records
+from fedjax_rl.training.machine import describe as describe_machine
+from fedjax_rl.training.machine import summary as machine_summary
 # The tables' declarations, shared with the reporting half; TABLES and Program are kept as this
 # module's names too (`reproduce.TABLES`, `reproduce.get_table`).
-from fedjax_rl.reproduce_tables import (  # noqa: F401
+from fedjax_rl.reproduce.tables import (  # noqa: F401
     OMEGA_RULE, ROW_RESULT, TABLES, Family, Program, Table, chosen_omega, first_point_dir, get_table, grid_points,
     load_program_run, load_run, row_dir)
 
@@ -279,10 +214,10 @@ def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent
     """Validate a request and resolve its rows' programs, before anything compiles (a missing
     environment stops here); None for num_seeds, tuning_seeds, omegas or max_rates is the table's
     default (`table_defaults`). Returns (table, rows, request record, {row key: programs}, run_batch)."""
-    from fedjax_rl import experiment
+    from fedjax_rl.training import loop
 
     run_batch = default_run_batch() if run_batch == "auto" else run_batch
-    experiment.check_run_batch(run_batch)
+    loop.check_run_batch(run_batch)
     table = get_table(table_name)
     given = dict(num_seeds=num_seeds, tuning_seeds=tuning_seeds, omegas=omegas, max_rates=max_rates)
     num_seeds, tuning_seeds, omegas, max_rates = ({**table_defaults(table), **{k: v for k, v in given.items()
@@ -301,7 +236,7 @@ def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent
     return table, selected, request, plans, run_batch
 
 
-def _bind_request(table_name: str, out_dir: str, **request) -> tuple[dict, tuple]:
+def bind_request(table_name: str, out_dir: str, **request) -> tuple[dict, tuple]:
     """`reproduce`'s arguments for a request, its defaults filled in (unknown settings raise here),
     and the request's `_plan`."""
     import inspect
@@ -322,7 +257,7 @@ def _row_state(row_result: str, request: dict) -> tuple[str, dict | None]:
     the row was computed with other settings (the message names them)."""
     if not os.path.exists(row_result):
         return "none", None
-    diff, record = _finished_row(row_result, request)
+    diff, record = finished_row(row_result, request)
     if diff:
         previous = record["request"]
         raise ValueError(f"{row_result} was computed with different settings {diff} "
@@ -332,156 +267,18 @@ def _row_state(row_result: str, request: dict) -> tuple[str, dict | None]:
     return ("finished" if enough else "fewer seeds"), record
 
 
-def _refuse_other_settings(row_result: str, request: dict) -> bool:
+def row_finished(row_result: str, request: dict) -> bool:
     """Whether the row is finished with at least the requested seeds; raises if it was computed with
     other settings."""
     return _row_state(row_result, request)[0] == "finished"
 
 
-def _finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
+def finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
     """The request settings a finished row.json was computed with differently (the reported seeds
     aside: a row grows by new seeds), and its record."""
     with open(row_result) as f:
         record = json.load(f)
     return sorted(k for k in request if k not in _GROWS and record["request"].get(k) != request[k]), record
-
-
-def status(table_name: str, out_dir: str, piece_seeds: int | None = None, **request) -> list[dict]:
-    """Where each requested row stands in `out_dir` for a request (`reproduce`'s keyword arguments,
-    with its defaults; `progress` aside), read from its files: nothing compiles, runs or is written.
-    One dict per row: "row", "state" ("finished", "finished with other settings", "in progress",
-    "not started"), and either the finished row's "wall_s", "machine" and "seeds", or "programs":
-    per program its "state", blocks done, and its "pieces" (seeds, state, blocks done, and for a
-    piece still to run its estimated time on a CPU and on a GPU, `reproduce_costs.estimate`)."""
-    from fedjax_rl import reproduce_costs
-
-    given, (table, selected, request, plans, run_batch) = _bind_request(table_name, out_dir, **request)
-    total, seed = request["tuning_seeds"] + request["num_seeds"], given["seed"]
-    measured = reproduce_costs.measurements(reproduce_costs.default_sources(out_dir))
-    report = []
-    for row in selected:
-        directory = row_dir(out_dir, table, row)
-        path = os.path.join(directory, ROW_RESULT)
-        if os.path.exists(path):
-            diff, record = _finished_row(path, request)
-            if diff or len(record["seeds"]["reported"]) >= request["num_seeds"]:
-                report.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
-                                   other_settings=diff, wall_s=record.get("wall_s"),
-                                   machine=machine_summary(record["machine"]),
-                                   seeds=len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])))
-                continue
-        programs = [_program_status(directory, table, row, *plan, total, seed, run_batch, piece_seeds, measured)
-                    for plan in plans[row.key]]
-        started = any(p["state"] != "not started" for p in programs)
-        report.append(dict(row=row.key, state="in progress" if started else "not started", programs=programs))
-    return report
-
-
-def _program_status(directory, table, row, program, config, grid, total, seed, run_batch, piece_seeds,
-                    measured) -> dict:
-    """One program's pieces on disk and still to run (`status`)."""
-    from fedjax_rl import reproduce_costs, run_directory
-
-    program_dir = os.path.join(directory, program.name)
-    on_disk = reproduce_pieces.found(program_dir, program.name)
-    whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, total), seed, run_batch)
-    mine = reproduce_pieces.identity(whole)
-    points = grid_points(grid)
-    pieces = []
-    for f in on_disk:
-        if reproduce_pieces.identity(f.record) != mine:
-            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path,
-                               finished=f.finished, differences=run_directory.config_differences(
-                                   reproduce_pieces.identity(f.record), mine)))
-        elif f.finished:
-            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
-    for piece in reproduce_pieces.missing(on_disk, whole, total, program.name, piece_seeds):
-        there = next((f for f in on_disk if f.piece == piece and reproduce_pieces.identity(f.record) == mine), None)
-        progress = run_directory.progress_on_disk(there.path, there.record, config.num_evals) if there else None
-        state = "partial" if progress and progress["state"] == "partial" else "to run"
-        cost = reproduce_costs.estimate(measured, table.name, row.key, program.name, config.engine,
-                                        piece.num_seeds * points, config.steps_per_agent, config.num_agents)
-        pieces.append(dict(seeds=[piece.first, piece.stop], state=state, estimate=cost,
-                           blocks_done=progress["blocks_done"] if progress else 0,
-                           wall_s=progress["wall_s"] if progress else None))
-    pieces.sort(key=lambda p: p["seeds"][0])
-    covered = reproduce_pieces.covered(on_disk, whole)
-    held = covered[-1].piece.stop if covered else 0
-    partial = [p for p in pieces if p["state"] == "partial"]
-    state = ("finished" if held >= total else "partial" if partial or held
-             else "other settings" if any(p["state"] == "other settings" for p in pieces) else "not started")
-    # A finished piece of other settings makes every piece of this request refuse (reproduce_pieces.check).
-    refused = any(p["state"] == "other settings" and p["finished"] for p in pieces)
-    return dict(program=program.label, name=program.name, state=state, refused=refused, num_blocks=config.num_evals,
-                seeds_held=held, blocks_done=sum(p["blocks_done"] for p in partial),
-                wall_s=partial[0]["wall_s"] if len(partial) == 1 else None, pieces=pieces)
-
-
-def status_lines(table_name: str, out_dir: str, report: list[dict]) -> list[str]:
-    """`status` as text: per row, and per unfinished program its pieces; an unfinished piece with its
-    training time left at its pace so far (compilation included; its final evaluation not counted, and
-    a piece that has trained every block says its final evaluation is pending), a piece still to run
-    with its estimated time on a CPU and on a GPU, from measured programs (`reproduce_costs`)."""
-    counts = {state: sum(r["state"] == state for r in report)
-              for state in ("finished", "finished with other settings", "in progress", "not started")}
-    lines = [f"{table_name} in {out_dir}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
-             + f" (of {len(report)} requested rows)"]
-    for r in report:
-        if r["state"].startswith("finished"):
-            wall = "" if r["wall_s"] is None else f"{r['wall_s']:,.0f} s on "
-            other = f" {r['other_settings']}" if r["other_settings"] else ""
-            lines.append(f"  {r['row']}: {r['state']}{other} ({r['seeds']} seeds; {wall}{r['machine']})")
-            continue
-        lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(_program_line(p) for p in r["programs"]))
-        for p in r["programs"]:
-            lines += [f"    {p['name']} {reproduce_pieces.seed_span(*piece['seeds'])}: {_piece_line(piece, p)}"
-                      for piece in p["pieces"] if piece["state"] in ("partial", "to run") and not p.get("refused")]
-    return lines
-
-
-def _program_line(p: dict) -> str:
-    if p["state"] == "finished":
-        return f"{p['program']} trained and evaluated"
-    if p["state"] == "other settings" or p.get("refused"):
-        return _other_settings_line(p)
-    held = f"{reproduce_pieces.seed_span(0, p['seeds_held'])} finished, " if p["seeds_held"] else ""
-    todo = sum(1 for piece in p["pieces"] if piece["state"] in ("partial", "to run"))
-    if p["state"] == "partial" and len(p["pieces"]) == 1 and p["pieces"][0]["state"] == "partial":
-        return f"{p['program']} {_piece_line(p['pieces'][0], p)}"
-    return f"{p['program']} {held}{todo} piece(s) to run" if todo else f"{p['program']} not started"
-
-
-def _other_settings_line(p: dict) -> str:
-    """A program that holds pieces of other settings than the request's: an unfinished one is set
-    aside when the request runs it, a finished one makes the request refuse (`reproduce_pieces.check`:
-    the two could not be merged), and the line says which, naming the settings that differ."""
-    others = [piece for piece in p["pieces"] if piece["state"] == "other settings"]
-    differences = sorted({d for piece in others for d in piece["differences"]})
-    shown = "; ".join(differences[:3]) + (f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
-    if p.get("refused"):
-        return (f"{p['program']} holds a finished run with other settings ({shown}): this request is refused "
-                "before compiling; run it with those settings (and the code that made them) or another --out")
-    return f"{p['program']} holds an unfinished run with other settings ({shown}; set aside when this request runs)"
-
-
-def _piece_line(piece: dict, program: dict) -> str:
-    from fedjax_rl import reproduce_costs
-
-    if piece["state"] == "partial":
-        text = f"{piece['blocks_done']}/{program['num_blocks']} blocks"
-        if piece["blocks_done"] == program["num_blocks"]:
-            wall = "" if piece["wall_s"] is None else f" ({piece['wall_s']:,.0f} s of training)"
-            return text + f"{wall}, final evaluation pending"
-        if piece["wall_s"] is not None and piece["blocks_done"]:
-            left = piece["wall_s"] / piece["blocks_done"] * (program["num_blocks"] - piece["blocks_done"])
-            return text + f" ({piece['wall_s']:,.0f} s so far, about {left / 3600:.1f} h of training left)"
-        return text
-    parts = []
-    for kind, name in (("cpu", "a CPU"), ("gpu", "a GPU")):
-        guess = piece["estimate"][kind]
-        parts.append(f"about {reproduce_costs.duration(guess[0])} on {name} ({guess[1]})" if guess
-                     else f"no measurement on {name}")
-    return "to run: " + "; ".join(parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -491,38 +288,37 @@ class PieceRun:
     program: Program
     config: Any
     grid: dict | None
-    piece: reproduce_pieces.Piece
+    piece: seed_pieces.Piece
     path: str
 
 
-def _expected(config, grid, piece, seed: int, run_batch) -> dict:
-    """What a piece's directory records (`run_directory.recorded_config`)."""
-    from fedjax_rl import run_directory
+def expected_record(config, grid, piece, seed: int, run_batch) -> dict:
+    """What a piece's directory records (`records.recorded_config`)."""
 
-    return run_directory.recorded_config(config, piece.num_seeds, seed, grid, run_batch, piece.first)[0]
+    return records.recorded_config(config, piece.num_seeds, seed, grid, run_batch, piece.first)[0]
 
 
 def program_pieces(directory: str, program: Program, config, grid, total: int, seed: int, run_batch,
                    piece_seeds: int | None = None, only: tuple[int, int] | None = None) -> list[PieceRun]:
     """The pieces of one program of a row still to run for seed indices [0, total), or exactly the
-    piece `only` = (first, stop), each checked by `reproduce_pieces.check` (which refuses overlaps and
+    piece `only` = (first, stop), each checked by `seed_pieces.check` (which refuses overlaps and
     settings that could not merge) before anything compiles."""
     program_dir = os.path.join(directory, program.name)
-    on_disk = reproduce_pieces.found(program_dir, program.name)
-    whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, total), seed, run_batch)
-    pieces = ([reproduce_pieces.Piece(program.name, *only)] if only is not None
-              else reproduce_pieces.missing(on_disk, whole, total, program.name, piece_seeds))
+    on_disk = seed_pieces.found(program_dir, program.name)
+    whole = expected_record(config, grid, seed_pieces.Piece(program.name, 0, total), seed, run_batch)
+    pieces = ([seed_pieces.Piece(program.name, *only)] if only is not None
+              else seed_pieces.missing(on_disk, whole, total, program.name, piece_seeds))
     out = []
     for piece in pieces:
-        reproduce_pieces.check(piece, _expected(config, grid, piece, seed, run_batch), on_disk)
-        out.append(PieceRun(program, config, grid, piece, reproduce_pieces.location(program_dir, piece, total, on_disk)))
+        seed_pieces.check(piece, expected_record(config, grid, piece, seed, run_batch), on_disk)
+        out.append(PieceRun(program, config, grid, piece, seed_pieces.location(program_dir, piece, total, on_disk)))
     return out
 
 
 def _run_piece(run: PieceRun, seed: int, run_batch, progress: bool, on_block=None) -> dict:
-    from fedjax_rl import experiment
+    from fedjax_rl.training import loop
 
-    return experiment.run(run.config, num_seeds=run.piece.num_seeds, seed=seed, out_dir=run.path, progress=progress,
+    return loop.run(run.config, num_seeds=run.piece.num_seeds, seed=seed, out_dir=run.path, progress=progress,
                           grid=run.grid, on_block=on_block, run_batch=run_batch, first_seed=run.piece.first,
                           new_run=True)  # another request's unfinished piece: set aside, as --status says
 
@@ -532,11 +328,11 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     """Run one program of one row (e.g. "ddpgavg2" of Table 2's "Hopper-v4/torso"), exactly as
     `reproduce(table_name, out_dir, rows=[row], **request)` would run it, into the same directory: the
     seeds it still lacks, as pieces of `piece_seeds` seeds (None: one piece per missing range), or
-    only the seed piece `piece` = (first, stop). Returns `experiment.run`'s result per piece. A row's
+    only the seed piece `piece` = (first, stop). Returns `loop.run`'s result per piece. A row's
     programs and pieces are independent, so they can run in separate processes or machines;
     `reproduce` with the same request then reads every finished piece back and writes the row,
     computing nothing again. `request`: `reproduce`'s settings."""
-    given, (table, [selected], request, plans, run_batch) = _bind_request(table_name, out_dir, rows=[row], **request)
+    given, (table, [selected], request, plans, run_batch) = bind_request(table_name, out_dir, rows=[row], **request)
     directory = row_dir(out_dir, table, selected)
     _row_state(os.path.join(directory, ROW_RESULT), request)  # refuses a row finished with other settings
     by_name = {plan[0].name: plan for plan in plans[selected.key]}
@@ -566,10 +362,10 @@ def reproduce(
     """Run the requested rows of `table_name` (those without a row.json of at least the requested
     seeds), then rebuild the table and figures from every finished row in `out_dir`. Each program
     runs the seeds it still lacks, as pieces of `piece_seeds` seeds (None: one piece per missing
-    range; `fedjax_rl.reproduce_pieces`); a row finished with fewer reported seeds grows by new ones.
+    range; `fedjax_rl.reproduce.seed_pieces`); a row finished with fewer reported seeds grows by new ones.
     `agent_overrides` / `train_overrides` replace the paper's settings (tests use tiny networks);
     they are recorded and printed with the results. `run_batch`: runs vmapped at a time
-    (`experiment.run`); "auto" is `default_run_batch()`. `num_seeds`, `tuning_seeds`, `omegas` and
+    (`loop.run`); "auto" is `default_run_batch()`. `num_seeds`, `tuning_seeds`, `omegas` and
     (a table with a heterogeneity grid) `max_rates`, the levels p: None is the table's default
     (`table_defaults`: 5, 3 and 0.01-0.2 for the paper's tables; `heterogeneity`: 10, 2, 0.05 and 0.1).
     Returns {"rows": {key: row record}, "paths": [written files]}."""
@@ -580,7 +376,7 @@ def reproduce(
     work = {}  # every row's pieces, checked before anything compiles
     for row in selected:
         directory = row_dir(out_dir, table, row)
-        if not _refuse_other_settings(os.path.join(directory, ROW_RESULT), request):
+        if not row_finished(os.path.join(directory, ROW_RESULT), request):
             work[row.key] = [run for program, config, grid in plans[row.key]
                              for run in program_pieces(directory, program, config, grid, num_total, seed, run_batch,
                                                        piece_seeds)]
@@ -600,11 +396,11 @@ def reproduce(
         _write_row(directory, record)
     if bar is not None:
         bar.close()
-    return reproduce_report.write_outputs(table, out_dir)
+    return report.write_outputs(table, out_dir)
 
 
 def _seeds_text(run: PieceRun, total: int) -> str:
-    return "" if (run.piece.first, run.piece.stop) == (0, total) else f", {reproduce_pieces.seed_span(run.piece.first, run.piece.stop)}"
+    return "" if (run.piece.first, run.piece.stop) == (0, total) else f", {seed_pieces.seed_span(run.piece.first, run.piece.stop)}"
 
 
 def _rows_bar(table: Table, selected: list, work: dict, plans: dict):
@@ -619,7 +415,7 @@ def _rows_bar(table: Table, selected: list, work: dict, plans: dict):
 
 
 def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, config, grid):
-    """`experiment.run`'s `on_block` for one program of a row: the rows' bar (None: no bar) says which
+    """`loop.run`'s `on_block` for one program of a row: the rows' bar (None: no bar) says which
     program runs and how far, and counts its blocks, those a resumed checkpoint holds as a head start
     (`begin_program`)."""
     seen = {"blocks": None}
@@ -650,15 +446,14 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
                 num_total: int, run_batch, results: dict, start: float) -> dict:
     """A finished row's row.json: the request, the seeds, the budget and configs of its programs, each
     program's seed pieces (where each ran, its wall time), versions, machine and wall time, and its
-    numbers (`summarize_row`). `results`: `experiment.run`'s result per piece directory trained or
+    numbers (`summarize_row`). `results`: `loop.run`'s result per piece directory trained or
     read in this process."""
-    from fedjax_rl import run_directory
 
     pieces, batches, walls, resumed = {}, {}, [], 0
     for program, config, grid in programs:
         program_dir = os.path.join(directory, program.name)
-        whole = _expected(config, grid, reproduce_pieces.Piece(program.name, 0, num_total), seed, run_batch)
-        covering = reproduce_pieces.covered(reproduce_pieces.found(program_dir, program.name), whole)
+        whole = expected_record(config, grid, seed_pieces.Piece(program.name, 0, num_total), seed, run_batch)
+        covering = seed_pieces.covered(seed_pieces.found(program_dir, program.name), whole)
         pieces[program.name] = [_piece_record(program_dir, found, grid) for found in covering]
         batches[program.name] = _one_or_all([found.record.get("run_batch") for found in covering])
         walls += [p["wall_s"] for p in pieces[program.name]]
@@ -672,7 +467,7 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
                    note="indices into train.seed_keys(seed, tuning + reported)"),
         budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in programs},
                     paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in programs}),
-        configs={p.name: dict(config=run_directory.config_to_dict(c), grid=g) for p, c, g in programs},
+        configs={p.name: dict(config=records.config_to_dict(c), grid=g) for p, c, g in programs},
         # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
         run_batch=batches, pieces=pieces,
         versions=versions(), machine=describe_machine(), resumed_blocks=resumed,
@@ -712,7 +507,7 @@ def _write_row(directory: str, record: dict) -> None:
     """row.json, atomically; then the pieces' checkpoints go: a finished row never resumes its
     pieces, and their checkpoints (replay buffers included, ~90 MB for a 40-run CartPole row) only
     cost disk."""
-    from fedjax_rl import run_directory
+    from fedjax_rl.training import run_directory
 
     with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
         json.dump(record, f, indent=2, default=str)

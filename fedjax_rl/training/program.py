@@ -21,11 +21,11 @@ from `sgd_step`::
 
 `hp` is the agent's numeric hyperparameters (`config.agent.hparams()`), a pytree argument rather than
 a constant, so a sweep over them is a vmap. The run's settings (`TrainConfig`) live in
-`fedjax_rl.configs`; this module names no algorithm.
+`fedjax_rl.training.configs`; this module names no algorithm.
 
 `train` is pure: jit and vmap (over seeds, over hyperparameters) are applied by the caller. The same
 parts, bound to one setup by `make_trainer(config)` (`.init`, `.run_block`, `.finalize`), let a host
-loop run the program block by block with a progress bar and checkpoints (`fedjax_rl.experiment.run`,
+loop run the program block by block with a progress bar and checkpoints (`fedjax_rl.training.loop.run`,
 the CLI's and the API's door, whose numbers are bit-identical across entry points and resumes).
 `train` as one fused program computes the same thing but XLA rounds a few fused operations
 differently (1-2 ulps after one update; docs/reproducibility.md).
@@ -50,9 +50,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from fedjax_rl import envs, evaluate, federated, heterogeneity
+from fedjax_rl import envs
+from fedjax_rl.core import evaluate, federated, perturb
 from fedjax_rl.agents.base import Transition
-from fedjax_rl.configs import TrainConfig
+from fedjax_rl.training.configs import TrainConfig
 
 PARAMETERS = "parameters"  # the quantity name for non-finite shared parameters
 _SERVER_STREAM = 0x5E  # fold_in tag of the server's key stream (participant draws)
@@ -255,12 +256,12 @@ def init(setup: Setup, key, max_rate=None) -> TrainState:
     physics_key, agents_key, eval_key = jax.random.split(key, 3)
     rates = jnp.stack(
         [
-            heterogeneity.sample_rates(k, K, max_rate)
+            perturb.sample_rates(k, K, max_rate)
             for k in jax.random.split(physics_key, len(config.physics))
         ],
         axis=-1,
     )
-    env_params = heterogeneity.agent_env_params(setup.env, setup.nominal_params, config.physics, rates)
+    env_params = perturb.agent_env_params(setup.env, setup.nominal_params, config.physics, rates)
     agents_state = for_each_agent(setup, functools.partial(init_agent, setup), in_axes=(0, 0))(
         jax.random.split(agents_key, K), env_params)
     # Folded in rather than split off, so adding this stream left every other key unchanged.
@@ -341,8 +342,8 @@ def finalize(setup: Setup, state: TrainState, hp) -> dict:
     local_episodes = evaluate.returns_over_params(
         env, state.agents.env_params, policy, local_key, config.eval_episodes, setup.max_steps
     )
-    sweep_scales = heterogeneity.sweep_scales(config.sweep_points)
-    sweep_params = heterogeneity.scaled_env_params(env, setup.nominal_params, config.physics, sweep_scales)
+    sweep_scales = perturb.sweep_scales(config.sweep_points)
+    sweep_params = perturb.scaled_env_params(env, setup.nominal_params, config.physics, sweep_scales)
     sweep_episodes = evaluate.returns_over_params(
         env, sweep_params, policy, sweep_key, config.eval_episodes, setup.max_steps
     )

@@ -6,7 +6,7 @@ run read back if there is one, `_check_before_compiling` (memory, traffic, proce
 `compile_programs`, `_start` (a fresh state or the checkpoint's), `_run_blocks` (the block loop:
 train, check, checkpoint, report), `_evaluate` (the final evaluation) and `_finish` (the result and
 its files). What the run directory holds, how a finished run is read back, how another
-configuration's run is set aside and what counts as damaged is `fedjax_rl.run_directory`.
+configuration's run is set aside and what counts as damaged is `fedjax_rl.training.run_directory`.
 
 `run` is the one door to a training run: the command line calls it, the Python API is it, and a
 resumed run re-enters it, so all three execute the same compiled `init`, `run_block` and
@@ -23,7 +23,6 @@ import dataclasses
 import functools
 import itertools
 import math
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -33,15 +32,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl import distributed, federated, machine, run_directory, tensorboard_log
-from fedjax_rl.configs import TRAIN_LEAVES, TrainConfig
-from fedjax_rl.machine import NotEnoughMemory, check_memory  # noqa: F401 (part of `run`'s interface)
+from fedjax_rl.core import federated
+from fedjax_rl.training import distributed, machine, records, run_directory, tensorboard_log
+from fedjax_rl.training.configs import TRAIN_LEAVES, TrainConfig
+from fedjax_rl.training.machine import NotEnoughMemory, check_memory  # noqa: F401 (part of `run`'s interface)
 # Part of `run`'s interface, and importable from here as before the run directory had its own module:
 # the errors `run` raises on a directory, the files it writes, what it records and how far it got.
-from fedjax_rl.run_directory import (  # noqa: F401
-    CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists, config_to_dict,
-    progress_on_disk, recorded_config)
-from fedjax_rl.train import make_trainer, seed_keys
+from fedjax_rl.training.run_directory import (  # noqa: F401
+    CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists, progress_on_disk)
+from fedjax_rl.training.program import make_trainer, seed_keys
+
 
 class NonFiniteError(FloatingPointError):
     """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
@@ -153,7 +153,7 @@ def run(
     `progress`: a progress bar and status lines (compiling, resuming, the final evaluation).
     `on_block(blocks_done, num_blocks)`, if given, is called once before training (with the blocks a
     resumed checkpoint already holds) and after every block: a caller's own progress display
-    (`fedjax_rl.reproduce` drives one bar over many runs).
+    (`fedjax_rl.reproduce.harness` drives one bar over many runs).
 
     Before compiling, the run is refused (`NotEnoughMemory`) if its training state cannot fit in the
     memory available (`check_memory`), and warned about if no agent would ever take a gradient step.
@@ -178,7 +178,7 @@ def run(
     except KeyboardInterrupt as error:
         if isinstance(error, Interrupted):
             raise
-        raise _interrupted(out_dir, done.blocks, plan.config.num_evals) from None
+        raise Interrupted(plan.directory.interrupted(done.blocks, plan.config.num_evals)) from None
     return _finish(plan, state, done, final)
 
 
@@ -193,6 +193,7 @@ class RunPlan:
     seed: int
     first_seed: int
     out_dir: str | None
+    directory: run_directory.RunDirectory | run_directory.NoRunDirectory
     grid: dict | None
     points: list | None
     config_dict: dict
@@ -213,10 +214,6 @@ class RunPlan:
     def cpu_dots(self) -> str | None:
         """The matrix-product library of this run's programs on a CPU (None on other backends)."""
         return machine.dots_in_effect(self.config.dots)
-
-    @property
-    def checkpoint_path(self) -> str | None:
-        return None if self.out_dir is None else os.path.join(self.out_dir, CHECKPOINT)
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -271,27 +268,18 @@ def plan_run(config, num_seeds: int = 1, seed: int = 0, out_dir: str | None = No
     started = time.perf_counter()
     trainer = make_trainer(config)  # validates before anything compiles
     points = grid_configs(config, grid) if grid else None
-    config_dict, run_batch = recorded_config(config, num_seeds, seed, grid, run_batch, first_seed)
-    writer = distributed.is_writer()
-    if out_dir is not None:
-        if writer:
-            run_directory.check_out_dir(out_dir)
-            run_directory.prepare(out_dir, config_dict, new_run)
-        if jax.process_count() > 1:  # the others read out_dir once process 0 has settled it
-            from jax.experimental import multihost_utils
-
-            multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
+    config_dict, run_batch = records.recorded_config(config, num_seeds, seed, grid, run_batch, first_seed)
+    directory = run_directory.for_run(out_dir, config_dict, points, grid, num_seeds, seed, first_seed)
+    directory.prepare(new_run)
     return RunPlan(config=config, trainer=trainer, num_seeds=num_seeds, seed=seed, first_seed=first_seed,
-                   out_dir=out_dir, grid=grid,
-                   points=points, config_dict=config_dict, run_batch=run_batch, progress=progress and writer,
+                   out_dir=out_dir, directory=directory, grid=grid, points=points, config_dict=config_dict,
+                   run_batch=run_batch, progress=progress and distributed.is_writer(),
                    started=started, communication=communication(trainer))
 
 
 def _read_finished(plan: RunPlan, on_block) -> dict | None:
     """The result of a finished run of this configuration in `out_dir`, read back (None: none)."""
-    if plan.out_dir is None:
-        return None
-    finished = run_directory.load_finished(plan.out_dir, plan.config_dict, plan.points, plan.grid)
+    finished = plan.directory.read_finished()
     if finished is None:
         return None
     num_blocks = plan.config.num_evals
@@ -304,7 +292,7 @@ def _read_finished(plan: RunPlan, on_block) -> dict | None:
 
 def _check_before_compiling(plan: RunPlan) -> None:
     """Refuse a run whose state cannot fit, warn about one that never trains, report the traffic."""
-    check_memory(plan.trainer, plan.num_runs, checkpoints=plan.out_dir is not None)
+    check_memory(plan.trainer, plan.num_runs, checkpoints=plan.directory.saves)
     _check_warp_worlds(plan.config, plan.run_batch or plan.num_runs)  # runs in one program
     _warn_if_never_trains(plan.config)
     comm = plan.communication
@@ -312,8 +300,7 @@ def _check_before_compiling(plan: RunPlan) -> None:
              f"round {comm['participants_per_round']} of {plan.config.num_agents} agents upload, all download: "
              f"{(comm['bytes_up_per_round'] + comm['bytes_down_per_round']) / 2**20:.3f} MiB, "
              f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
-    if plan.out_dir is not None:
-        run_directory.check_resume_layout(plan.out_dir, plan.config_dict)
+    plan.directory.check_layout()
 
 
 def _check_warp_worlds(config: TrainConfig, num_runs: int) -> None:
@@ -368,11 +355,10 @@ def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Pro
     plan.say("compiling the training program (can take minutes; the progress bar and its ETA start once it is done)")
     compile_started = time.perf_counter()
     state = programs.init(seed_keys(plan.seed, plan.num_seeds, plan.first_seed))
-    if plan.out_dir is not None:
-        state, done.start_block, done.curve, done.wall_before = run_directory.open_run(plan.out_dir, state, plan.config_dict)
-        done.blocks = done.start_block
+    state, done.start_block, done.curve, done.wall_before = plan.directory.open(state)
+    done.blocks = done.start_block
     if done.start_block:
-        plan.say(f"resuming from block {done.start_block} of {plan.config.num_evals} ({plan.checkpoint_path})")
+        plan.say(f"resuming from block {done.start_block} of {plan.config.num_evals} ({plan.directory.checkpoint_path})")
     if done.start_block < plan.config.num_evals:
         programs = programs._replace(run_block=programs.run_block.compiled_for(state, done.start_block))
     plan.say(f"compiled in {time.perf_counter() - compile_started:.0f} s")
@@ -381,7 +367,7 @@ def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Pro
 
 def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_block):
     """Every remaining block: train, stop on non-finite values, checkpoint, report progress."""
-    config, num_blocks, ckpt_path = plan.config, plan.config.num_evals, plan.checkpoint_path
+    config, num_blocks = plan.config, plan.config.num_evals
     if on_block is not None:
         on_block(done.start_block, num_blocks)
     blocks = range(done.start_block, num_blocks)
@@ -402,11 +388,8 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
         board.write(done.curve[-1], wall_s=done.wall_before + time.perf_counter() - plan.started)  # then checkpoint
         if plan.progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")
-        if ckpt_path is not None:
-            host_state = distributed.to_host(state)  # a collective: every process takes part
-            if distributed.is_writer():
-                run_directory.save_checkpoint(ckpt_path, host_state, block + 1, done.curve, plan.config_dict,
-                                              wall_s=done.wall_before + time.perf_counter() - plan.started)
+        plan.directory.save_block(state, block + 1, done.curve,
+                                  wall_s=done.wall_before + time.perf_counter() - plan.started)
         done.blocks = block + 1
         if on_block is not None:
             on_block(block + 1, num_blocks)
@@ -439,25 +422,10 @@ def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
               # a resumed checkpoint predates this record.
               "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
                          "resumed_at_block": done.start_block}}
-    shared = distributed.to_host(state.agents.learner.shared) if plan.out_dir is not None else None
     if plan.points is not None:
         result["grid"] = plan.points
-    if plan.out_dir is not None and distributed.is_writer():
-        run_directory.write_run(plan.out_dir, result, plan.points, plan.grid, plan.num_seeds, plan.seed, shared,
-                                plan.first_seed)
-        run_directory.mark_finished(plan.out_dir, plan.config_dict)
+    plan.directory.finish(result, state)
     return result
-
-
-def _interrupted(out_dir: str | None, blocks_done: int, num_blocks: int) -> Interrupted:
-    """Ctrl-C's message: how far the run got, what is saved, how to resume."""
-    during = " (during the final evaluation)" if blocks_done == num_blocks else ""
-    if out_dir is None:
-        return Interrupted(f"stopped at block {blocks_done} of {num_blocks}{during}: nothing was saved "
-                           "(no out_dir / --out)")
-    saved = run_directory.blocks_saved(out_dir)  # Ctrl-C may come between the checkpoint's rename and the count
-    return Interrupted(f"stopped at block {saved} of {num_blocks}{during}: {saved} block(s) saved in {out_dir}; "
-                       "rerun the same command to resume")
 
 
 def _stack(curve: list[dict]) -> dict:
@@ -473,19 +441,10 @@ def _stopped(error: NonFiniteError, plan: RunPlan, curve, block, num_blocks) -> 
     """A non-finite stop: metrics.json (and metrics.csv) with the evaluations made so far, marked
     "stopped" with the reason, so that `compare` and `plot` show the run as stopped; the error,
     saying where they are."""
-    out_dir = plan.out_dir
-    if out_dir is None:
-        return NonFiniteError(f"{error}; nothing was saved (no out_dir / --out)")
     stopped = {"reason": str(error), "blocks_done": block, "num_blocks": num_blocks}
     result = {"curve": _stack(curve), "final": {}, "communication": plan.communication, "run_batch": plan.run_batch,
               "stopped": stopped, "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds))}
-    if distributed.is_writer():
-        run_directory.write_run(out_dir, result, plan.points, plan.grid, plan.num_seeds, plan.seed, None,
-                                plan.first_seed)
-    where = f"{out_dir}/<grid point>/{METRICS}" if plan.points is not None else os.path.join(out_dir, METRICS)
-    kept = (f"{CHECKPOINT} holds the {block} block(s) before it" if block else "no block was checkpointed")
-    return NonFiniteError(f"{error}. The {block} evaluation(s) made before it are in {where}, marked stopped; "
-                          f"{kept}")
+    return NonFiniteError(f"{error}{plan.directory.write_stopped(result, block)}")
 
 
 def _warn_if_never_trains(config) -> None:

@@ -53,7 +53,7 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh, PartitionSpec
 
-from fedjax_rl.settings import Setting, interval, one_of
+from fedjax_rl.core.settings import Setting, interval, one_of
 
 AGENT_AXIS = "agents"
 DEVICE_AXIS = "agent_shards"

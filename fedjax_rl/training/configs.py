@@ -1,7 +1,7 @@
 """A federated run's settings, its config class `TrainConfig`, and resolved configurations.
 
 `TRAIN_SETTINGS` declares the run's settings (the loop's, beside the agents' own) and `TrainConfig`
-is their frozen config class: here, away from the compiled loop (`fedjax_rl.train`, which names no
+is their frozen config class: here, away from the compiled loop (`fedjax_rl.training.program`, which names no
 algorithm), so the command line builds its flags without importing the loop. A config is validated
 once (`TrainConfig.validate` remembers the configs it accepted): every entry point calls it before
 anything compiles, and later calls cost nothing.
@@ -28,9 +28,11 @@ import functools
 
 import jax
 
-from fedjax_rl import agents, envs, federated, heterogeneity, machine, settings
+from fedjax_rl import agents, envs
+from fedjax_rl.core import federated, perturb, settings
+from fedjax_rl.training import machine
 from fedjax_rl.agents.dqn import ZOO_DQN  # noqa: F401  (the DQN per-task table, kept under its old name)
-from fedjax_rl.settings import Setting, at_least, interval, one_of
+from fedjax_rl.core.settings import Setting, at_least, interval, one_of
 
 DEFAULT_ALGO = "fedrdqn"
 DEFAULT_ENV = "CartPole-v1"
@@ -68,13 +70,13 @@ TRAIN_SETTINGS = (
                  "algorithm's, the one measured faster for its networks (benchmarks/README.md). Changes float "
                  "rounding only, like another CPU; not part of a run's identity (a run resumes with either); "
                  "no effect on a GPU or TPU", identity=False),
-    Setting("num_agents", heterogeneity.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
+    Setting("num_agents", perturb.PAPER_NUM_AGENTS, at_least(1), kind=int, label="num_agents (K)",
             help="K, the number of agents", source="(paper)"),
-    Setting("sync_every", heterogeneity.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
+    Setting("sync_every", perturb.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
             help="local steps between federated averages", source="(paper)"),
     # A leaf of the loop's settings is data of the program, not its shape: a grid over it is one
     # program (`experiment.run(grid={"max_rate": [...]})`; p enters only `train.init`'s draw).
-    Setting("max_rate", heterogeneity.PAPER_MAX_RATE, interval(0, 1, high_open=True), leaf=True, kind=float,
+    Setting("max_rate", perturb.PAPER_MAX_RATE, interval(0, 1, high_open=True), leaf=True, kind=float,
             label="max perturbation rate p", help="p: m_k = m (1 + n_k), n_k ~ U(-p, p)", source="(paper)"),
     Setting("steps_per_agent", 50_000, at_least(1), kind=int,
             help="environment steps per agent (configs.train_config resolves RL-Zoo3's budget per task)",
@@ -82,7 +84,7 @@ TRAIN_SETTINGS = (
     Setting("eval_every_rounds", 25, at_least(1), kind=int,
             help="rounds between evaluations (configs.train_config resolves 20 points per run)"),
     Setting("eval_episodes", 5, at_least(1), kind=int, help="episodes per evaluation", source="(paper)"),
-    Setting("sweep_points", heterogeneity.SWEEP_NUM, at_least(2), kind=int,
+    Setting("sweep_points", perturb.SWEEP_NUM, at_least(2), kind=int,
             help="scales c in m' = c m for the robustness sweep"),
     Setting("participation", 1.0, interval(0, 1, low_open=True), kind=float,
             help="fraction of agents whose parameters enter each average (ceil(participation x K) drawn "
@@ -93,7 +95,7 @@ TRAIN_SETTINGS = (
             help="shard the agent axis over this many devices"),
     Setting("tensorboard", True, kind=bool, identity=False,
             help="TensorBoard event files in the run directory as it trains, one point per evaluation block "
-                 "(`tensorboard --logdir DIR`; the tags: fedjax_rl/tensorboard_log.py). They change no number and "
+                 "(`tensorboard --logdir DIR`; the tags: fedjax_rl/training/tensorboard_log.py). They change no number and "
                  "are not part of a run's identity (a run resumes with or without them)"),
     Setting("agent", agent_config(DEFAULT_ALGO, DEFAULT_ENV), kind=None,
             help="the algorithm's settings (its own declarations)"),
@@ -115,7 +117,7 @@ class _TrainConfigMethods(settings.SettingsConfig):
     """Static description of one federated run (hashable; the agent's numeric hyperparameters are
     also exposed as traced leaves through `agent.hparams()`)."""
 
-    SYNC_EVERY_DEFAULT = heterogeneity.PAPER_SYNC_EVERY
+    SYNC_EVERY_DEFAULT = perturb.PAPER_SYNC_EVERY
 
     @property
     def num_rounds(self) -> int:

@@ -136,7 +136,7 @@ def open_board(plan, start_block: int, grid_label) -> Board | _NoBoard:
     """The board of `experiment.run`'s plan, continuing after `start_block` checkpointed blocks; one
     that writes nothing without a run directory, with `tensorboard=False`, or on a process other than
     the writer. `grid_label(point, grid)` names a grid point's directory."""
-    from fedjax_rl import distributed
+    from fedjax_rl.training import distributed
 
     config = plan.config
     if (plan.out_dir is None or not config.tensorboard or not distributed.is_writer()

@@ -35,8 +35,8 @@ import glob
 import json
 import os
 
-from fedjax_rl import run_directory
-from fedjax_rl.reproduce_tables import ROW_RESULT
+from fedjax_rl.training import records, run_directory
+from fedjax_rl.reproduce.tables import ROW_RESULT
 
 PIECE_PREFIX = run_directory.NESTED_RUN_PREFIX  # seeds_A-B
 # What a piece's recorded configuration holds beyond its program's identity (`identity`).
@@ -94,7 +94,7 @@ class Found:
 
 def identity(record: dict) -> dict:
     """A recorded configuration without what may differ between pieces of one program."""
-    return {k: v for k, v in run_directory.as_recorded(record).items() if k not in _NOT_IDENTITY}
+    return {k: v for k, v in records.as_recorded(record).items() if k not in _NOT_IDENTITY}
 
 
 def found(program_dir: str, program: str) -> list[Found]:
@@ -142,12 +142,12 @@ def location(program_dir: str, piece: Piece, total: int, on_disk: list[Found]) -
 def check(piece: Piece, expected: dict, on_disk: list[Found]) -> Found | None:
     """Refuse `piece` (ValueError, before anything compiles) under the module's rules; return the
     piece on disk of exactly this range and settings (finished: read back; unfinished: resumed), or
-    None. `expected`: the piece's recorded configuration (`experiment.recorded_config`)."""
+    None. `expected`: the piece's recorded configuration (`records.recorded_config`)."""
     mine = identity(expected)
     for other in on_disk:
         same = identity(other.record) == mine
         if other.finished and not same:
-            differences = run_directory.config_differences(identity(other.record), mine)
+            differences = records.config_differences(identity(other.record), mine)
             raise ValueError(f"{piece.describe()} would train with other settings than the finished "
                              f"{other.piece.describe()} in {other.path} ({'; '.join(differences)}): the two could "
                              "not be merged; use another --out, or the settings that piece was run with")

@@ -1,7 +1,8 @@
 """Interval estimates and verdicts for comparing two algorithms over few seeds, at a level that holds
-on every kind of data RL results have.
+on every kind of data RL results have. One unit: the verdict rule, the mean-based intervals its
+coverage study measures it against, and the levels that study measured (`MEASURED`) are read together.
 
-`fedjax-rl compare`, the reproduction tables (`fedjax_rl/reproduce_report.py`) and
+`fedjax-rl compare`, the reproduction tables (`fedjax_rl/reproduce/report.py`) and
 `notebooks/reproduction_results.ipynb` all judge a comparison with `comparison`. The vocabulary is that of
 Agarwal et al., "Deep Reinforcement Learning at the Edge of the Statistical Precipice" (NeurIPS 2021) and
 its `rliable` library: paired differences with confidence intervals, the interquartile mean (IQM) across
@@ -21,7 +22,7 @@ of data the issue tracker listed (REPRODUCTION.md, "How the tables judge a compa
 
 *Equivalent*: the same interval at 90% (two one-sided tests at 5%) lies inside +-margin, a margin per
 task declared before looking (`fedjax_rl.envs.equivalence_margin`). The whole-table verdict
-(`pooled_signs`) is the sign test over every (row, seed) pair of a table.
+(`pooled_signs`) is the sign test over a table's (task, seed) units.
 
 The mean-based intervals (Student t, percentile bootstrap, BCa, bootstrap-t and their hull) stay for the
 coverage study and for readers who want a mean's interval; they decide nothing in the tables.

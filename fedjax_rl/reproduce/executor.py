@@ -1,6 +1,6 @@
 """`fedjax-rl reproduce --jobs N` and `--executor ray`: a table's pieces as separate processes.
 
-A reproduction table is many independent programs (`fedjax_rl.reproduce_pieces`): each row's
+A reproduction table is many independent programs (`fedjax_rl.reproduce.seed_pieces`): each row's
 programs, each program's seed pieces. This module turns every piece the command would run (every
 piece still missing from every requested row, sized by `--piece-seeds` when given) into a *task*,
 and runs each task as the single-piece command line ::
@@ -34,7 +34,7 @@ fails (a nonzero exit: a non-finite loss, a process killed, a setting a machine 
 reported with the tail of its log as soon as it ends, the others still run, and the command ends
 with an error naming every failed piece. When every task has ended, the rows whose pieces all
 finished are written in this process exactly as the command without `--jobs` writes them
-(`reproduce.reproduce`, which then only reads the pieces back), and the tables are rebuilt.
+(`harness.reproduce`, which then only reads the pieces back), and the tables are rebuilt.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from fedjax_rl import reproduce, reproduce_pieces, reproduce_report
-from fedjax_rl.reproduce_tables import ROW_RESULT, row_dir
+from fedjax_rl.reproduce import harness, report, seed_pieces
+from fedjax_rl.reproduce.tables import ROW_RESULT, row_dir
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL = 'pip install "fedjax-rl[ray]"'
@@ -74,7 +74,7 @@ class Task:
 
     def describe(self) -> str:
         """"CartPole-v1/length fedrdqn seeds 0-1" (the seed indices first..stop-1)."""
-        return f"{self.row} {self.program} {reproduce_pieces.seed_span(self.first, self.stop)}"
+        return f"{self.row} {self.program} {seed_pieces.seed_span(self.first, self.stop)}"
 
     @property
     def log_name(self) -> str:
@@ -110,18 +110,18 @@ class PiecesFailed(RuntimeError):
 def plan_tasks(table_name: str, out_dir: str, piece_seeds: int | None = None,
                **request) -> tuple[list[str], list[Task]]:
     """(the requested rows' keys, every piece still to run for them), for `reproduce`'s keyword
-    arguments `request`: the pieces `reproduce.reproduce` would train, checked before anything
+    arguments `request`: the pieces `harness.reproduce` would train, checked before anything
     compiles (a row finished with other settings, a piece overlapping a finished one: ValueError).
     A finished row has none; a finished piece is not among them."""
-    given, (table, selected, recorded, plans, run_batch) = reproduce._bind_request(table_name, out_dir, **request)
+    given, (table, selected, recorded, plans, run_batch) = harness.bind_request(table_name, out_dir, **request)
     total, seed = recorded["tuning_seeds"] + recorded["num_seeds"], given["seed"]
     tasks = []
     for row in selected:
         directory = row_dir(out_dir, table, row)
-        if reproduce._refuse_other_settings(os.path.join(directory, ROW_RESULT), recorded):
+        if harness.row_finished(os.path.join(directory, ROW_RESULT), recorded):
             continue
         for program, config, grid in plans[row.key]:
-            for run in reproduce.program_pieces(directory, program, config, grid, total, seed, run_batch, piece_seeds):
+            for run in harness.program_pieces(directory, program, config, grid, total, seed, run_batch, piece_seeds):
                 tasks.append(Task(row.key, program.name, run.piece.first, run.piece.stop))
     return [row.key for row in selected], tasks
 
@@ -140,8 +140,9 @@ def request_args(table_name: str, num_seeds: int | None = None, tuning_seeds: in
     its setting's declaration (`Setting.text`; a float by its shortest exact decimal), agent settings
     as --set, run settings as --set-run; None (the table's default) as no flag. Raises a ValueError
     for a setting the command line cannot carry."""
-    from fedjax_rl import agents, settings
-    from fedjax_rl.configs import TRAIN_SETTINGS
+    from fedjax_rl import agents
+    from fedjax_rl.core import settings
+    from fedjax_rl.training.configs import TRAIN_SETTINGS
 
     def floats(values):
         return ",".join(repr(float(v)) for v in values)
@@ -152,9 +153,9 @@ def request_args(table_name: str, num_seeds: int | None = None, tuning_seeds: in
                                ("--omegas", omegas, floats), ("--max-rates", max_rates, floats)):
         if value is not None:
             args += [flag, spell(value)]
-    args += ["--budget", repr(reproduce.parse_budget(budget)), "--seed", str(int(seed)),
+    args += ["--budget", repr(harness.parse_budget(budget)), "--seed", str(int(seed)),
              "--run-batch", _spell_run_batch(run_batch)]
-    table = reproduce.get_table(table_name)
+    table = harness.get_table(table_name)
     declared = {s.name: s for s in agents.get(table.programs[0].algo).config.SETTINGS}
     for name, value in (agent_overrides or {}).items():
         if name not in declared:
@@ -173,8 +174,8 @@ def parse_run_settings(given: dict[str, str]) -> dict:
     """--set-run NAME=VALUE pairs ({name: text}) parsed by the run settings' declarations
     (`configs.TRAIN_SETTINGS`), the inverse of `request_args`'s --set-run; a name the row decides
     (ROW_DECIDES) or no setting's raises a ValueError naming the allowed ones."""
-    from fedjax_rl import settings
-    from fedjax_rl.configs import TRAIN_SETTINGS
+    from fedjax_rl.core import settings
+    from fedjax_rl.training.configs import TRAIN_SETTINGS
 
     declared = settings.by_name(TRAIN_SETTINGS)
     allowed = sorted(set(declared) - set(ROW_DECIDES))
@@ -225,12 +226,12 @@ def _child_env(extra: dict | None) -> dict:
 # (`preexec_fn`) keeps the parent, whose JAX runs threads, from forking without exec.
 _PINNED_CLI = ("import os, sys; cores = sys.argv.pop(1); "
                "cores and os.sched_setaffinity(0, [int(c) for c in cores.split(',')]); "
-               "from fedjax_rl import cli; sys.exit(cli.main(sys.argv[1:]))")
+               "from fedjax_rl.cli import commands; sys.exit(commands.main(sys.argv[1:]))")
 
 
 def start_command(args: list[str], log_path: str, cores: Sequence[int] | None = None,
                   env: dict | None = None) -> tuple[subprocess.Popen, int]:
-    """Start `fedjax-rl ARGS` (this Python, `fedjax_rl.cli.main`) with its output appended to
+    """Start `fedjax-rl ARGS` (this Python, `fedjax_rl.cli.commands.main`) with its output appended to
     `log_path` after a header line, pinned to `cores` (None: not pinned; `os.sched_setaffinity` in
     the child, as `taskset -c` does). Returns the process and the log's offset where this attempt's
     output starts (a rerun appends; the tail reads from there)."""
@@ -490,11 +491,11 @@ def check_executor(executor: str, jobs: int | None, address: str | None, cpus_pe
 def run(table_name: str, out_dir: str, jobs: int | None = None, executor: str = "local", address: str | None = None,
         cpus_per_piece: float = 1.0, gpus_per_piece: float = 0.0, progress: bool = True,
         piece_seeds: int | None = None, max_pieces: int | None = None, **request) -> dict:
-    """`reproduce.reproduce(table_name, out_dir, piece_seeds=..., **request)` with its pieces run by
+    """`harness.reproduce(table_name, out_dir, piece_seeds=..., **request)` with its pieces run by
     an executor (the module docstring): each missing piece of each requested row as its own
     single-piece command, `jobs` processes at a time on this machine, or as Ray tasks. Then the rows
     whose pieces all finished are written in this process and the tables rebuilt; returns
-    `reproduce.reproduce`'s result. Raises `PiecesFailed` (after writing what finished) naming every
+    `harness.reproduce`'s result. Raises `PiecesFailed` (after writing what finished) naming every
     piece that failed.
 
     `max_pieces`: run only the first that many missing pieces (in --status's order), for a machine
@@ -536,11 +537,11 @@ def write_rows(table_name: str, out_dir: str, rows: list[str], piece_seeds: int 
     executor does (which reads every finished piece back), then rebuild the tables from every finished
     row in `out_dir`. A row with a piece still to run is an error here, never trained in this process."""
     if not rows:
-        return reproduce_report.write_outputs(reproduce.get_table(table_name), out_dir)
+        return report.write_outputs(harness.get_table(table_name), out_dir)
     request = {**request, "rows": rows}
     _, left = plan_tasks(table_name, out_dir, piece_seeds, **request)
     if left:
         raise RuntimeError("pieces not finished after their process ended with exit code 0: "
                            + ", ".join(t.describe() for t in left))
-    return reproduce.reproduce(table_name, out_dir, progress=False, piece_seeds=piece_seeds, **request)
+    return harness.reproduce(table_name, out_dir, progress=False, piece_seeds=piece_seeds, **request)
 

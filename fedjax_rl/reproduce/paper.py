@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from fedjax_rl import heterogeneity
+from fedjax_rl.core import perturb
 
 SOURCE = ("Hwang & Hong, Federated Reinforcement Learning in Heterogeneous Environments, "
           "arXiv:2507.14487v1, Tables 1-2")
 URL = "https://arxiv.org/abs/2507.14487"
 
-# Settings the paper states (the library's defaults carry them: heterogeneity.PAPER_*).
-NUM_AGENTS = heterogeneity.PAPER_NUM_AGENTS  # K
-SYNC_EVERY = heterogeneity.PAPER_SYNC_EVERY  # E
-MAX_RATE = heterogeneity.PAPER_MAX_RATE  # p
+# Settings the paper states (the library's defaults carry them: perturb.PAPER_*).
+NUM_AGENTS = perturb.PAPER_NUM_AGENTS  # K
+SYNC_EVERY = perturb.PAPER_SYNC_EVERY  # E
+MAX_RATE = perturb.PAPER_MAX_RATE  # p
 EVAL_EPISODES = 5  # episodes per evaluation of the global policy
 NUM_SEEDS = 5  # independent runs per row
 

@@ -2,10 +2,10 @@
 the paper): where `FedR* − *Avg` on Minimum pays, against the level p and the number of agents K.
 
 A finished row (`DIR/heterogeneity/<env>__<param>[__K<K>]/row.json`, written by
-`fedjax_rl.reproduce`) holds one summary per level p ("points"): each level's headline FedR* omega,
+`fedjax_rl.reproduce.harness`) holds one summary per level p ("points"): each level's headline FedR* omega,
 chosen on the tuning seeds at that level (the omega rule), and every algorithm's tuning and reported
 numbers. For each row, level and baseline this module computes the paired difference FedR* − baseline
-on the reported seeds with `fedjax_rl.stats` (the verdicts' interval, verdict and seeds for 80% power),
+on the reported seeds with `fedjax_rl.analysis.stats` (the verdicts' interval, verdict and seeds for 80% power),
 on Minimum, on Average and on the robustness sweep's mean return over 0.1m-1.9m, and writes:
 
 - DIR/heterogeneity.md: the differences per row, level and baseline, and what they add up to;
@@ -14,7 +14,7 @@ on Minimum, on Average and on the robustness sweep's mean return over 0.1m-1.9m,
 - DIR/heterogeneity_map.png: one panel per task and parameter, FedR* − baseline on Minimum with its
   interval against p, one line per K (and per baseline where a row has two).
 
-`fedjax_rl.reproduce_report.write_outputs` hands a table with levels (`Table.max_rates`) to
+`fedjax_rl.reproduce.report.write_outputs` hands a table with levels (`Table.max_rates`) to
 `write_outputs` here. Computes no training.
 """
 
@@ -26,8 +26,10 @@ import os
 
 import numpy as np
 
-from fedjax_rl import envs, paper, stats
-from fedjax_rl.reproduce_tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
+from fedjax_rl import envs
+from fedjax_rl.analysis import stats
+from fedjax_rl.reproduce import paper
+from fedjax_rl.reproduce.tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
                                        load_program_run, margin_note, ran_on, range_note, row_dir)
 
 METRICS = ("minimum", "average", "sweep")
@@ -83,7 +85,7 @@ def _levels(values: list[float]) -> str:
 LEGEND = (
     "Per row (task, parameter, K agents), level p and baseline, over the reported seeds, paired by seed: the "
     "seeds where FedR* is higher / lower / equal on Minimum, and the median of the per-seed differences "
-    "FedR* − baseline with its 95% interval (the order-statistic interval, distribution-free; fedjax_rl/stats.py "
+    "FedR* − baseline with its 95% interval (the order-statistic interval, distribution-free; fedjax_rl/analysis/stats.py "
     "and REPRODUCTION.md, \"How the tables judge a comparison\"), on Minimum and Average over the K local "
     "environments and on the robustness sweep's mean return over 0.1m-1.9m. {range_note}FedR* is the level's "
     "headline: the omega chosen on the tuning seeds at that level ({omega_rule}). **Verdict** (on Minimum's median "
@@ -258,7 +260,7 @@ def comparison_records(table: Table, lines: list[dict]) -> list[dict]:
 def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -> str:
     """DIR/<table>_map.png: one panel per task and parameter with a finished row, FedR* − baseline on
     Minimum with its interval against p, one line per K (and baseline, where a row has two)."""
-    from fedjax_rl import plots
+    from fedjax_rl.analysis import plots
 
     panels = {}
     for line in lines:

@@ -1,6 +1,6 @@
 """Reporting of `fedjax-rl reproduce`: the finished rows of a table (`DIR/<table>/<row>/row.json`,
-written by `fedjax_rl.reproduce`; the tables are declared in `fedjax_rl.reproduce_tables`) as the markdown and CSV tables beside the paper's numbers, the
-paired comparisons with intervals whose level was measured and the IQM across rows (`fedjax_rl.stats`), and the
+written by `fedjax_rl.reproduce.harness`; the tables are declared in `fedjax_rl.reproduce.tables`) as the markdown and CSV tables beside the paper's numbers, the
+paired comparisons with intervals whose level was measured and the IQM across rows (`fedjax_rl.analysis.stats`), and the
 figures. Computes no training; `write_outputs` is `fedjax-rl reproduce TABLE --report-only`.
 """
 
@@ -13,9 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedjax_rl import envs, paper, reproduce_heterogeneity, stats
+from fedjax_rl import envs
+from fedjax_rl.analysis import stats
+from fedjax_rl.reproduce import heterogeneity, paper
 # finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
-from fedjax_rl.reproduce_tables import (  # noqa: F401
+from fedjax_rl.reproduce.tables import (  # noqa: F401
     EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, load_run, margin_note,
     ran_on, range_note, row_dir, seed_runs, seed_sets)
 
@@ -60,7 +62,7 @@ COMPARISON_LEGEND = (
     "Per row and baseline, over the reported seeds, paired by seed: on Minimum, on how many seeds {robust} is "
     "higher / lower / equal; on Minimum and Average, the median of the per-seed differences with its 95% interval, "
     "the order-statistic interval [d_(k), d_(n+1-k)] (the sign test inverted: distribution-free, exact whatever the "
-    "shape of the differences, conservative where they tie; fedjax_rl/stats.py); and the mean difference on "
+    "shape of the differences, conservative where they tie; fedjax_rl/analysis/stats.py); and the mean difference on "
     "Minimum, a description (the paper's numbers are means), judged by nothing. {range_note}**What the verdict is "
     "about**: the median paired difference on Minimum (the paper's claim), that is, whether {robust} is higher "
     "than the baseline on more than half of the seeds one could draw. Not the mean: no test of a mean holds its "
@@ -228,7 +230,7 @@ def _preamble_lines(table: Table, records: dict) -> list[str]:
     unreported = [b for b in table.baselines if b != table.paper_baseline]
     if table.in_paper:
         md = [f"# {table.title}", "",
-              f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}), transcribed in fedjax_rl/paper.py "
+              f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}), transcribed in fedjax_rl/reproduce/paper.py "
               "with their \"±\" as printed (the paper does not say over what)."
               + (f" The paper's table does not report {', '.join(unreported)} (its figures do)." if unreported else ""), ""]
     else:
@@ -255,7 +257,7 @@ def _preamble_lines(table: Table, records: dict) -> list[str]:
     md += [f"Average / Minimum: the final global policy's mean / lowest return over the K = {paper.NUM_AGENTS} "
            "local environments, mean ± std (numpy, ddof 0) over the reported seeds. "
            f"{table.baselines[0]} is the omega = 0 point of the {table.programs[0].label} grid (same program, "
-           "same seeds; see fedjax_rl/reproduce.py). Omega rule: " + OMEGA_RULE + ".", "",
+           "same seeds; see fedjax_rl/reproduce/harness.py). Omega rule: " + OMEGA_RULE + ".", "",
            "| row | algorithm | seeds | Average | Minimum |" + (" paper Average | paper Minimum |" if table.in_paper else ""),
            "| --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
     return md
@@ -457,7 +459,7 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     import csv
 
     if table.max_rates:  # a map over the heterogeneity level: its own report
-        return reproduce_heterogeneity.write_outputs(table, out_dir, figures)
+        return heterogeneity.write_outputs(table, out_dir, figures)
     records = finished_rows(table, out_dir)
     paths = []
     if records:
@@ -482,7 +484,7 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
 def write_figures(table: Table, out_dir: str, records: dict) -> list[str]:
     """Nominal learning curves and robustness sweeps as 2 x 4 grids (reported seeds only; the
     baselines and the headline FedR*), the training range 1 ± p shaded on the sweeps."""
-    from fedjax_rl import plots
+    from fedjax_rl.analysis import plots
 
     curves, sweeps, spans = [], [], set()
     for row in table.rows:

@@ -10,12 +10,12 @@
 Every setting is checked before anything compiles; a bad one stops with a message naming it. A
 training flag is spelled as its config name (`--sync-every` for `sync_every`); agent settings are
 `--set NAME=VALUE` (`--omega` and `--tau` have flags too). Defaults are resolved exactly as
-`fedjax_rl.configs.train_config` resolves them.
+`fedjax_rl.training.configs.train_config` resolves them.
 
 Building the parser imports neither JAX nor the settings' modules (which do), so `--help` and a
 mistyped flag answer at once: the flags' help, defaults and choices that come from the settings
-declarations are read from `fedjax_rl/cli_flags.py`, a table generated from them by
-`flag_table()` (`make cli-flags`; tests/test_cli.py fails when it is out of date).
+declarations are read from `fedjax_rl/cli/flags.py`, a table generated from them by
+`fedjax_rl/cli/flag_table.py` (`make cli-flags`; tests/test_cli.py fails when it is out of date).
 """
 
 from __future__ import annotations
@@ -26,142 +26,11 @@ import sys
 import time
 import warnings
 
-from fedjax_rl import cli_flags
+from fedjax_rl.cli import flag_table, flags
 
 RUN_BATCH_HELP = ("runs (seeds x grid points) vmapped at a time; batches run one after another in the same "
                   "program ('all': one vmap). On a CPU, batches of 10-20 runs train a 40-run grid 1.6-2x faster "
                   "(benchmarks/run_batch.py); the numbers change by float rounding")
-# Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
-# shorter spellings are kept as aliases.
-ALIASES = {
-    "env_name": ("--env",),
-    "physics": ("--param",),
-    "num_agents": ("--agents",),
-    "steps_per_agent": ("--steps",),
-    "eval_every_rounds": ("--eval-every",),
-    "num_devices": ("--devices",),
-}
-AGENT_FLAGS = ("omega", "tau")  # agent settings that also have a flag of their own (any has --set)
-DEFAULT_ENV = "CartPole-v1"  # configs.DEFAULT_ENV, not imported here: --help imports no JAX
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _defaults_by_value(default_of: dict[str, str]) -> list[str]:
-    """{"Hopper-v4": "c", "Ant-v4": "c"} -> ["c for Hopper-v4, Ant-v4"], in first-seen order."""
-    names_of = {}
-    for name, value in default_of.items():
-        names_of.setdefault(value, []).append(name)
-    return [f"{value} for {', '.join(names)}" for value, names in names_of.items()]
-
-
-def flag_table() -> dict:
-    """The help, defaults and choices of the flags that come from the settings declarations
-    (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
-    what `fedjax_rl/cli_flags.py` holds. Imports JAX and every settings module."""
-    from fedjax_rl import agents, configs, envs, machine, reproduce
-    from fedjax_rl.configs import TRAIN_SETTINGS
-
-    resolved = {
-        "env_name": repr(DEFAULT_ENV),
-        "physics": "the task's first perturbed parameter",
-        "steps_per_agent": "RL-Zoo3's budget for the task",
-        "eval_every_rounds": f"{configs.EVAL_POINTS} evaluations per run",
-        "num_devices": "none: every agent on one device",
-    }
-    if "engine" in {s.name for s in TRAIN_SETTINGS}:
-        by_engine = _defaults_by_value({name: envs.get_spec(name).engines[0] for name in envs.list_envs()})
-        resolved["engine"] = "; ".join(part for part in by_engine if not part.startswith("jax ")) + \
-            "; none for the tasks written in JAX"
-    resolved["cpu_dots"] = "; ".join(_defaults_by_value(
-        {name: algorithm.agent.CPU_DOTS for name, algorithm in agents.ALGORITHMS.items()}))
-    train = []
-    for setting in TRAIN_SETTINGS:
-        if setting.name == "agent":
-            continue
-        default = resolved.get(setting.name, f"{setting.default!r}{' ' + setting.source if setting.source else ''}")
-        entry = {"dest": setting.name, "flags": [_flag(setting.name), *ALIASES.get(setting.name, ())],
-                 "help": f"{setting.help} (default: {default})"}
-        if setting.name == "algo":
-            entry["choices"] = list(agents.names())
-        elif setting.name == "cpu_dots":
-            entry["choices"] = list(machine.CPU_DOTS)
-        elif setting.name == "env_name":
-            entry["help"] = f"{setting.help}: {', '.join(envs.list_envs())} (default: {default})"
-            entry["metavar"] = "ENV"
-        elif setting.kind is bool:  # a switch: --no-NAME for a setting on by default, --NAME otherwise
-            entry["flags"] = [_flag(("no_" if setting.default else "") + setting.name)]
-            entry["const"] = "false" if setting.default else "true"
-            entry["help"] = (f"without {setting.help} (default: with)" if setting.default
-                             else f"with {setting.help} (default: without)")
-        elif setting.name == "physics":
-            per_env = []
-            for name in envs.list_envs():
-                paper, every = envs.get_spec(name).perturbed, envs.physics_names(name)
-                others = [n for n in every if n not in paper]
-                also = ("any body by its XML name or float model field" if len(every) > 20
-                        else ", ".join(others))
-                per_env.append(f"{name}: {', '.join(paper)} (the paper's){'; also ' + also if also else ''}")
-            entry["help"] = f"{setting.help}. Per task: {'. '.join(per_env)} (default: {default})"
-            entry["metavar"] = "NAME[,NAME]"
-        train.append(entry)
-    family_settings = {}
-    for algorithm in agents.ALGORITHMS.values():
-        names = sorted(s.name for s in algorithm.config.SETTINGS if s.name not in algorithm.fixed)
-        family_settings.setdefault(algorithm.family, names)
-    for name in AGENT_FLAGS:
-        defaults = {}
-        for algorithm in agents.ALGORITHMS.values():
-            value = getattr(configs.agent_config(algorithm.name, DEFAULT_ENV), name)
-            defaults.setdefault(value, []).append(algorithm.name)
-        declared = next(s for s in agents.ALGORITHMS["fedrdqn"].config.SETTINGS if s.name == name)
-        shown = "; ".join(f"{v:g} for {', '.join(algos)}" for v, algos in defaults.items()) if len(defaults) > 1 \
-            else f"{next(iter(defaults)):g}"
-        fixed = " (fixed: the *Avg baselines have no robust term)" if name == "omega" else ""
-        train.append({"dest": name, "flags": [_flag(name)], "type": declared.kind.__name__,
-                      "help": f"{declared.help}, as --set {name}=... (default: {shown}{fixed})"})
-    set_help = ("override a setting of the algorithm, repeatable: --set learning_rate=1e-3 --set hidden_sizes=64,64. "
-                + " ".join(f"{family}: {', '.join(names)}." for family, names in family_settings.items())
-                + " (default: none; each setting's default depends on the algorithm and the task, see "
-                  "fedjax_rl/configs.py)")
-    return {
-        "train": train,
-        "set_help": set_help,
-        "reproduce": {"tables": sorted(reproduce.TABLES), "seeds": reproduce.DEFAULT_SEEDS,
-                      "tuning_seeds": reproduce.DEFAULT_TUNING_SEEDS,
-                      "omegas": ",".join(f"{w:g}" for w in reproduce.DEFAULT_OMEGAS),
-                      "cpu_run_batch": reproduce.CPU_RUN_BATCH,
-                      # The tables whose defaults are their own (`reproduce.table_defaults`).
-                      "table_defaults": {name: _shown_defaults(reproduce.table_defaults(table))
-                                         for name, table in sorted(reproduce.TABLES.items())
-                                         if table.defaults or table.max_rates}},
-    }
-
-
-def _shown_defaults(defaults: dict) -> dict:
-    """A table's request defaults as the command line spells them (`--seeds`, `--omegas` ...)."""
-    listed = {name: ",".join(f"{v:g}" for v in defaults[name]) for name in ("omegas", "max_rates")
-              if defaults.get(name) is not None}
-    return {"seeds": defaults["num_seeds"], "tuning_seeds": defaults["tuning_seeds"], **listed}
-
-
-def write_flag_table(path: str | None = None) -> str:
-    """Regenerate fedjax_rl/cli_flags.py from the settings declarations."""
-    import pprint
-
-    path = path or os.path.join(os.path.dirname(__file__), "cli_flags.py")
-    text = ('"""The flags whose help, defaults and choices come from the settings declarations, as a table,\n'
-            "so that building the command line's parser imports no JAX. GENERATED by\n"
-            "`fedjax_rl.cli.write_flag_table()` (`make cli-flags`) from `cli.flag_table()`: do not edit;\n"
-            'tests/test_cli.py checks that it is current."""\n\n'
-            f"TABLE = {pprint.pformat(flag_table(), width=110, sort_dicts=False)}\n")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
 def _set_pairs(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -189,19 +58,19 @@ def _add_flag(p: argparse.ArgumentParser, entry: dict) -> None:
 
 
 def _table_entry(dest: str) -> dict:
-    return next(entry for entry in cli_flags.TABLE["train"] if entry["dest"] == dest)
+    return next(entry for entry in flags.TABLE["train"] if entry["dest"] == dest)
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the `train` command's flags to `p`: the generated flags of the settings (`cli_flags.TABLE`), then
+    """Add the `train` command's flags to `p`: the generated flags of the settings (`flags.TABLE`), then
     seeds, `--set`, `--out` and the run's options."""
-    for entry in cli_flags.TABLE["train"]:
+    for entry in flags.TABLE["train"]:
         _add_flag(p, entry)
     p.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped in one program (default: 1)")
     p.add_argument("--seed", type=int, default=0,
                    help="the first seed: runs use seeds seed, seed+1, ... (default: 0)")
     p.add_argument("--run-batch", default="all", help=RUN_BATCH_HELP + " (default: all)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=cli_flags.TABLE["set_help"])
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=flags.TABLE["set_help"])
     p.add_argument("--out", default=None,
                    help="run directory: config, a checkpoint after every evaluation, metrics, final parameters. "
                         "Rerunning the same command resumes or reads back the run; other settings on a directory "
@@ -236,7 +105,7 @@ def maybe_initialize_distributed(args) -> None:
     given = (args.coordinator, args.num_processes, args.process_id)
     if not (args.distributed or any(v is not None for v in given)):
         return
-    from fedjax_rl import distributed
+    from fedjax_rl.training import distributed
 
     if not distributed.initialized():
         distributed.initialize(*given)
@@ -254,12 +123,13 @@ def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
 
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
-    from fedjax_rl import agents, configs
-    from fedjax_rl.configs import TRAIN_SETTINGS
+    from fedjax_rl import agents
+    from fedjax_rl.training import configs
+    from fedjax_rl.training.configs import TRAIN_SETTINGS
 
     algo = args.algo or TRAIN_SETTINGS[0].default
     algorithm = agents.get(algo)
-    env_name = args.env_name or DEFAULT_ENV
+    env_name = args.env_name or configs.DEFAULT_ENV
     fields = {}
     for setting in TRAIN_SETTINGS:
         text = getattr(args, setting.name, None)
@@ -268,7 +138,7 @@ def config_from_args(args):
         fields[setting.name] = setting.parse(text)
     agent = _parse_agent_settings(algorithm, _set_pairs(args.set), f"{algorithm.family} settings")
     # --omega and --tau arrive as floats (argparse, by their declared kind); a flag wins over --set.
-    agent.update({name: getattr(args, name) for name in AGENT_FLAGS if getattr(args, name) is not None})
+    agent.update({name: getattr(args, name) for name in flag_table.AGENT_FLAGS if getattr(args, name) is not None})
     return configs.train_config(algo, env_name, agent_overrides=agent, **fields)
 
 
@@ -278,23 +148,23 @@ def _error(err) -> SystemExit:
 
 def cmd_train(args) -> None:
     """`fedjax-rl train`: build and validate the config from the flags, then train (and save, with `--out`)
-    through `experiment.run`."""
-    from fedjax_rl import distributed, experiment
+    through `loop.run`."""
+    from fedjax_rl.training import distributed, loop
 
     try:
         config = config_from_args(args)  # validated, before anything compiles
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-        run_batch = experiment.parse_run_batch(args.run_batch)
+        run_batch = loop.parse_run_batch(args.run_batch)
     except (ValueError, RuntimeError) as err:
         raise _error(err) from None
     if args.out is None and distributed.is_writer():
         print("no --out: results are printed only, nothing is saved (no checkpoint: an interrupted run cannot resume)")
     try:
-        result = experiment.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
+        result = loop.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
                                 progress=not args.no_progress, run_batch=run_batch, new_run=args.new_run)
-    except (experiment.LayoutMismatch, experiment.RunExists, experiment.OutDirError, experiment.NotEnoughMemory,
-            experiment.NonFiniteError) as err:
+    except (loop.LayoutMismatch, loop.RunExists, loop.OutDirError, loop.NotEnoughMemory,
+            loop.NonFiniteError) as err:
         raise _error(err) from None
     final = result["final"]
 
@@ -308,7 +178,7 @@ def cmd_train(args) -> None:
 
 def cmd_plot(args) -> None:
     """`fedjax-rl plot`: learning-curve and robustness-sweep figures of the given run directories."""
-    from fedjax_rl import plots
+    from fedjax_rl.analysis import plots
 
     out = args.out or os.path.join(args.runs[0], "plot")
     try:
@@ -321,7 +191,7 @@ def cmd_plot(args) -> None:
 
 def cmd_compare(args) -> None:
     """`fedjax-rl compare`: print the comparison table of the given run directories."""
-    from fedjax_rl import plots
+    from fedjax_rl.analysis import plots
 
     try:
         print(plots.comparison_table(args.runs))
@@ -331,8 +201,8 @@ def cmd_compare(args) -> None:
 
 def cmd_render(args) -> None:
     """`fedjax-rl render`: a GIF or MP4 of the runs' final global policies under `--scale` x nominal physics."""
-    from fedjax_rl import render
-    from fedjax_rl.checkpoint import DamagedFile
+    from fedjax_rl.analysis import render
+    from fedjax_rl.training.checkpoint import DamagedFile
 
     out = args.out or os.path.join(args.runs[0], f"render_{args.scale:g}.gif")
     try:
@@ -349,7 +219,8 @@ def cmd_demo(args) -> None:
     """FedRDQN vs DQNAvg on CartPole with perturbed pole length: a budget for 2 CPU cores."""
     if args.steps < 1000 or args.steps % 1000:
         raise _error(f"--steps must be a positive multiple of 1000, got {args.steps}")
-    from fedjax_rl import configs, experiment, plots
+    from fedjax_rl.analysis import plots
+    from fedjax_rl.training import configs, loop
 
     run_dirs = []
     print(f"demo: small-budget CartPole DQN settings, not the paper's (configs.DEMO_DQN: {configs.DEMO_DQN}); "
@@ -366,15 +237,15 @@ def cmd_demo(args) -> None:
         )
         out = os.path.join(args.out, algo)
         try:
-            experiment.run(config, num_seeds=args.seeds, seed=0, out_dir=out, progress=not args.no_progress)
-        except (experiment.RunExists, experiment.OutDirError, experiment.NotEnoughMemory) as err:
+            loop.run(config, num_seeds=args.seeds, seed=0, out_dir=out, progress=not args.no_progress)
+        except (loop.RunExists, loop.OutDirError, loop.NotEnoughMemory) as err:
             raise _error(err) from None
         run_dirs.append(out)
     print()
     print(plots.comparison_table(run_dirs))
     for path in plots.plot_runs(run_dirs, os.path.join(args.out, "cartpole_length")):
         print(f"wrote {path}")
-    from fedjax_rl import render
+    from fedjax_rl.analysis import render
 
     # The sweep's longest pole, both final policies from one initial state: a short, small GIF
     # (every other step at 25 frames per second is real time: CartPole steps 50 times a second).
@@ -393,13 +264,14 @@ def cmd_demo(args) -> None:
 def _reproduce_overrides(table_name: str, pairs: list[str], rows: list[str] | None = None) -> dict:
     """--set pairs parsed by the declarations of the requested rows' algorithms: one family per row
     (a table's, or a `heterogeneity` row's own); rows of two families take no --set together."""
-    from fedjax_rl import agents, reproduce
+    from fedjax_rl import agents
+    from fedjax_rl.reproduce import harness
 
-    table = reproduce.get_table(table_name)
+    table = harness.get_table(table_name)
     if not pairs:
         return {}
     families = {agents.get(table.family(row).programs[0].algo).family: table.family(row)
-                for row in reproduce.select_rows(table, rows)}
+                for row in harness.select_rows(table, rows)}
     if len(families) > 1:
         raise ValueError(f"--set applies to one algorithm family, and these {table_name} rows run "
                          f"{', '.join(sorted(families))}: request rows of one family (--rows) per command")
@@ -409,8 +281,8 @@ def _reproduce_overrides(table_name: str, pairs: list[str], rows: list[str] | No
 
 def _switches(args, names: tuple[str, ...]) -> dict:
     """The run settings among `names` whose switch was given, parsed by their declarations."""
-    from fedjax_rl import settings
-    from fedjax_rl.configs import TRAIN_SETTINGS
+    from fedjax_rl.core import settings
+    from fedjax_rl.training.configs import TRAIN_SETTINGS
 
     declared = settings.by_name(TRAIN_SETTINGS)
     return {name: declared[name].parse(getattr(args, name)) for name in names if getattr(args, name) is not None}
@@ -429,27 +301,27 @@ def _piece_seeds(text: str | None) -> int | None:
 
 
 def _reproduce_run_settings(pairs: list[str]) -> dict:
-    """--set-run pairs parsed by the run settings' declarations (`reproduce_executor.parse_run_settings`)."""
+    """--set-run pairs parsed by the run settings' declarations (`executor.parse_run_settings`)."""
     if not pairs:
         return {}
-    from fedjax_rl import reproduce_executor
+    from fedjax_rl.reproduce import executor
 
-    return reproduce_executor.parse_run_settings(_set_pairs(pairs))
+    return executor.parse_run_settings(_set_pairs(pairs))
 
 
 def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> None:
-    """`reproduce --jobs N` / `--executor ray`: the pieces as separate processes (`fedjax_rl.reproduce_executor`)."""
-    from fedjax_rl import reproduce_executor
+    """`reproduce --jobs N` / `--executor ray`: the pieces as separate processes (`fedjax_rl.reproduce.executor`)."""
+    from fedjax_rl.reproduce import executor
 
     if args.program is not None or args.status or args.report_only:
         raise ValueError("--jobs, --executor and --max-pieces run the missing pieces of the requested rows: give "
                          "no --program, --status or --report-only with them")
     try:
-        result = reproduce_executor.run(args.table, args.out, jobs=args.jobs, executor=args.executor or "local",
+        result = executor.run(args.table, args.out, jobs=args.jobs, executor=args.executor or "local",
                                         address=args.address, cpus_per_piece=args.cpus_per_piece,
                                         gpus_per_piece=args.gpus_per_piece, progress=not args.no_progress,
                                         piece_seeds=piece_seeds, max_pieces=args.max_pieces, **request)
-    except reproduce_executor.PiecesFailed as failed:
+    except executor.PiecesFailed as failed:
         for path in (failed.result or {}).get("paths", []):
             print(f"wrote {path}")
         raise _error(failed) from None
@@ -458,13 +330,14 @@ def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> No
 
 
 def cmd_reproduce(args) -> None:
-    """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce.py."""
-    from fedjax_rl import experiment, reproduce, reproduce_pieces, reproduce_report
+    """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce/harness.py."""
+    from fedjax_rl.reproduce import harness, report, seed_pieces, status
+    from fedjax_rl.training import loop
 
     if args.report_only:
         if args.status:
             raise SystemExit("fedjax-rl: error: --report-only and --status exclude each other (--status writes nothing)")
-        result = reproduce_report.write_outputs(reproduce.get_table(args.table), args.out)
+        result = report.write_outputs(harness.get_table(args.table), args.out)
         if not result["rows"]:
             raise SystemExit(f"fedjax-rl: error: no finished {args.table} rows (row.json) under {args.out}")
         for path in result["paths"]:
@@ -473,7 +346,7 @@ def cmd_reproduce(args) -> None:
     try:
         omegas = None if args.omegas is None else [float(w) for w in args.omegas.split(",") if w.strip()]
         max_rates = None if args.max_rates is None else [float(p) for p in args.max_rates.split(",") if p.strip()]
-        run_batch = "auto" if args.run_batch == "auto" else experiment.parse_run_batch(args.run_batch)
+        run_batch = "auto" if args.run_batch == "auto" else loop.parse_run_batch(args.run_batch)
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        max_rates=max_rates, budget=args.budget, seed=args.seed, run_batch=run_batch,
@@ -489,20 +362,20 @@ def cmd_reproduce(args) -> None:
             if args.status or not rows or len(rows) != 1:
                 raise ValueError(f"--program runs one program of one row: give exactly one --rows and no --status "
                                  f"(got --rows {args.rows!r}{' --status' if args.status else ''})")
-            piece = reproduce_pieces.parse_range(args.piece) if args.piece is not None else None
-            reproduce.run_program(args.table, args.out, rows[0], args.program, progress=not args.no_progress,
+            piece = seed_pieces.parse_range(args.piece) if args.piece is not None else None
+            harness.run_program(args.table, args.out, rows[0], args.program, progress=not args.no_progress,
                                   piece=piece, piece_seeds=piece_seeds,
                                   **{k: v for k, v in request.items() if k != "rows"})
-            what = reproduce_pieces.Piece(args.program, *piece).describe() if piece else args.program
+            what = seed_pieces.Piece(args.program, *piece).describe() if piece else args.program
             print(f"{rows[0]} {what}: finished in {args.out}; the same command without --program writes the row "
                   "when every program holds its seeds, reading the finished pieces back")
             return
         if args.status:
-            report = reproduce.status(args.table, args.out, piece_seeds=piece_seeds, **request)
-            for line in reproduce.status_lines(args.table, args.out, report):
+            row_states = status.rows(args.table, args.out, piece_seeds=piece_seeds, **request)
+            for line in status.lines(args.table, args.out, row_states):
                 print(line)
             return
-        result = reproduce.reproduce(args.table, args.out, progress=not args.no_progress, piece_seeds=piece_seeds,
+        result = harness.reproduce(args.table, args.out, progress=not args.no_progress, piece_seeds=piece_seeds,
                                      **request)
     except ValueError as err:
         raise _error(err) from None
@@ -558,7 +431,7 @@ def _add_render_parser(sub) -> None:
                                    "the run's task with every parameter it perturbed at --scale x nominal, as the "
                                    "robustness sweep builds it; each panel prints the run's return. Classic control "
                                    "is drawn by gymnasium's renderer, MuJoCo robots by MuJoCo's offscreen renderer "
-                                   "(EGL or OSMesa: see fedjax_rl/render.py). LunarLander and Brax are not drawn.")
+                                   "(EGL or OSMesa: see fedjax_rl/analysis/render.py). LunarLander and Brax are not drawn.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="one or two directories written by `fedjax-rl train --out` (of a grid: one point's directory)")
     p.add_argument("--scale", type=float, default=1.9,
@@ -579,7 +452,7 @@ def _add_render_parser(sub) -> None:
 
 def _add_reproduce_parser(sub) -> None:
     """`fedjax-rl reproduce`: its choices and defaults from the generated flag table."""
-    table = cli_flags.TABLE["reproduce"]
+    table = flags.TABLE["reproduce"]
     p = sub.add_parser("reproduce", help="the paper's Table 1 or 2 and its figures, resumable row by row")
     own = table["table_defaults"]
 
@@ -643,7 +516,7 @@ def _add_reproduce_parser(sub) -> None:
 
 
 def _add_executor_flags(p) -> None:
-    """`reproduce --jobs N` and `--executor ray` (`fedjax_rl.reproduce_executor`)."""
+    """`reproduce --jobs N` and `--executor ray` (`fedjax_rl.reproduce.executor`)."""
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="run every piece the command would run (each missing piece of each requested row, sized by "
                         "--piece-seeds) as its own `reproduce --program P --piece A:B` process, N at a time, each "
@@ -694,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as err:
         raise _error(err) from None
     except KeyboardInterrupt as err:
-        # experiment.Interrupted says how far the run got and how to resume; elsewhere, say it stopped.
+        # loop.Interrupted says how far the run got and how to resume; elsewhere, say it stopped.
         print(f"\nfedjax-rl: {err or 'interrupted'}", file=sys.stderr, flush=True)
         return 130
     finally:

@@ -25,9 +25,9 @@ import glob
 import json
 import os
 
-from fedjax_rl.machine import machine_cores
-from fedjax_rl.reproduce_pieces import found
-from fedjax_rl.reproduce_tables import ROW_RESULT, first_point_dir, get_table, grid_points, load_run
+from fedjax_rl.training.machine import machine_cores
+from fedjax_rl.reproduce.seed_pieces import found
+from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points, load_run
 
 # The results directories committed with the code (a clone's results/), read beside --out.
 COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")

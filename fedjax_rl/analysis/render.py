@@ -5,7 +5,7 @@
 
 The environment is the run's own task with every parameter the run perturbed set to `scale` times
 its nominal value, through the environment's physics methods, exactly as the robustness sweep
-builds its points (`heterogeneity.scaled_env_params`): `--scale 1.9` on a `--param length` run is
+builds its points (`perturb.scaled_env_params`): `--scale 1.9` on a `--param length` run is
 the sweep's longest pole. Both runs act from the same episode seed (the same initial state), and
 each panel prints the run, the perturbation, the step, the return so far and the episode's return,
 which is what `evaluate.episode_return` gives for that episode.
@@ -74,7 +74,7 @@ class Episode:
 
 def _recorded(run_dir: str) -> dict:
     """config.json of a finished run directory (not a grid's top directory)."""
-    from fedjax_rl.checkpoint import read_json
+    from fedjax_rl.training.checkpoint import read_json
 
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
@@ -92,7 +92,7 @@ def _recorded(run_dir: str) -> dict:
 
 def _run_config(recorded: dict):
     """The TrainConfig a run directory's config.json records, resolved as `fedjax-rl train` resolved it."""
-    from fedjax_rl import configs
+    from fedjax_rl.training import configs
 
     def tuples(value):  # JSON lists back into the tuples the settings hold
         return tuple(tuples(v) for v in value) if isinstance(value, list) else value
@@ -156,13 +156,13 @@ def _load_policy(config, recorded: dict, run_dir: str, seed_index: int):
     import jax
     import jax.numpy as jnp
 
-    from fedjax_rl import checkpoint, train
+    from fedjax_rl.training import checkpoint, program
 
     num_seeds = recorded["num_seeds"]
     if not 0 <= seed_index < num_seeds:
         raise RenderError(f"--seed-index must be in [0, {num_seeds}) for {run_dir} ({num_seeds} seed(s)), "
                           f"got {seed_index}")
-    trainer = train.make_trainer(config)
+    trainer = program.make_trainer(config)
     shapes = jax.eval_shape(trainer.init, jax.random.key(0)).agents.learner.shared  # [K, ...]
     like = jax.tree.map(lambda s: jnp.zeros((num_seeds, *s.shape[1:]), s.dtype), shapes)
     params, _ = checkpoint.load(os.path.join(run_dir, "global_params.npz"), like)  # [seeds, ...]: agent 0's
@@ -176,7 +176,9 @@ def run_episode(run_dir: str, scale: float, episode_seed: int = 0, seed_index: i
     first `max_frames` of those frames, if given). The return is the whole episode's."""
     import jax
 
-    from fedjax_rl import envs, heterogeneity, plots
+    from fedjax_rl import envs
+    from fedjax_rl.analysis import plots
+    from fedjax_rl.core import perturb
 
     recorded = _recorded(run_dir)
     _check_drawable(recorded["env_name"])
@@ -186,10 +188,10 @@ def run_episode(run_dir: str, scale: float, episode_seed: int = 0, seed_index: i
     trainer, shared = _load_policy(config, recorded, run_dir, seed_index)
     env, nominal = envs.make(config.env_name, config.physics, config.engine)
     params = jax.tree.map(lambda leaf: leaf[0],
-                          heterogeneity.scaled_env_params(env, nominal, config.physics, np.array([scale])))
+                          perturb.scaled_env_params(env, nominal, config.physics, np.array([scale])))
     max_steps = int(nominal.max_steps_in_episode)
-    program = _episode_program(env, trainer.agent, max_steps)
-    first, states, rewards, ended = program(shared, params, jax.random.key(episode_seed))
+    run_episode = _episode_program(env, trainer.agent, max_steps)
+    first, states, rewards, ended = run_episode(shared, params, jax.random.key(episode_seed))
     ended = np.asarray(ended)
     length = int(np.argmax(ended)) + 1 if ended.any() else max_steps
     steps = list(range(0, length + 1, every))

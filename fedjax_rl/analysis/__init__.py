@@ -1,0 +1,1 @@
+"""Reading runs: the statistics behind every verdict, figures and rendered episodes."""

@@ -1,0 +1,151 @@
+"""Where a reproduction request stands on disk, read from its files alone: nothing compiles, runs or is
+written (`fedjax-rl reproduce --status`). `rows` says it per row, program and seed piece; `lines`
+writes it as text, with each piece's training time left or its estimated cost."""
+
+from __future__ import annotations
+
+import os
+
+from fedjax_rl.reproduce import harness, seed_pieces, tables
+from fedjax_rl.reproduce.tables import ROW_RESULT
+from fedjax_rl.training import records
+from fedjax_rl.training.machine import summary as machine_summary
+
+
+def rows(table_name: str, out_dir: str, piece_seeds: int | None = None, **request) -> list[dict]:
+    """Where each requested row stands in `out_dir` for a request (`reproduce`'s keyword arguments,
+    with its defaults; `progress` aside), read from its files: nothing compiles, runs or is written.
+    One dict per row: "row", "state" ("finished", "finished with other settings", "in progress",
+    "not started"), and either the finished row's "wall_s", "machine" and "seeds", or "programs":
+    per program its "state", blocks done, and its "pieces" (seeds, state, blocks done, and for a
+    piece still to run its estimated time on a CPU and on a GPU, `costs.estimate`)."""
+    from fedjax_rl.reproduce import costs
+
+    given, (table, selected, request, plans, run_batch) = harness.bind_request(table_name, out_dir, **request)
+    total, seed = request["tuning_seeds"] + request["num_seeds"], given["seed"]
+    measured = costs.measurements(costs.default_sources(out_dir))
+    row_states = []
+    for row in selected:
+        directory = tables.row_dir(out_dir, table, row)
+        path = os.path.join(directory, ROW_RESULT)
+        if os.path.exists(path):
+            diff, record = harness.finished_row(path, request)
+            if diff or len(record["seeds"]["reported"]) >= request["num_seeds"]:
+                row_states.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
+                                   other_settings=diff, wall_s=record.get("wall_s"),
+                                   machine=machine_summary(record["machine"]),
+                                   seeds=len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])))
+                continue
+        programs = [_program_status(directory, table, row, *plan, total, seed, run_batch, piece_seeds, measured)
+                    for plan in plans[row.key]]
+        started = any(p["state"] != "not started" for p in programs)
+        row_states.append(dict(row=row.key, state="in progress" if started else "not started", programs=programs))
+    return row_states
+
+
+def _program_status(directory, table, row, program, config, grid, total, seed, run_batch, piece_seeds,
+                    measured) -> dict:
+    """One program's pieces on disk and still to run (`rows`)."""
+    from fedjax_rl.reproduce import costs
+    from fedjax_rl.training import run_directory
+
+    program_dir = os.path.join(directory, program.name)
+    on_disk = seed_pieces.found(program_dir, program.name)
+    whole = harness.expected_record(config, grid, seed_pieces.Piece(program.name, 0, total), seed, run_batch)
+    mine = seed_pieces.identity(whole)
+    points = tables.grid_points(grid)
+    pieces = []
+    for f in on_disk:
+        if seed_pieces.identity(f.record) != mine:
+            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path,
+                               finished=f.finished, differences=records.config_differences(
+                                   seed_pieces.identity(f.record), mine)))
+        elif f.finished:
+            pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
+    for piece in seed_pieces.missing(on_disk, whole, total, program.name, piece_seeds):
+        there = next((f for f in on_disk if f.piece == piece and seed_pieces.identity(f.record) == mine), None)
+        progress = run_directory.progress_on_disk(there.path, there.record, config.num_evals) if there else None
+        state = "partial" if progress and progress["state"] == "partial" else "to run"
+        cost = costs.estimate(measured, table.name, row.key, program.name, config.engine,
+                                        piece.num_seeds * points, config.steps_per_agent, config.num_agents)
+        pieces.append(dict(seeds=[piece.first, piece.stop], state=state, estimate=cost,
+                           blocks_done=progress["blocks_done"] if progress else 0,
+                           wall_s=progress["wall_s"] if progress else None))
+    pieces.sort(key=lambda p: p["seeds"][0])
+    covered = seed_pieces.covered(on_disk, whole)
+    held = covered[-1].piece.stop if covered else 0
+    partial = [p for p in pieces if p["state"] == "partial"]
+    state = ("finished" if held >= total else "partial" if partial or held
+             else "other settings" if any(p["state"] == "other settings" for p in pieces) else "not started")
+    # A finished piece of other settings makes every piece of this request refuse (seed_pieces.check).
+    refused = any(p["state"] == "other settings" and p["finished"] for p in pieces)
+    return dict(program=program.label, name=program.name, state=state, refused=refused, num_blocks=config.num_evals,
+                seeds_held=held, blocks_done=sum(p["blocks_done"] for p in partial),
+                wall_s=partial[0]["wall_s"] if len(partial) == 1 else None, pieces=pieces)
+
+
+def lines(table_name: str, out_dir: str, row_states: list[dict]) -> list[str]:
+    """`rows` as text: per row, and per unfinished program its pieces; an unfinished piece with its
+    training time left at its pace so far (compilation included; its final evaluation not counted, and
+    a piece that has trained every block says its final evaluation is pending), a piece still to run
+    with its estimated time on a CPU and on a GPU, from measured programs (`costs`)."""
+    counts = {state: sum(r["state"] == state for r in row_states)
+              for state in ("finished", "finished with other settings", "in progress", "not started")}
+    lines = [f"{table_name} in {out_dir}: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+             + f" (of {len(row_states)} requested rows)"]
+    for r in row_states:
+        if r["state"].startswith("finished"):
+            wall = "" if r["wall_s"] is None else f"{r['wall_s']:,.0f} s on "
+            other = f" {r['other_settings']}" if r["other_settings"] else ""
+            lines.append(f"  {r['row']}: {r['state']}{other} ({r['seeds']} seeds; {wall}{r['machine']})")
+            continue
+        lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(_program_line(p) for p in r["programs"]))
+        for p in r["programs"]:
+            lines += [f"    {p['name']} {seed_pieces.seed_span(*piece['seeds'])}: {_piece_line(piece, p)}"
+                      for piece in p["pieces"] if piece["state"] in ("partial", "to run") and not p.get("refused")]
+    return lines
+
+
+def _program_line(p: dict) -> str:
+    if p["state"] == "finished":
+        return f"{p['program']} trained and evaluated"
+    if p["state"] == "other settings" or p.get("refused"):
+        return _other_settings_line(p)
+    held = f"{seed_pieces.seed_span(0, p['seeds_held'])} finished, " if p["seeds_held"] else ""
+    todo = sum(1 for piece in p["pieces"] if piece["state"] in ("partial", "to run"))
+    if p["state"] == "partial" and len(p["pieces"]) == 1 and p["pieces"][0]["state"] == "partial":
+        return f"{p['program']} {_piece_line(p['pieces'][0], p)}"
+    return f"{p['program']} {held}{todo} piece(s) to run" if todo else f"{p['program']} not started"
+
+
+def _other_settings_line(p: dict) -> str:
+    """A program that holds pieces of other settings than the request's: an unfinished one is set
+    aside when the request runs it, a finished one makes the request refuse (`seed_pieces.check`:
+    the two could not be merged), and the line says which, naming the settings that differ."""
+    others = [piece for piece in p["pieces"] if piece["state"] == "other settings"]
+    differences = sorted({d for piece in others for d in piece["differences"]})
+    shown = "; ".join(differences[:3]) + (f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
+    if p.get("refused"):
+        return (f"{p['program']} holds a finished run with other settings ({shown}): this request is refused "
+                "before compiling; run it with those settings (and the code that made them) or another --out")
+    return f"{p['program']} holds an unfinished run with other settings ({shown}; set aside when this request runs)"
+
+
+def _piece_line(piece: dict, program: dict) -> str:
+    from fedjax_rl.reproduce import costs
+
+    if piece["state"] == "partial":
+        text = f"{piece['blocks_done']}/{program['num_blocks']} blocks"
+        if piece["blocks_done"] == program["num_blocks"]:
+            wall = "" if piece["wall_s"] is None else f" ({piece['wall_s']:,.0f} s of training)"
+            return text + f"{wall}, final evaluation pending"
+        if piece["wall_s"] is not None and piece["blocks_done"]:
+            left = piece["wall_s"] / piece["blocks_done"] * (program["num_blocks"] - piece["blocks_done"])
+            return text + f" ({piece['wall_s']:,.0f} s so far, about {left / 3600:.1f} h of training left)"
+        return text
+    parts = []
+    for kind, name in (("cpu", "a CPU"), ("gpu", "a GPU")):
+        guess = piece["estimate"][kind]
+        parts.append(f"about {costs.duration(guess[0])} on {name} ({guess[1]})" if guess
+                     else f"no measurement on {name}")
+    return "to run: " + "; ".join(parts)
