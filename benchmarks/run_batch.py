@@ -31,7 +31,7 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, machine_line  # noqa: E402
 
-from fedjax_rl.reproduce import harness  # noqa: E402
+from fedjax_rl.reproduce import plan  # noqa: E402
 from fedjax_rl.training import configs, loop, program
 
 TASKS = {"CartPole-v1": "length", "Acrobot-v1": "gravity", "MountainCar-v0": "gravity", "LunarLander-v3": "gravity"}
@@ -53,13 +53,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--batches", default="all,5,10,20", help="runs per vmap; 'all' = every run at once")
-    parser.add_argument("--seeds", type=int, default=harness.DEFAULT_SEEDS + harness.DEFAULT_TUNING_SEEDS)
+    parser.add_argument("--seeds", type=int, default=plan.DEFAULT_SEEDS + plan.DEFAULT_TUNING_SEEDS)
     parser.add_argument("--rounds", type=int, default=4, help="rounds of E = 100 steps per timed call")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "run_batch.json"))
     args = parser.parse_args()
     batches = [None if b == "all" else int(b) for b in args.batches.split(",")]
-    omegas = [0.0, *harness.DEFAULT_OMEGAS]
+    omegas = [0.0, *plan.DEFAULT_OMEGAS]
     num_runs = len(omegas) * args.seeds
     layout = f"{len(omegas)} omega points x {args.seeds} seeds = {num_runs} runs, K = 5"
     # Tasks measured by earlier invocations stay in the file (each with its own machine record).

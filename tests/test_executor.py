@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from fedjax_rl.cli import commands
-from fedjax_rl.reproduce import executor, harness
+from fedjax_rl.reproduce import executor, harness, plan
+from fedjax_rl.reproduce.plan import Request
 from fedjax_rl.reproduce.executor import Task
 from test_reproduce import ROWS, TINY
 
@@ -222,7 +223,7 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
 
 
 def test_the_request_is_spelled_as_flags_that_read_back_to_it():
-    args = executor.request_args("table1", **{k: v for k, v in REQUEST.items() if k != "rows"})
+    args = Request.of("table1", **REQUEST).args()
     assert args == ["--seeds", "2", "--tuning-seeds", "1", "--omegas", "0.05,0.2", "--budget", "0.006", "--seed", "0",
                     "--run-batch", "3", "--set", "hidden_sizes=8", "--set", "learning_starts=50",
                     "--set", "train_freq=4", "--set", "gradient_steps=1",
@@ -231,19 +232,19 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     assert commands._reproduce_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
     assert commands._reproduce_run_settings(parsed.set_run) == REQUEST["train_overrides"]
     # A float is spelled by its shortest exact decimal, so it reads back to the same float.
-    spelled = executor.request_args("table1", budget=0.1 + 0.2)
+    spelled = Request("table1", budget=0.1 + 0.2).args()
     assert spelled[spelled.index("--budget") + 1] == "0.30000000000000004"
     # A table's own defaults travel as no flag; a heterogeneity table's levels as --max-rates.
-    levels = executor.request_args("heterogeneity", max_rates=[0, 0.5])
+    levels = Request("heterogeneity", max_rates=[0, 0.5]).args()
     assert "--seeds" not in levels and levels[:2] == ["--max-rates", "0.0,0.5"]
     assert commands.build_parser().parse_args(["reproduce", "heterogeneity", *levels]).max_rates == "0.0,0.5"
-    switch = executor.request_args("table1", train_overrides={"tensorboard": False})[-2:]
+    switch = Request("table1", train_overrides={"tensorboard": False}).args()[-2:]
     assert switch == ["--set-run", "tensorboard=false"]
     assert commands._reproduce_run_settings(switch[1:]) == {"tensorboard": False}
     with pytest.raises(ValueError, match="train_overrides cannot carry 'env_name'"):
-        executor.request_args("table1", train_overrides={"env_name": "Acrobot-v1"})
+        Request("table1", train_overrides={"env_name": "Acrobot-v1"}).args()
     with pytest.raises(ValueError, match=r"unknown or row-decided run settings \['physics'\] for --set-run"):
-        executor.parse_run_settings({"physics": "length"})
+        plan.parse_run_settings({"physics": "length"})
 
 
 def test_cores_are_split_into_contiguous_groups():

@@ -15,7 +15,7 @@ import pytest
 from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.cli import commands
-from fedjax_rl.reproduce import harness, heterogeneity, paper, status
+from fedjax_rl.reproduce import harness, heterogeneity, paper, plan, status
 from fedjax_rl.training import loop
 from fedjax_rl.reproduce.tables import MapRow, get_table, load_run, row_dir
 
@@ -39,9 +39,9 @@ def mapped(tmp_path_factory):
 def _point_configs(table_name: str, row_key: str, budget=1.0, omegas=(0.05, 0.1), max_rates=None) -> dict:
     """{(max_rate, omega): the resolved config} of every grid point of the row's programs, by program."""
     table = get_table(table_name)
-    [row] = harness.select_rows(table, [row_key])
+    [row] = plan.select_rows(table, [row_key])
     out = {}
-    for program, config, grid in harness.row_programs(table, row, budget, omegas, max_rates=max_rates):
+    for program, config, grid in plan.row_programs(table, row, budget, omegas, max_rates=max_rates):
         points = loop.grid_configs(config, grid) if grid else [config]
         out[program.name] = {(p.max_rate, p.agent.omega): p for p in points}
     return out
@@ -60,7 +60,7 @@ def test_the_point_p_half_with_five_agents_has_table1s_settings(row_key):
         # Every field, the agent's hyperparameters included, and the budget RL-Zoo3 gives the task.
         assert dataclasses.asdict(at_half[omega]) == dataclasses.asdict(config)
     # The row lives where Table 1's does, in its own table's directory.
-    [row] = harness.select_rows(table, [row_key])
+    [row] = plan.select_rows(table, [row_key])
     assert row_dir("OUT", table, row) == os.path.join("OUT", "heterogeneity", row_key.replace("/", "__"))
 
 
@@ -85,7 +85,7 @@ def test_rows_at_other_agent_counts_say_so_and_differ_only_in_k():
     ten = _point_configs("heterogeneity", "CartPole-v1/length/K=10", max_rates=(0.3,))["fedrdqn"]
     for key, config in five.items():
         assert dataclasses.replace(ten[key], num_agents=5) == config and ten[key].num_agents == 10
-    [row] = harness.select_rows(table, ["CartPole-v1/length/K=20"])
+    [row] = plan.select_rows(table, ["CartPole-v1/length/K=20"])
     assert row_dir("OUT", table, row).endswith("CartPole-v1__length__K20")
 
 
@@ -104,9 +104,9 @@ def test_levels_are_checked_before_compiling(tmp_path, monkeypatch):
 
 
 def test_the_table_defaults_are_its_own():
-    defaults = harness.table_defaults(get_table("heterogeneity"))
+    defaults = plan.table_defaults(get_table("heterogeneity"))
     assert defaults["num_seeds"] >= 10 and {0.0, 0.3, 0.6, 0.9} <= set(defaults["max_rates"])
-    assert harness.table_defaults(get_table("table1"))["max_rates"] is None
+    assert plan.table_defaults(get_table("table1"))["max_rates"] is None
 
 
 def _final(out: str, table: str, point: str) -> dict:

@@ -15,7 +15,7 @@ import pytest
 from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.cli import commands
-from fedjax_rl.reproduce import costs, harness, paper, report, status, tables
+from fedjax_rl.reproduce import costs, harness, paper, plan, report, status, tables
 from fedjax_rl.training import loop, machine
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
@@ -236,7 +236,7 @@ def test_comparisons_are_the_paired_statistics_of_the_rows():
     lines = {line["row"]: line for line in every}
     assert list(lines) == [r.key for r in paper.TABLE1]
     for line in every:
-        key, rec = line["row"], records[line["row"]]
+        rec = records[line["row"]]
         positions = [rec["seeds"]["reported"].index(i) for i in line["seed_indices"]]
         algs = rec["algorithms"]
         robust, base = ({metric: np.asarray(values)[positions] for metric, values in algs[name]["reported"].items()}
@@ -362,14 +362,14 @@ def test_finished_rows_with_other_settings_are_refused(reproduced):
 
 
 def test_budget_rounds_to_whole_evaluation_blocks():
-    assert harness.budget_steps("fedrdqn", "CartPole-v1", 1.0) == (50_000, 25)  # RL-Zoo3, 20 evaluations
-    assert harness.budget_steps("fedrdqn", "CartPole-v1", 0.1) == (5_000, 2)
-    assert harness.budget_steps("fedrdqn", "MountainCar-v0", 0.05) == (6_000, 3)
-    assert harness.budget_steps("fedrdqn", "CartPole-v1", 1e-6) == (100, 1)
-    assert harness.parse_budget("paper") == 1.0
+    assert plan.budget_steps("fedrdqn", "CartPole-v1", 1.0) == (50_000, 25)  # RL-Zoo3, 20 evaluations
+    assert plan.budget_steps("fedrdqn", "CartPole-v1", 0.1) == (5_000, 2)
+    assert plan.budget_steps("fedrdqn", "MountainCar-v0", 0.05) == (6_000, 3)
+    assert plan.budget_steps("fedrdqn", "CartPole-v1", 1e-6) == (100, 1)
+    assert plan.parse_budget("paper") == 1.0
     for bad in ("0", "1.5", "half", "-0.1"):
         with pytest.raises(ValueError, match="budget must be 'paper' or a fraction in \\(0, 1\\]"):
-            harness.parse_budget(bad)
+            plan.parse_budget(bad)
 
 
 def test_reproduce_set_is_parsed_by_the_tables_declarations():

@@ -265,13 +265,13 @@ def _reproduce_overrides(table_name: str, pairs: list[str], rows: list[str] | No
     """--set pairs parsed by the declarations of the requested rows' algorithms: one family per row
     (a table's, or a `heterogeneity` row's own); rows of two families take no --set together."""
     from fedjax_rl import agents
-    from fedjax_rl.reproduce import harness
+    from fedjax_rl.reproduce import plan
 
-    table = harness.get_table(table_name)
+    table = plan.get_table(table_name)
     if not pairs:
         return {}
     families = {agents.get(table.family(row).programs[0].algo).family: table.family(row)
-                for row in harness.select_rows(table, rows)}
+                for row in plan.select_rows(table, rows)}
     if len(families) > 1:
         raise ValueError(f"--set applies to one algorithm family, and these {table_name} rows run "
                          f"{', '.join(sorted(families))}: request rows of one family (--rows) per command")
@@ -301,12 +301,12 @@ def _piece_seeds(text: str | None) -> int | None:
 
 
 def _reproduce_run_settings(pairs: list[str]) -> dict:
-    """--set-run pairs parsed by the run settings' declarations (`executor.parse_run_settings`)."""
+    """--set-run pairs parsed by the run settings' declarations (`plan.parse_run_settings`)."""
     if not pairs:
         return {}
-    from fedjax_rl.reproduce import executor
+    from fedjax_rl.reproduce import plan
 
-    return executor.parse_run_settings(_set_pairs(pairs))
+    return plan.parse_run_settings(_set_pairs(pairs))
 
 
 def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> None:

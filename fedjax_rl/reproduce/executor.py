@@ -50,15 +50,12 @@ import time
 from collections.abc import Sequence
 
 from fedjax_rl.reproduce import harness, report, seed_pieces
-from fedjax_rl.reproduce.tables import ROW_RESULT, row_dir
+from fedjax_rl.reproduce.plan import Request
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL = 'pip install "fedjax-rl[ray]"'
 LOG_DIR = "logs"
 TAIL_LINES = 25  # of a failed piece's log, printed with its failure
-# The run settings a row decides itself (its algorithm, environment and perturbed parameter): a
-# request cannot replace them.
-ROW_DECIDES = ("algo", "env_name", "physics", "agent")
 POLL_S = 0.5
 STATUS_EVERY_S = 60.0  # a status block in plain-text mode (a log file, --no-progress aside)
 
@@ -113,76 +110,10 @@ def plan_tasks(table_name: str, out_dir: str, piece_seeds: int | None = None,
     arguments `request`: the pieces `harness.reproduce` would train, checked before anything
     compiles (a row finished with other settings, a piece overlapping a finished one: ValueError).
     A finished row has none; a finished piece is not among them."""
-    given, (table, selected, recorded, plans, run_batch) = harness.bind_request(table_name, out_dir, **request)
-    total, seed = recorded["tuning_seeds"] + recorded["num_seeds"], given["seed"]
-    tasks = []
-    for row in selected:
-        directory = row_dir(out_dir, table, row)
-        if harness.row_finished(os.path.join(directory, ROW_RESULT), recorded):
-            continue
-        for program, config, grid in plans[row.key]:
-            for run in harness.program_pieces(directory, program, config, grid, total, seed, run_batch, piece_seeds):
-                tasks.append(Task(row.key, program.name, run.piece.first, run.piece.stop))
-    return [row.key for row in selected], tasks
-
-
-def _spell_run_batch(run_batch) -> str:
-    if run_batch == "auto":
-        return "auto"  # each process resolves it for its own device (a GPU's piece merges with a CPU's)
-    return "all" if run_batch is None else str(int(run_batch))
-
-
-def request_args(table_name: str, num_seeds: int | None = None, tuning_seeds: int | None = None,
-                 omegas: Sequence[float] | None = None, budget: float | str = 1.0, seed: int = 0,
-                 agent_overrides: dict | None = None, train_overrides: dict | None = None, run_batch="auto",
-                 max_rates: Sequence[float] | None = None) -> list[str]:
-    """`reproduce`'s request as the command line's flags that read back to it: each value spelled by
-    its setting's declaration (`Setting.text`; a float by its shortest exact decimal), agent settings
-    as --set, run settings as --set-run; None (the table's default) as no flag. Raises a ValueError
-    for a setting the command line cannot carry."""
-    from fedjax_rl import agents
-    from fedjax_rl.core import settings
-    from fedjax_rl.training.configs import TRAIN_SETTINGS
-
-    def floats(values):
-        return ",".join(repr(float(v)) for v in values)
-
-    args = []
-    for flag, value, spell in (("--seeds", num_seeds, lambda n: str(int(n))),
-                               ("--tuning-seeds", tuning_seeds, lambda n: str(int(n))),
-                               ("--omegas", omegas, floats), ("--max-rates", max_rates, floats)):
-        if value is not None:
-            args += [flag, spell(value)]
-    args += ["--budget", repr(harness.parse_budget(budget)), "--seed", str(int(seed)),
-             "--run-batch", _spell_run_batch(run_batch)]
-    table = harness.get_table(table_name)
-    declared = {s.name: s for s in agents.get(table.programs[0].algo).config.SETTINGS}
-    for name, value in (agent_overrides or {}).items():
-        if name not in declared:
-            raise ValueError(f"unknown {table_name} agent setting {name!r}; allowed: {sorted(declared)}")
-        args += ["--set", f"{name}={declared[name].text(value)}"]
-    run_settings = settings.by_name(TRAIN_SETTINGS)
-    for name, value in (train_overrides or {}).items():
-        if name not in run_settings or name in ROW_DECIDES:
-            raise ValueError(f"train_overrides cannot carry {name!r} to a piece's command line; allowed: "
-                             f"{sorted(set(run_settings) - set(ROW_DECIDES))}")
-        args += ["--set-run", f"{name}={run_settings[name].text(value)}"]
-    return args
-
-
-def parse_run_settings(given: dict[str, str]) -> dict:
-    """--set-run NAME=VALUE pairs ({name: text}) parsed by the run settings' declarations
-    (`configs.TRAIN_SETTINGS`), the inverse of `request_args`'s --set-run; a name the row decides
-    (ROW_DECIDES) or no setting's raises a ValueError naming the allowed ones."""
-    from fedjax_rl.core import settings
-    from fedjax_rl.training.configs import TRAIN_SETTINGS
-
-    declared = settings.by_name(TRAIN_SETTINGS)
-    allowed = sorted(set(declared) - set(ROW_DECIDES))
-    unknown = sorted(name for name in given if name not in allowed)
-    if unknown:
-        raise ValueError(f"unknown or row-decided run settings {unknown} for --set-run; allowed: {allowed}")
-    return {name: declared[name].parse(text) for name, text in given.items()}
+    plan = Request.of(table_name, **request).plan()
+    left = harness.pieces_left(out_dir, plan, piece_seeds)
+    tasks = [Task(row, run.program.name, run.piece.first, run.piece.stop) for row, runs in left.items() for run in runs]
+    return [row.key for row in plan.rows], tasks
 
 
 def task_args(table_name: str, out_dir: str, task: Task, settings_args: list[str]) -> list[str]:
@@ -506,7 +437,7 @@ def run(table_name: str, out_dir: str, jobs: int | None = None, executor: str = 
     rows, tasks = plan_tasks(table_name, out_dir, piece_seeds, **request)
     left = tasks[max_pieces:] if max_pieces is not None else []
     tasks = tasks[:max_pieces] if max_pieces is not None else tasks
-    settings_args = request_args(table_name, **{k: v for k, v in request.items() if k != "rows"})
+    settings_args = Request.of(table_name, **request).args()
     args_of = lambda task: task_args(table_name, out_dir, task, settings_args)  # noqa: E731
     display = Display(len(tasks), progress)
     display.say(f"{table_name}: {len(tasks)} piece(s) to run for {len(rows)} row(s) in {out_dir}"

@@ -1,7 +1,7 @@
-"""`fedjax-rl reproduce table1|table2|heterogeneity`: plan a request's rows, run their programs in
-seed pieces (resumable, on one machine or many) and write each row when its pieces tile its seeds.
-`tables` declares the tables, `report` turns finished rows into tables and figures, `status` says
-where a request stands. How a row is run, seeded, tuned, batched and resumed: docs/design.md,
+"""`fedjax-rl reproduce table1|table2|heterogeneity`: run a request's rows (`plan.Request`, resolved
+to a `plan.Plan`) as their programs' seed pieces (resumable, on one machine or many; `pieces_left`
+says which are left) and write each row when its pieces tile its seeds. `tables` declares the
+tables, `report` turns finished rows into tables and figures, `status` says where a request stands. How a row is run, seeded, tuned, batched and resumed: docs/design.md,
 "The reproduction harness". ::
 
     fedjax-rl reproduce table1 --out results/table1                       # paper budgets, 5 + 3 seeds
@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from fedjax_rl import agents
-from fedjax_rl.reproduce import paper, report, seed_pieces
-from fedjax_rl.training import configs, records
+from fedjax_rl.reproduce import report, seed_pieces
+from fedjax_rl.reproduce.plan import Plan, Request
+from fedjax_rl.training import records
 from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary
 # The tables' declarations, shared with the reporting half; TABLES and Program are kept as this
@@ -33,90 +34,7 @@ from fedjax_rl.reproduce.tables import (  # noqa: F401
     OMEGA_RULE, ROW_RESULT, TABLES, Family, Program, Table, chosen_omega, first_point_dir, get_table, grid_points,
     load_program_run, load_run, row_dir)
 
-DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
-DEFAULT_SEEDS = paper.NUM_SEEDS
-DEFAULT_TUNING_SEEDS = 3
-CPU_RUN_BATCH = 20  # runs per vmap on a CPU (default_run_batch)
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
-
-
-def default_run_batch() -> int | None:
-    """Runs vmapped at a time when the caller does not say: on a CPU, CPU_RUN_BATCH (a 40-run Table 1
-    row trains faster in batches whose parameters and optimizer states stay in cache,
-    benchmarks/run_batch.py); on an accelerator, every run in one vmap."""
-    import jax
-
-    return CPU_RUN_BATCH if jax.default_backend() == "cpu" else None
-
-
-def parse_budget(text: str | float) -> float:
-    """'paper' -> 1.0; otherwise a fraction of the paper's budget in (0, 1]."""
-    if isinstance(text, str) and text.strip().lower() == "paper":
-        return 1.0
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"budget must be 'paper' or a fraction in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise ValueError(f"budget must be 'paper' or a fraction in (0, 1], got {value}")
-    return value
-
-
-def budget_steps(algo: str, env_name: str, fraction: float, sync_every: int = paper.SYNC_EVERY) -> tuple[int, int]:
-    """(steps_per_agent, eval_every_rounds) for `fraction` of RL-Zoo3's budget: whole evaluation
-    blocks of sync_every * eval_every_rounds steps, about `configs.EVAL_POINTS` evaluations, at least one."""
-    full_rounds = agents.get(algo).steps(env_name) // sync_every
-    rounds = max(1, round(full_rounds * fraction))
-    eval_every = max(1, rounds // configs.EVAL_POINTS)
-    rounds = max(1, round(rounds / eval_every)) * eval_every
-    return rounds * sync_every, eval_every
-
-
-def select_rows(table: Table, keys: Sequence[str] | None) -> list[paper.PaperRow]:
-    """The table's rows named by `keys` ("CartPole-v1/length"), in the paper's order; all if None."""
-    if not keys:
-        return list(table.rows)
-    by_key = {row.key: row for row in table.rows}
-    unknown = [k for k in keys if k not in by_key]
-    if unknown:
-        raise ValueError(f"unknown {table.name} rows {unknown}; allowed: {', '.join(by_key)}")
-    return [row for row in table.rows if row.key in set(keys)]
-
-
-def _check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
-    omegas = tuple(float(w) for w in omegas)
-    if not omegas:
-        raise ValueError("omegas needs at least one value")
-    if any(not 0 < w <= 1 for w in omegas) or len(set(omegas)) != len(omegas):
-        raise ValueError(f"omegas must be distinct values in (0, 1] (omega = 0 is the baseline, always run), got {list(omegas)}")
-    return tuple(sorted(omegas))
-
-
-def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
-                 agent_overrides: dict | None = None, train_overrides: dict | None = None,
-                 max_rates: Sequence[float] | None = None) -> list[tuple]:
-    """[(Program, TrainConfig, grid or None)] for one row; raises a ValueError naming what this
-    installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling.
-    `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
-    p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
-    paper table's config exactly."""
-    out = []
-    try:
-        for program in table.family(row).programs:
-            steps, eval_every = budget_steps(program.algo, row.env_name, budget)
-            fields = dict(physics=(row.param,), steps_per_agent=steps, eval_every_rounds=eval_every,
-                          eval_episodes=paper.EVAL_EPISODES, num_agents=getattr(row, "num_agents", paper.NUM_AGENTS),
-                          sync_every=paper.SYNC_EVERY, max_rate=paper.MAX_RATE)
-            fields.update(train_overrides or {})
-            config = configs.train_config(program.algo, row.env_name, agent_overrides=dict(agent_overrides or {}),
-                                          **fields)
-            grid = {**({"max_rate": [float(p) for p in max_rates]} if max_rates is not None else {}),
-                    **({"omega": [0.0, *omegas]} if program.zero_label else {})} or None
-            out.append((program, config, grid))
-    except ValueError as error:
-        hint = f" ({table.missing_hint})" if table.missing_hint else ""
-        raise ValueError(f"{table.name} row {row.key} cannot run in this installation: {error}{hint}") from None
-    return out
 
 
 def _point_dir(max_rate: float | None = None, omega: float | None = None) -> str:
@@ -142,17 +60,6 @@ def versions() -> dict:
     except OSError:
         out["fedjax_rl_git"] = None
     return out
-
-
-def _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides,
-             max_rates=None) -> dict:
-    """What a row records of the request it ran (another request on a finished row is refused). Run
-    settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
-    `max_rates` only for a table with a heterogeneity grid (so the paper tables' rows read as before)."""
-    levels = {} if max_rates is None else {"max_rates": list(max_rates)}
-    return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
-                                      omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
-                                      train_overrides=configs.identity_fields(train_overrides or {}), **levels)))
 
 
 def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dict | None = None,
@@ -188,63 +95,6 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
     headline = agents.ALGORITHMS[family.programs[0].algo].describe({"omega": chosen})
     return dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
                 headline=headline, omega_rule=OMEGA_RULE)
-
-
-def table_defaults(table: Table) -> dict:
-    """The request settings a table uses when the caller gives none: the paper tables' (DEFAULT_SEEDS,
-    DEFAULT_TUNING_SEEDS, DEFAULT_OMEGAS) and its levels p, then the table's own (`Table.defaults`)."""
-    return {**dict(num_seeds=DEFAULT_SEEDS, tuning_seeds=DEFAULT_TUNING_SEEDS, omegas=DEFAULT_OMEGAS,
-                   max_rates=table.max_rates), **table.defaults}
-
-
-def _check_max_rates(table: Table, max_rates) -> tuple[float, ...] | None:
-    if max_rates is None:
-        return None
-    if table.max_rates is None:
-        raise ValueError(f"{table.name} has no heterogeneity grid (max_rates): its rows run the paper's "
-                         f"p = {paper.MAX_RATE}; tables with one: {[t.name for t in TABLES.values() if t.max_rates]}")
-    levels = tuple(float(p) for p in max_rates)
-    if not levels or any(not 0 <= p < 1 for p in levels) or len(set(levels)) != len(levels):
-        raise ValueError(f"max_rates must be distinct heterogeneity levels p in [0, 1), got {list(max_rates)}")
-    return tuple(sorted(levels))
-
-
-def _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
-          run_batch, max_rates=None):
-    """Validate a request and resolve its rows' programs, before anything compiles (a missing
-    environment stops here); None for num_seeds, tuning_seeds, omegas or max_rates is the table's
-    default (`table_defaults`). Returns (table, rows, request record, {row key: programs}, run_batch)."""
-    from fedjax_rl.training import loop
-
-    run_batch = default_run_batch() if run_batch == "auto" else run_batch
-    loop.check_run_batch(run_batch)
-    table = get_table(table_name)
-    given = dict(num_seeds=num_seeds, tuning_seeds=tuning_seeds, omegas=omegas, max_rates=max_rates)
-    num_seeds, tuning_seeds, omegas, max_rates = ({**table_defaults(table), **{k: v for k, v in given.items()
-                                                                                 if v is not None}}[k] for k in given)
-    budget = parse_budget(budget)
-    omegas = _check_omegas(omegas)
-    max_rates = _check_max_rates(table, max_rates)
-    if num_seeds < 1:
-        raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
-    if tuning_seeds < 1:
-        raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
-    selected = select_rows(table, rows)
-    request = _request(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides, max_rates)
-    plans = {row.key: row_programs(table, row, budget, omegas, agent_overrides, train_overrides, max_rates)
-             for row in selected}
-    return table, selected, request, plans, run_batch
-
-
-def bind_request(table_name: str, out_dir: str, **request) -> tuple[dict, tuple]:
-    """`reproduce`'s arguments for a request, its defaults filled in (unknown settings raise here),
-    and the request's `_plan`."""
-    import inspect
-
-    args = inspect.signature(reproduce).bind(table_name, out_dir, **request)
-    args.apply_defaults()
-    given = args.arguments
-    return given, _plan(**{name: given[name] for name in inspect.signature(_plan).parameters})
 
 
 # A row's identity: its request without the number of reported seeds, which may grow (new pieces of
@@ -332,15 +182,30 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     programs and pieces are independent, so they can run in separate processes or machines;
     `reproduce` with the same request then reads every finished piece back and writes the row,
     computing nothing again. `request`: `reproduce`'s settings."""
-    given, (table, [selected], request, plans, run_batch) = bind_request(table_name, out_dir, rows=[row], **request)
-    directory = row_dir(out_dir, table, selected)
-    _row_state(os.path.join(directory, ROW_RESULT), request)  # refuses a row finished with other settings
-    by_name = {plan[0].name: plan for plan in plans[selected.key]}
+    plan = Request.of(table_name, rows=[row], **request).plan()
+    [selected] = plan.rows
+    directory = row_dir(out_dir, plan.table, selected)
+    _row_state(os.path.join(directory, ROW_RESULT), plan.record)  # refuses a row finished with other settings
+    by_name = {programs[0].name: programs for programs in plan.programs[selected.key]}
     if program not in by_name:
-        raise ValueError(f"program must be one of {list(by_name)} for {table.name}, got {program!r}")
-    total, seed = request["tuning_seeds"] + request["num_seeds"], given["seed"]
-    runs = program_pieces(directory, *by_name[program], total, seed, run_batch, piece_seeds, piece)
-    return [_run_piece(run, seed, run_batch, progress) for run in runs]
+        raise ValueError(f"program must be one of {list(by_name)} for {plan.table.name}, got {program!r}")
+    runs = program_pieces(directory, *by_name[program], plan.total_seeds, plan.seed, plan.run_batch, piece_seeds,
+                          piece)
+    return [_run_piece(run, plan.seed, plan.run_batch, progress) for run in runs]
+
+
+def pieces_left(out_dir: str, plan: Plan, piece_seeds: int | None = None) -> dict[str, list[PieceRun]]:
+    """{row key: every piece of its programs still to run} for the plan's rows that are not finished
+    (a finished row has no entry), each piece checked (`program_pieces`) before anything compiles: what
+    `reproduce` trains and what an executor starts."""
+    left = {}
+    for row in plan.rows:
+        directory = row_dir(out_dir, plan.table, row)
+        if not row_finished(os.path.join(directory, ROW_RESULT), plan.record):
+            left[row.key] = [run for program, config, grid in plan.programs[row.key]
+                             for run in program_pieces(directory, program, config, grid, plan.total_seeds, plan.seed,
+                                                       plan.run_batch, piece_seeds)]
+    return left
 
 
 def reproduce(
@@ -369,17 +234,11 @@ def reproduce(
     (a table with a heterogeneity grid) `max_rates`, the levels p: None is the table's default
     (`table_defaults`: 5, 3 and 0.01-0.2 for the paper's tables; `heterogeneity`: 10, 2, 0.05 and 0.1).
     Returns {"rows": {key: row record}, "paths": [written files]}."""
-    table, selected, request, plans, run_batch = _plan(table_name, rows, num_seeds, tuning_seeds, omegas, budget,
-                                                       seed, agent_overrides, train_overrides, run_batch, max_rates)
-    tuning_seeds = request["tuning_seeds"]
-    num_total = tuning_seeds + request["num_seeds"]
-    work = {}  # every row's pieces, checked before anything compiles
-    for row in selected:
-        directory = row_dir(out_dir, table, row)
-        if not row_finished(os.path.join(directory, ROW_RESULT), request):
-            work[row.key] = [run for program, config, grid in plans[row.key]
-                             for run in program_pieces(directory, program, config, grid, num_total, seed, run_batch,
-                                                       piece_seeds)]
+    plan = Request(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
+                   run_batch, max_rates).plan()
+    table, selected, request, plans, run_batch = plan.table, plan.rows, plan.record, plan.programs, plan.run_batch
+    tuning_seeds, num_total = request["tuning_seeds"], plan.total_seeds
+    work = pieces_left(out_dir, plan, piece_seeds)
     todo = [row for row in selected if row.key in work]
     bar = _rows_bar(table, selected, work, plans) if progress else None
     for index, row in enumerate(todo):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from fedjax_rl.reproduce import harness, seed_pieces, tables
+from fedjax_rl.reproduce.plan import Request
 from fedjax_rl.reproduce.tables import ROW_RESULT
 from fedjax_rl.training import records
 from fedjax_rl.training.machine import summary as machine_summary
@@ -21,8 +22,9 @@ def rows(table_name: str, out_dir: str, piece_seeds: int | None = None, **reques
     piece still to run its estimated time on a CPU and on a GPU, `costs.estimate`)."""
     from fedjax_rl.reproduce import costs
 
-    given, (table, selected, request, plans, run_batch) = harness.bind_request(table_name, out_dir, **request)
-    total, seed = request["tuning_seeds"] + request["num_seeds"], given["seed"]
+    plan = Request.of(table_name, **request).plan()
+    table, selected, request, plans, run_batch = plan.table, plan.rows, plan.record, plan.programs, plan.run_batch
+    total, seed = plan.total_seeds, plan.seed
     measured = costs.measurements(costs.default_sources(out_dir))
     row_states = []
     for row in selected:

@@ -1,0 +1,266 @@
+"""A reproduction request as one typed value (`Request`), and what it resolves to before anything
+compiles (`Plan`): the table, its selected rows, each row's programs with their configs and grids,
+the record each row keeps of the request, and how many runs are vmapped at a time. A request is
+validated here, once, and spelled as command-line flags here, once (`Request.args`), for the
+processes an executor starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from fedjax_rl import agents
+from fedjax_rl.reproduce import paper
+from fedjax_rl.reproduce.tables import TABLES, Table, get_table
+from fedjax_rl.training import configs
+
+DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
+DEFAULT_SEEDS = paper.NUM_SEEDS
+DEFAULT_TUNING_SEEDS = 3
+# The run settings a row decides itself (its algorithm, environment and perturbed parameter): a
+# request cannot replace them.
+ROW_DECIDES = ("algo", "env_name", "physics", "agent")
+CPU_RUN_BATCH = 20  # runs per vmap on a CPU (default_run_batch)
+
+
+def default_run_batch() -> int | None:
+    """Runs vmapped at a time when the caller does not say: on a CPU, CPU_RUN_BATCH (a 40-run Table 1
+    row trains faster in batches whose parameters and optimizer states stay in cache,
+    benchmarks/run_batch.py); on an accelerator, every run in one vmap."""
+    import jax
+
+    return CPU_RUN_BATCH if jax.default_backend() == "cpu" else None
+
+
+def parse_budget(text: str | float) -> float:
+    """'paper' -> 1.0; otherwise a fraction of the paper's budget in (0, 1]."""
+    if isinstance(text, str) and text.strip().lower() == "paper":
+        return 1.0
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"budget must be 'paper' or a fraction in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"budget must be 'paper' or a fraction in (0, 1], got {value}")
+    return value
+
+
+def budget_steps(algo: str, env_name: str, fraction: float, sync_every: int = paper.SYNC_EVERY) -> tuple[int, int]:
+    """(steps_per_agent, eval_every_rounds) for `fraction` of RL-Zoo3's budget: whole evaluation
+    blocks of sync_every * eval_every_rounds steps, about `configs.EVAL_POINTS` evaluations, at least one."""
+    full_rounds = agents.get(algo).steps(env_name) // sync_every
+    rounds = max(1, round(full_rounds * fraction))
+    eval_every = max(1, rounds // configs.EVAL_POINTS)
+    rounds = max(1, round(rounds / eval_every)) * eval_every
+    return rounds * sync_every, eval_every
+
+
+def select_rows(table: Table, keys: Sequence[str] | None) -> list[paper.PaperRow]:
+    """The table's rows named by `keys` ("CartPole-v1/length"), in the paper's order; all if None."""
+    if not keys:
+        return list(table.rows)
+    by_key = {row.key: row for row in table.rows}
+    unknown = [k for k in keys if k not in by_key]
+    if unknown:
+        raise ValueError(f"unknown {table.name} rows {unknown}; allowed: {', '.join(by_key)}")
+    return [row for row in table.rows if row.key in set(keys)]
+
+
+def check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
+    """The omega grid, sorted; raises a ValueError unless it is distinct values in (0, 1]."""
+    omegas = tuple(float(w) for w in omegas)
+    if not omegas:
+        raise ValueError("omegas needs at least one value")
+    if any(not 0 < w <= 1 for w in omegas) or len(set(omegas)) != len(omegas):
+        raise ValueError(f"omegas must be distinct values in (0, 1] (omega = 0 is the baseline, always run), got {list(omegas)}")
+    return tuple(sorted(omegas))
+
+
+def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
+                 agent_overrides: dict | None = None, train_overrides: dict | None = None,
+                 max_rates: Sequence[float] | None = None) -> list[tuple]:
+    """[(Program, TrainConfig, grid or None)] for one row; raises a ValueError naming what this
+    installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling.
+    `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
+    p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
+    paper table's config exactly."""
+    out = []
+    try:
+        for program in table.family(row).programs:
+            steps, eval_every = budget_steps(program.algo, row.env_name, budget)
+            fields = dict(physics=(row.param,), steps_per_agent=steps, eval_every_rounds=eval_every,
+                          eval_episodes=paper.EVAL_EPISODES, num_agents=getattr(row, "num_agents", paper.NUM_AGENTS),
+                          sync_every=paper.SYNC_EVERY, max_rate=paper.MAX_RATE)
+            fields.update(train_overrides or {})
+            config = configs.train_config(program.algo, row.env_name, agent_overrides=dict(agent_overrides or {}),
+                                          **fields)
+            grid = {**({"max_rate": [float(p) for p in max_rates]} if max_rates is not None else {}),
+                    **({"omega": [0.0, *omegas]} if program.zero_label else {})} or None
+            out.append((program, config, grid))
+    except ValueError as error:
+        hint = f" ({table.missing_hint})" if table.missing_hint else ""
+        raise ValueError(f"{table.name} row {row.key} cannot run in this installation: {error}{hint}") from None
+    return out
+
+
+def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides,
+                   max_rates=None) -> dict:
+    """What a row records of the request it ran (another request on a finished row is refused). Run
+    settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
+    `max_rates` only for a table with a heterogeneity grid (so the paper tables' rows read as before)."""
+    levels = {} if max_rates is None else {"max_rates": list(max_rates)}
+    return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
+                                      omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
+                                      train_overrides=configs.identity_fields(train_overrides or {}), **levels)))
+
+
+def table_defaults(table: Table) -> dict:
+    """The request settings a table uses when the caller gives none: the paper tables' (DEFAULT_SEEDS,
+    DEFAULT_TUNING_SEEDS, DEFAULT_OMEGAS) and its levels p, then the table's own (`Table.defaults`)."""
+    return {**dict(num_seeds=DEFAULT_SEEDS, tuning_seeds=DEFAULT_TUNING_SEEDS, omegas=DEFAULT_OMEGAS,
+                   max_rates=table.max_rates), **table.defaults}
+
+
+def check_max_rates(table: Table, max_rates) -> tuple[float, ...] | None:
+    """The heterogeneity levels p, sorted (None: the paper's p alone); raises a ValueError for a table
+    without a heterogeneity grid or levels outside [0, 1)."""
+    if max_rates is None:
+        return None
+    if table.max_rates is None:
+        raise ValueError(f"{table.name} has no heterogeneity grid (max_rates): its rows run the paper's "
+                         f"p = {paper.MAX_RATE}; tables with one: {[t.name for t in TABLES.values() if t.max_rates]}")
+    levels = tuple(float(p) for p in max_rates)
+    if not levels or any(not 0 <= p < 1 for p in levels) or len(set(levels)) != len(levels):
+        raise ValueError(f"max_rates must be distinct heterogeneity levels p in [0, 1), got {list(max_rates)}")
+    return tuple(sorted(levels))
+
+
+class Plan(NamedTuple):
+    """A request resolved: its table, the selected rows in the paper's order, the record each row
+    keeps of the request (`request_record`), each row's programs {row key: [(Program, TrainConfig,
+    grid or None)]}, the runs vmapped at a time (None: all), and the first seed."""
+
+    table: Table
+    rows: list
+    record: dict
+    programs: dict
+    run_batch: int | None
+    seed: int
+
+    @property
+    def total_seeds(self) -> int:
+        """Tuning and reported seeds: the seed indices [0, total) every program of a row holds."""
+        return self.record["tuning_seeds"] + self.record["num_seeds"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What `fedjax-rl reproduce TABLE` asks for, as `harness.reproduce` takes it: None for
+    `num_seeds`, `tuning_seeds`, `omegas` or `max_rates` is the table's default (`table_defaults`),
+    `budget` is 'paper' or a fraction of it, `run_batch` "auto" is `default_run_batch()`.
+    `agent_overrides` / `train_overrides` replace the paper's settings of every program."""
+
+    table: str
+    rows: Sequence[str] | None = None
+    num_seeds: int | None = None
+    tuning_seeds: int | None = None
+    omegas: Sequence[float] | None = None
+    budget: float | str = 1.0
+    seed: int = 0
+    agent_overrides: Mapping | None = None
+    train_overrides: Mapping | None = None
+    run_batch: int | str | None = "auto"
+    max_rates: Sequence[float] | None = None
+
+    @classmethod
+    def of(cls, table: str, **settings) -> "Request":
+        """A request from keyword settings; an unknown one is refused, naming the allowed."""
+        allowed = [f.name for f in dataclasses.fields(cls) if f.name != "table"]
+        unknown = sorted(set(settings) - set(allowed))
+        if unknown:
+            raise TypeError(f"unknown reproduction settings {unknown}; allowed: {allowed}")
+        return cls(table, **settings)
+
+    def plan(self) -> Plan:
+        """Validate the request and resolve its rows' programs, before anything compiles (a missing
+        environment stops here)."""
+        from fedjax_rl.training import loop
+
+        run_batch = default_run_batch() if self.run_batch == "auto" else self.run_batch
+        loop.check_run_batch(run_batch)
+        table = get_table(self.table)
+        given = dict(num_seeds=self.num_seeds, tuning_seeds=self.tuning_seeds, omegas=self.omegas,
+                     max_rates=self.max_rates)
+        resolved = {**table_defaults(table), **{k: v for k, v in given.items() if v is not None}}
+        num_seeds, tuning_seeds = resolved["num_seeds"], resolved["tuning_seeds"]
+        budget = parse_budget(self.budget)
+        omegas = check_omegas(resolved["omegas"])
+        max_rates = check_max_rates(table, resolved["max_rates"])
+        if num_seeds < 1:
+            raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
+        if tuning_seeds < 1:
+            raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
+        selected = select_rows(table, self.rows)
+        record = request_record(budget, num_seeds, tuning_seeds, omegas, self.seed, self.agent_overrides,
+                                self.train_overrides, max_rates)
+        programs = {row.key: row_programs(table, row, budget, omegas, self.agent_overrides, self.train_overrides,
+                                          max_rates) for row in selected}
+        return Plan(table, selected, record, programs, run_batch, self.seed)
+
+    def args(self) -> list[str]:
+        """The request (its rows aside) as the command line's flags that read back to it: each value
+        spelled by its setting's declaration (`Setting.text`; a float by its shortest exact decimal),
+        agent settings as --set, run settings as --set-run; None (the table's default) as no flag.
+        Raises a ValueError for a setting the command line cannot carry."""
+        from fedjax_rl.core import settings
+        from fedjax_rl.training.configs import TRAIN_SETTINGS
+
+        def floats(values):
+            return ",".join(repr(float(v)) for v in values)
+
+        args = []
+        for flag, value, spell in (("--seeds", self.num_seeds, lambda n: str(int(n))),
+                                   ("--tuning-seeds", self.tuning_seeds, lambda n: str(int(n))),
+                                   ("--omegas", self.omegas, floats), ("--max-rates", self.max_rates, floats)):
+            if value is not None:
+                args += [flag, spell(value)]
+        args += ["--budget", repr(parse_budget(self.budget)), "--seed", str(int(self.seed)),
+                 "--run-batch", spell_run_batch(self.run_batch)]
+        table = get_table(self.table)
+        declared = {s.name: s for s in agents.get(table.programs[0].algo).config.SETTINGS}
+        for name, value in (self.agent_overrides or {}).items():
+            if name not in declared:
+                raise ValueError(f"unknown {self.table} agent setting {name!r}; allowed: {sorted(declared)}")
+            args += ["--set", f"{name}={declared[name].text(value)}"]
+        run_settings = settings.by_name(TRAIN_SETTINGS)
+        for name, value in (self.train_overrides or {}).items():
+            if name not in run_settings or name in ROW_DECIDES:
+                raise ValueError(f"train_overrides cannot carry {name!r} to a piece's command line; allowed: "
+                                 f"{sorted(set(run_settings) - set(ROW_DECIDES))}")
+            args += ["--set-run", f"{name}={run_settings[name].text(value)}"]
+        return args
+
+
+def spell_run_batch(run_batch) -> str:
+    """`run_batch` as --run-batch spells it: "auto" stays, so that each process resolves it for its own
+    device (a GPU's piece merges with a CPU's); None is "all"."""
+    if run_batch == "auto":
+        return "auto"
+    return "all" if run_batch is None else str(int(run_batch))
+
+
+def parse_run_settings(given: dict[str, str]) -> dict:
+    """--set-run NAME=VALUE pairs ({name: text}) parsed by the run settings' declarations
+    (`configs.TRAIN_SETTINGS`), the inverse of `Request.args`'s --set-run; a name the row decides
+    (ROW_DECIDES) or no setting's raises a ValueError naming the allowed ones."""
+    from fedjax_rl.core import settings
+    from fedjax_rl.training.configs import TRAIN_SETTINGS
+
+    declared = settings.by_name(TRAIN_SETTINGS)
+    allowed = sorted(set(declared) - set(ROW_DECIDES))
+    unknown = sorted(name for name in given if name not in allowed)
+    if unknown:
+        raise ValueError(f"unknown or row-decided run settings {unknown} for --set-run; allowed: {allowed}")
+    return {name: declared[name].parse(text) for name, text in given.items()}
