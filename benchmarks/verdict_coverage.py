@@ -76,7 +76,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine  # noqa: E402
 
 from fedjax_rl.analysis import stats  # noqa: E402
-from fedjax_rl.reproduce import harness, report
+from fedjax_rl.reproduce import report, tables
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 OUT = os.path.join(os.path.dirname(__file__), "results", "verdict_coverage.json")
@@ -94,8 +94,8 @@ def committed_comparisons() -> list[dict]:
     """Every committed comparison with >= 4 seeds: headline FedR* minus each baseline, per metric."""
     out = []
     for table_name, directory in COMMITTED:
-        table = harness.get_table(table_name)
-        for key, rec in report.finished_rows(table, os.path.join(ROOT, "results", directory)).items():
+        table = tables.get_table(table_name)
+        for key, rec in tables.finished_rows(table, os.path.join(ROOT, "results", directory)).items():
             algs = rec["algorithms"]
             for base in table.baselines:
                 for metric in report.METRICS:
@@ -233,8 +233,8 @@ def committed_tables() -> list[dict]:
     """Per committed table, metric and baseline: each row's normalised scores of both algorithms."""
     out = []
     for table_name, directory in COMMITTED:
-        table = harness.get_table(table_name)
-        records = report.finished_rows(table, os.path.join(ROOT, "results", directory))
+        table = tables.get_table(table_name)
+        records = tables.finished_rows(table, os.path.join(ROOT, "results", directory))
         for agg in report.aggregates(table, records):
             robust = report.normalised_scores(table, records, "headline", agg["metric"])
             baseline = report.normalised_scores(table, records, agg["baseline"], agg["metric"])

@@ -128,13 +128,13 @@ def _run(label, env="HalfCheetah-v4", episodes=True, stopped=False, seeds=3, poi
 def test_every_figures_text_lies_inside_it_at_the_saved_size(tmp_path, saved_figures):
     """The learning curve's subtitle once ran off both edges ('an ± ½ std ... moving'): the longest
     band description, long labels, a stopped run, two parameters, and the reproduce grids' titles."""
-    from fedjax_rl.reproduce import harness
+    from fedjax_rl.reproduce import tables
 
     runs = [_run("FedRDDPG (ω=0.05)"), _run("DDPGAvg(2)", episodes=False), _run("DDPGAvg(1)", stopped=True)]
     paths = plots.plot_results(runs, str(tmp_path / "fig"))
     assert [os.path.basename(p) for p in paths] == ["fig_curve.png", "fig_sweep.png"]
     band = plots.band_description({"episodes", "seeds"}, seeds="reported seeds")
-    for table in harness.TABLES.values():
+    for table in tables.TABLES.values():
         panels = [(f"{env} ({param})", [(name, np.arange(20), np.ones((3, 20))) for name in ("A", "B (ω=0.1)")])
                   for env, param in [("HalfCheetah-v4", "front_foot")] * 7] + [("Ant-v4 (back_left_leg)", [])]
         plots.grid_figure(panels, str(tmp_path / f"{table.name}.png"), xlabel="environment steps per agent",
@@ -150,7 +150,7 @@ def test_every_figures_text_lies_inside_it_at_the_saved_size(tmp_path, saved_fig
     rows = {name: {"omega": omega, "worst_case": 3.0, "per_agent": [4.0] * len(DEFAULT_WIND)}
             for name, omega in (("FedRQ", 0.35), ("QAvg", 0.0))}
     demo._plot(str(tmp_path / "tabular_demo.png"), {"FedRQ": gaps, "QAvg": gaps}, rows, 0.35, 0.9, 10, DEFAULT_WIND)
-    assert len(saved_figures) == 3 + len(harness.TABLES)
+    assert len(saved_figures) == 3 + len(tables.TABLES)
     assert [(name, outside) for name, outside in saved_figures if outside] == []
 
 

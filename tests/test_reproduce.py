@@ -129,7 +129,7 @@ def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduc
     with pytest.raises(ValueError, match=r"program must be one of \['fedrdqn'\] for table1, got 'ddpgavg2'"):
         harness.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
     [alone] = harness.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
-    together = report.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
+    together = tables.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
     np.testing.assert_array_equal(alone["final"]["local_returns"][2], np.asarray(together["final"]["local_returns"]))
     row = harness.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
     assert row["resumed_blocks"] == 3 and row["wall_s"] == alone["timing"]["wall_s"]
@@ -211,8 +211,8 @@ RESULTS = os.path.join(os.path.dirname(__file__), "..", "results")
 
 
 def _committed(table_name, directory):
-    table = harness.get_table(table_name)
-    return table, report.finished_rows(table, os.path.join(RESULTS, directory))
+    table = tables.get_table(table_name)
+    return table, tables.finished_rows(table, os.path.join(RESULTS, directory))
 
 
 def test_paper_tables_are_transcribed():
@@ -296,7 +296,7 @@ def test_a_table_beyond_the_paper_has_no_paper_columns_and_its_own_reference():
     headline = rec["headline"].replace("FedRDDPG", "FedRSAC")
     rec["algorithms"] = {"SACAvg": algs["DDPGAvg(1)"], headline: algs[rec["headline"]]}
     rec.update(table="beyond_sac", headline=headline)
-    table = harness.get_table("beyond_sac")
+    table = tables.get_table("beyond_sac")
     records = {"Hopper-v4/torso": rec}
     md, csv_rows, comparison_rows = report.table_lines(table, records)
     text = "\n".join(md)

@@ -109,7 +109,7 @@ def test_reproduce_no_tensorboard_reaches_the_runs_and_not_the_rows_record(monke
     """`reproduce --no-tensorboard` sets the runs' setting; a row's recorded request leaves it out, so a
     row finished with event files is the same request without them."""
     from fedjax_rl.cli import commands
-    from fedjax_rl.reproduce import harness, plan, status
+    from fedjax_rl.reproduce import plan, status, tables
 
     seen = {}
     monkeypatch.setattr(status, "rows", lambda table, out, **request: seen.update(request) or [])
@@ -119,7 +119,7 @@ def test_reproduce_no_tensorboard_reaches_the_runs_and_not_the_rows_record(monke
     record = dict(budget=1.0, num_seeds=5, tuning_seeds=3, omegas=[0.1], seed=0, agent_overrides=None)
     assert (plan.request_record(**record, train_overrides={"tensorboard": False})
             == plan.request_record(**record, train_overrides=None))
-    table = harness.get_table("table1")
+    table = tables.get_table("table1")
     programs = plan.row_programs(table, plan.select_rows(table, None)[0], 0.01, [0.1],
                                       train_overrides={"tensorboard": False})
     assert all(config.tensorboard is False for _, config, _ in programs)

@@ -331,13 +331,13 @@ def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> No
 
 def cmd_reproduce(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce/harness.py."""
-    from fedjax_rl.reproduce import harness, report, seed_pieces, status
+    from fedjax_rl.reproduce import harness, report, seed_pieces, status, tables
     from fedjax_rl.training import loop
 
     if args.report_only:
         if args.status:
             raise SystemExit("fedjax-rl: error: --report-only and --status exclude each other (--status writes nothing)")
-        result = report.write_outputs(harness.get_table(args.table), args.out)
+        result = report.write_outputs(tables.get_table(args.table), args.out)
         if not result["rows"]:
             raise SystemExit(f"fedjax-rl: error: no finished {args.table} rows (row.json) under {args.out}")
         for path in result["paths"]:

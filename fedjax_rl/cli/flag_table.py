@@ -36,7 +36,7 @@ def flag_table() -> dict:
     (`TRAIN_SETTINGS`, the algorithms' settings, the environment registry, the reproduce tables):
     what `fedjax_rl/cli/flags.py` holds. Imports JAX and every settings module."""
     from fedjax_rl import agents, envs
-    from fedjax_rl.reproduce import harness, plan
+    from fedjax_rl.reproduce import plan, tables
     from fedjax_rl.training import configs, machine
     from fedjax_rl.training.configs import TRAIN_SETTINGS
 
@@ -105,13 +105,13 @@ def flag_table() -> dict:
     return {
         "train": train,
         "set_help": set_help,
-        "reproduce": {"tables": sorted(harness.TABLES), "seeds": plan.DEFAULT_SEEDS,
+        "reproduce": {"tables": sorted(tables.TABLES), "seeds": plan.DEFAULT_SEEDS,
                       "tuning_seeds": plan.DEFAULT_TUNING_SEEDS,
                       "omegas": ",".join(f"{w:g}" for w in plan.DEFAULT_OMEGAS),
                       "cpu_run_batch": plan.CPU_RUN_BATCH,
                       # The tables whose defaults are their own (`plan.table_defaults`).
                       "table_defaults": {name: _shown_defaults(plan.table_defaults(table))
-                                         for name, table in sorted(harness.TABLES.items())
+                                         for name, table in sorted(tables.TABLES.items())
                                          if table.defaults or table.max_rates}},
     }
 

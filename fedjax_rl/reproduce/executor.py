@@ -49,7 +49,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from fedjax_rl.reproduce import harness, report, seed_pieces
+from fedjax_rl.reproduce import harness, report, seed_pieces, tables
 from fedjax_rl.reproduce.plan import Request
 
 EXECUTORS = ("local", "ray")
@@ -468,7 +468,7 @@ def write_rows(table_name: str, out_dir: str, rows: list[str], piece_seeds: int 
     executor does (which reads every finished piece back), then rebuild the tables from every finished
     row in `out_dir`. A row with a piece still to run is an error here, never trained in this process."""
     if not rows:
-        return report.write_outputs(harness.get_table(table_name), out_dir)
+        return report.write_outputs(tables.get_table(table_name), out_dir)
     request = {**request, "rows": rows}
     _, left = plan_tasks(table_name, out_dir, piece_seeds, **request)
     if left:

@@ -25,23 +25,14 @@ import numpy as np
 from fedjax_rl import agents
 from fedjax_rl.reproduce import report, seed_pieces
 from fedjax_rl.reproduce.plan import Plan, Request
-from fedjax_rl.training import records
+from fedjax_rl.training import records, run_directory
 from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary
-# The tables' declarations, shared with the reporting half; TABLES and Program are kept as this
-# module's names too (`reproduce.TABLES`, `reproduce.get_table`).
-from fedjax_rl.reproduce.tables import (  # noqa: F401
-    OMEGA_RULE, ROW_RESULT, TABLES, Family, Program, Table, chosen_omega, first_point_dir, get_table, grid_points,
+from fedjax_rl.reproduce.tables import (
+    OMEGA_RULE, ROW_RESULT, Family, Program, Table, chosen_omega, first_point_dir, grid_points,
     load_program_run, load_run, row_dir)
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
-
-
-def _point_dir(max_rate: float | None = None, omega: float | None = None) -> str:
-    """A grid point's directory, run_directory.grid_label's spelling: "omega=0.1", "max_rate=0.3,omega=0.1",
-    "max_rate=0.3" ("" for neither)."""
-    return ",".join(f"{name}={value:g}" for name, value in (("max_rate", max_rate), ("omega", omega))
-                    if value is not None)
 
 
 def versions() -> dict:
@@ -79,9 +70,10 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
             with open(os.path.join(first, "config.json")) as f:
                 grid = json.load(f)["grid"]["omega"]
             runs = [(program.zero_label if w == 0 else agents.ALGORITHMS[program.algo].describe({"omega": w}),
-                     f"{program.name}/{_point_dir(max_rate, w)}", w) for w in grid]
+                     f"{program.name}/{run_directory.point_label({'max_rate': max_rate, 'omega': w})}", w) for w in grid]
         else:
-            runs = [(program.label, "/".join([program.name, _point_dir(max_rate)]).rstrip("/"), None)]
+            runs = [(program.label, "/".join([program.name, run_directory.point_label({"max_rate": max_rate})]).rstrip("/"),
+                     None)]
         for label, rel, omega in runs:
             final = load_program_run(directory, rel, program_pieces)["final"]
             avg, mn = (np.asarray(final[name], float)[:num_seeds] for name in ("local_average", "local_minimum"))
@@ -102,33 +94,32 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
 _GROWS = ("num_seeds",)
 
 
-def _row_state(row_result: str, request: dict) -> tuple[str, dict | None]:
-    """("none" | "finished" | "fewer seeds", its row.json) for a request; raises a ValueError if
-    the row was computed with other settings (the message names them)."""
+def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[str]]:
+    """Where a row stands for a request, from its row.json: (state, the record, the request settings
+    it was computed with differently). The state is "none" (no row.json), "other settings" (the
+    request differs beyond its reported seeds, which may grow), "finished" (at least the requested
+    reported seeds) or "fewer seeds"."""
     if not os.path.exists(row_result):
-        return "none", None
-    diff, record = finished_row(row_result, request)
+        return "none", None, []
+    with open(row_result) as f:
+        record = json.load(f)
+    diff = sorted(k for k in request if k not in _GROWS and record["request"].get(k) != request[k])
     if diff:
+        return "other settings", record, diff
+    enough = len(record["seeds"]["reported"]) >= request["num_seeds"]
+    return ("finished" if enough else "fewer seeds"), record, []
+
+
+def row_finished(row_result: str, request: dict) -> bool:
+    """Whether the row is finished with at least the requested seeds; a ValueError naming the
+    settings if it was computed with other ones."""
+    state, record, diff = row_state(row_result, request)
+    if state == "other settings":
         previous = record["request"]
         raise ValueError(f"{row_result} was computed with different settings {diff} "
                          f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
                          "use another --out or remove that row directory")
-    enough = len(record["seeds"]["reported"]) >= request["num_seeds"]
-    return ("finished" if enough else "fewer seeds"), record
-
-
-def row_finished(row_result: str, request: dict) -> bool:
-    """Whether the row is finished with at least the requested seeds; raises if it was computed with
-    other settings."""
-    return _row_state(row_result, request)[0] == "finished"
-
-
-def finished_row(row_result: str, request: dict) -> tuple[list[str], dict]:
-    """The request settings a finished row.json was computed with differently (the reported seeds
-    aside: a row grows by new seeds), and its record."""
-    with open(row_result) as f:
-        record = json.load(f)
-    return sorted(k for k in request if k not in _GROWS and record["request"].get(k) != request[k]), record
+    return state == "finished"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +176,7 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     plan = Request.of(table_name, rows=[row], **request).plan()
     [selected] = plan.rows
     directory = row_dir(out_dir, plan.table, selected)
-    _row_state(os.path.join(directory, ROW_RESULT), plan.record)  # refuses a row finished with other settings
+    row_finished(os.path.join(directory, ROW_RESULT), plan.record)  # refuses a row finished with other settings
     by_name = {programs[0].name: programs for programs in plan.programs[selected.key]}
     if program not in by_name:
         raise ValueError(f"program must be one of {list(by_name)} for {plan.table.name}, got {program!r}")
@@ -366,8 +357,6 @@ def _write_row(directory: str, record: dict) -> None:
     """row.json, atomically; then the pieces' checkpoints go: a finished row never resumes its
     pieces, and their checkpoints (replay buffers included, ~90 MB for a 40-run CartPole row) only
     cost disk."""
-    from fedjax_rl.training import run_directory
-
     with open(os.path.join(directory, ROW_RESULT + ".tmp"), "w") as f:
         json.dump(record, f, indent=2, default=str)
     os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))

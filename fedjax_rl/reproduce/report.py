@@ -16,9 +16,8 @@ import numpy as np
 from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.reproduce import heterogeneity, paper
-# finished_rows: kept as this module's name too (`reproduce_report.finished_rows`).
-from fedjax_rl.reproduce.tables import (  # noqa: F401
-    EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, load_run, margin_note,
+from fedjax_rl.reproduce.tables import (
+    EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, margin_note,
     ran_on, range_note, row_dir, seed_runs, seed_sets)
 
 

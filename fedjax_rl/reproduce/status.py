@@ -29,15 +29,13 @@ def rows(table_name: str, out_dir: str, piece_seeds: int | None = None, **reques
     row_states = []
     for row in selected:
         directory = tables.row_dir(out_dir, table, row)
-        path = os.path.join(directory, ROW_RESULT)
-        if os.path.exists(path):
-            diff, record = harness.finished_row(path, request)
-            if diff or len(record["seeds"]["reported"]) >= request["num_seeds"]:
-                row_states.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
+        state, record, diff = harness.row_state(os.path.join(directory, ROW_RESULT), request)
+        if state in ("finished", "other settings"):
+            row_states.append(dict(row=row.key, state="finished with other settings" if diff else "finished",
                                    other_settings=diff, wall_s=record.get("wall_s"),
                                    machine=machine_summary(record["machine"]),
                                    seeds=len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])))
-                continue
+            continue
         programs = [_program_status(directory, table, row, *plan, total, seed, run_batch, piece_seeds, measured)
                     for plan in plans[row.key]]
         started = any(p["state"] != "not started" for p in programs)

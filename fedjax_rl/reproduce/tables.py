@@ -23,6 +23,7 @@ import numpy as np
 from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.reproduce import paper
+from fedjax_rl.training import run_directory
 from fedjax_rl.training.machine import summary as machine_summary
 
 ROW_RESULT = "row.json"
@@ -154,9 +155,9 @@ def grid_points(grid: dict | None) -> int:
 
 
 def first_point_dir(grid: dict) -> str:
-    """The directory of a grid's first point (`run_directory.grid_label`'s spelling): "omega=0",
+    """The directory of a grid's first point (`run_directory.point_label`): "omega=0",
     "max_rate=0,omega=0"."""
-    return ",".join(f"{name}={values[0]:g}" for name, values in grid.items())
+    return run_directory.point_label({name: values[0] for name, values in grid.items()})
 
 
 def chosen_omega(tuning_minimum_mean: dict) -> float:

@@ -32,12 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_rl.agents.base import first_training_step
 from fedjax_rl.core import federated
 from fedjax_rl.training import distributed, machine, records, run_directory, tensorboard_log
 from fedjax_rl.training.configs import TRAIN_LEAVES, TrainConfig
 from fedjax_rl.training.machine import NotEnoughMemory, check_memory  # noqa: F401 (part of `run`'s interface)
-# Part of `run`'s interface, and importable from here as before the run directory had its own module:
-# the errors `run` raises on a directory, the files it writes, what it records and how far it got.
+# Part of `run`'s interface: the errors `run` raises on a directory, the files it writes and how far
+# a run on disk got.
 from fedjax_rl.training.run_directory import (  # noqa: F401
     CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists, progress_on_disk)
 from fedjax_rl.training.program import make_trainer, seed_keys
@@ -451,8 +452,9 @@ def _warn_if_never_trains(config) -> None:
     """A run whose agents never reach a training phase only evaluates its initial policy: legitimate
     for a smoke test or a throughput measurement, a surprise otherwise, so warned about, not refused."""
     agent = config.agent
-    starts, freq = getattr(agent, "learning_starts", 0), getattr(agent, "train_freq", 1)
-    first = (starts // freq + 1) * freq  # agents.base.first_training_step (SB3's schedule)
+    if not hasattr(agent, "learning_starts"):  # an agent that trains from its first step
+        return
+    first, freq = first_training_step(agent), agent.train_freq
     if first > config.steps_per_agent:
         warnings.warn(
             f"no agent will take a gradient step: the first training phase would be at environment step "

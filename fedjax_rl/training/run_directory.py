@@ -65,11 +65,16 @@ class OutDirError(ValueError):
     """out_dir cannot hold a run (an existing file, or not writable)."""
 
 
+def point_label(values: dict) -> str:
+    """The sub-directory name of one grid point from its values {name: value}, in order, None left out:
+    `omega=0.05,learning_rate=0.001`, `max_rate=0.3,omega=0.05` ("" for none)."""
+    return ",".join(f"{name}={value:g}" for name, value in values.items() if value is not None)
+
+
 def grid_label(point: TrainConfig, grid: dict) -> str:
-    """`omega=0.05,learning_rate=0.001` (`max_rate=0.3,omega=0.05`): the sub-directory name of one
-    grid point, its agent hyperparameters' values and the run's own (`configs.TRAIN_LEAVES`)."""
-    return ",".join(f"{name}={getattr(point if name in configs.TRAIN_LEAVES else point.agent, name):g}"
-                    for name in grid)
+    """`point_label` of one grid point of `grid`: its agent hyperparameters' values and the run's own
+    (`configs.TRAIN_LEAVES`)."""
+    return point_label({name: getattr(point if name in configs.TRAIN_LEAVES else point.agent, name) for name in grid})
 
 
 def _holds(path: str, config_dict: dict) -> bool:
