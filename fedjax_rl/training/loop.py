@@ -416,17 +416,22 @@ def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
     """The result, and with `out_dir` its files (metrics, CSVs, global parameters), then finished.json."""
     this_process = time.perf_counter() - plan.started
     total = done.wall_before + this_process
-    result = {"curve": _stack(done.curve), "final": final, "communication": plan.communication,
-              "run_batch": plan.run_batch, "cpu_dots": plan.cpu_dots, "machine": machine.describe(),
-              "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds)),
-              # Wall time (compilation included) over every process that worked on this run; None when
-              # a resumed checkpoint predates this record.
-              "timing": {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
-                         "resumed_at_block": done.start_block}}
+    # Wall time (compilation included) over every process that worked on this run; None when a
+    # resumed checkpoint did not record it.
+    timing = {"wall_s": None if math.isnan(total) else total, "wall_s_this_process": this_process,
+              "resumed_at_block": done.start_block}
+    result = _result(plan, done.curve, final, cpu_dots=plan.cpu_dots, machine=machine.describe(), timing=timing)
     if plan.points is not None:
         result["grid"] = plan.points
     plan.directory.finish(result, state)
     return result
+
+
+def _result(plan: RunPlan, curve: list[dict], final: dict, **extra) -> dict:
+    """What a run returns and its metrics.json holds, finished or stopped: the curve, the final
+    evaluation, the traffic, how runs were batched and the seed indices, then `extra`."""
+    return {"curve": _stack(curve), "final": final, "communication": plan.communication, "run_batch": plan.run_batch,
+            "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds)), **extra}
 
 
 def _stack(curve: list[dict]) -> dict:
@@ -443,8 +448,7 @@ def _stopped(error: NonFiniteError, plan: RunPlan, curve, block, num_blocks) -> 
     "stopped" with the reason, so that `compare` and `plot` show the run as stopped; the error,
     saying where they are."""
     stopped = {"reason": str(error), "blocks_done": block, "num_blocks": num_blocks}
-    result = {"curve": _stack(curve), "final": {}, "communication": plan.communication, "run_batch": plan.run_batch,
-              "stopped": stopped, "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds))}
+    result = _result(plan, curve, {}, stopped=stopped)
     return NonFiniteError(f"{error}{plan.directory.write_stopped(result, block)}")
 
 
