@@ -494,7 +494,7 @@ def test_row_machine_names_the_accelerator_before_its_host():
 
 def test_a_row_names_every_machine_its_pieces_ran_on():
     writer = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["avx2"], backend="cpu")
-    assert tables.ran_on({"machine": writer}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
+    assert tables.ran_on({"machine": writer, "pieces": {}}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
     cpu, gpu = "AMD EPYC 7B13 (1 of 2 cores, AVX2, cpu)", "NVIDIA H100 80GB HBM3, host Xeon (16 cores, AVX-512)"
     one = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 2], machine=cpu), dict(seeds=[2, 3], machine=cpu)]}}
     assert tables.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
@@ -664,7 +664,7 @@ def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, mo
                     out / "table1" / "CartPole-v1__length")
     row_path = out / "table1" / "CartPole-v1__length" / "row.json"
     old = json.loads(row_path.read_text())
-    del old["pieces"]
+    del old["pieces"], old["schema"]  # as a row written before either was recorded
     row_path.write_text(json.dumps(old))
     for name in ("finished.json", "checkpoint.npz"):
         (out / "table1" / "CartPole-v1__length" / "fedrdqn" / name).unlink(missing_ok=True)
@@ -733,3 +733,24 @@ def test_pieces_overlap_exactly_where_they_share_a_seed():
                                   ((0, 5), True), ((2, 3), True)):
         piece = Piece("fedrdqn", first, stop)
         assert finished.overlaps(piece) == shares == piece.overlaps(finished), (first, stop)
+
+
+def test_old_row_records_are_upgraded_on_read_in_one_place():
+    """row.json without a schema number reads in today's layout (`tables.upgrade_row`), what it lacked
+    filled and, for the engine, said; a record of today's layout reads as written."""
+    old = {"wall_s": 12.0, "resumed_blocks": 3, "configs": {
+        "fedrddpg": {"config": {"env_name": "Hopper-v4"}, "grid": None},
+        "ddpgavg2": {"config": {"env_name": "Hopper-v4", "engine": "c"}, "grid": None}}}
+    new = tables.upgrade_row(old)
+    assert (new["schema"], new["pieces"], new["run_batch"]) == (tables.ROW_SCHEMA, {}, {})
+    assert (new["wall_s"], new["wall_s_this_process"]) == (None, 12.0)  # one process's time, after a resume
+    assert new["configs"]["fedrddpg"]["config"]["engine"] == "mjx" and new["unrecorded"] == ["engine"]
+    assert new["configs"]["ddpgavg2"]["config"]["engine"] == "c"
+    assert "schema" not in old and "engine" not in old["configs"]["fedrddpg"]["config"]  # the input is not changed
+    assert tables.upgrade_row(new) is new
+    classic = tables.upgrade_row({"wall_s": 5.0, "configs": {"fedrdqn": {"config": {"env_name": "CartPole-v1"}}}})
+    assert (classic["wall_s"], classic["configs"]["fedrdqn"]["config"]["engine"], classic["unrecorded"]) == (5.0, None, [])
+    # The committed rows read so: the reduced Table 2's MJX rows say what they did not record.
+    table, records = _committed("table2", "table2_reduced")
+    assert all(rec["schema"] == tables.ROW_SCHEMA for rec in records.values())
+    assert "engine" in records["Hopper-v4/torso"]["unrecorded"]

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 
 from fedjax_rl.training.machine import machine_cores
 from fedjax_rl.reproduce.seed_pieces import found
-from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points, load_run
+from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points, load_run, read_row
 
 # The results directories committed with the code (a clone's results/), read beside --out.
 COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -57,7 +56,7 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
     for program, entry in record["configs"].items():
         grid = entry.get("grid") or {}
         points = grid_points(grid)
-        pieces = record.get("pieces", {}).get(program) or [{"dir": "", "seeds": None}]
+        pieces = record["pieces"].get(program) or [{"dir": "", "seeds": None}]
         for piece in pieces:
             base = os.path.join(row_path, program, piece["dir"])
             metrics_dir = os.path.join(base, first_point_dir(grid)) if grid else base
@@ -130,8 +129,7 @@ def measurements(results_dirs: list[str]) -> list[Measurement]:
                 if not os.path.exists(path):
                     out += _unwritten_row_measurements(row_path, os.path.basename(os.path.dirname(row_path)))
                     continue
-                with open(path) as f:
-                    record = json.load(f)
+                record = read_row(path)
                 out += _program_measurements(row_path, record, record["table"])
             except (OSError, ValueError, KeyError):
                 continue

@@ -29,7 +29,7 @@ from fedjax_rl.training import records, run_directory
 from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary
 from fedjax_rl.reproduce.tables import (
-    OMEGA_RULE, ROW_RESULT, Family, Program, Table, chosen_omega, first_point_dir, grid_points,
+    OMEGA_RULE, ROW_RESULT, ROW_SCHEMA, Family, Program, Table, chosen_omega, first_point_dir, grid_points, read_row,
     load_program_run, load_run, row_dir)
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
@@ -101,8 +101,7 @@ def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[st
     reported seeds) or "fewer seeds"."""
     if not os.path.exists(row_result):
         return "none", None, []
-    with open(row_result) as f:
-        record = json.load(f)
+    record = read_row(row_result)
     diff = sorted(k for k in request if k not in _GROWS and record["request"].get(k) != request[k])
     if diff:
         return "other settings", record, diff
@@ -312,9 +311,9 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
     num_seeds = min(p[-1]["seeds"][1] for p in pieces.values())  # every program holds [0, num_seeds)
     request = {**request, "num_seeds": num_seeds - tuning_seeds}
     return dict(
-        table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
+        schema=ROW_SCHEMA, table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
         seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_seeds)),
-                   note="indices into train.seed_keys(seed, tuning + reported)"),
+                   note="indices into training.program.seed_keys(seed, tuning + reported)"),
         budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in programs},
                     paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in programs}),
         configs={p.name: dict(config=records.config_to_dict(c), grid=g) for p, c, g in programs},

@@ -422,30 +422,28 @@ def _steps(per_program: dict) -> str:
 
 
 def _physics_engine(rec: dict) -> str:
-    """', physics: MuJoCo's C engine' for a MuJoCo row; rows written before engines existed ran MJX."""
+    """', physics: MuJoCo's C engine' for a MuJoCo row, saying so where the row did not record it
+    (`tables.upgrade_row`)."""
     config = next(iter(rec["configs"].values()))["config"]
     if envs.get_spec(config["env_name"]).engines == ("jax",):
         return ""
-    engine = config.get("engine", "mjx")
-    return f", physics: {ENGINE_NAMES.get(engine, engine)}" + ("" if "engine" in config else " (written before engines)")
+    engine = config["engine"]
+    return f", physics: {ENGINE_NAMES.get(engine, engine)}" + (
+        " (written before engines)" if "engine" in rec.get("unrecorded", []) else "")
 
 
 ENGINE_NAMES = {"c": "MuJoCo's C engine", "mjx": "MuJoCo-MJX", "warp": "MuJoCo Warp"}
 
 
 def _batching(rec: dict) -> str:
-    """How the row's runs were vmapped (rows written before run_batch existed: all at once; a program in
-    pieces batched differently lists each piece's)."""
-    per_program = rec.get("run_batch", {}).values()
+    """How the row's runs were vmapped (a program in pieces batched differently lists each piece's)."""
+    per_program = rec["run_batch"].values()
     sizes = {n for value in per_program for n in (value if isinstance(value, list) else [value]) if n is not None}
     return f"{'/'.join(map(str, sorted(sizes)))} runs per vmap" if sizes else "all runs in one vmap"
 
 
 def _wall(rec: dict) -> str:
-    if "wall_s_this_process" not in rec:  # rows written before wall time survived a resume
-        this, total = rec["wall_s"], (None if rec.get("resumed_blocks") else rec["wall_s"])
-    else:
-        this, total = rec["wall_s_this_process"], rec["wall_s"]
+    this, total = rec["wall_s_this_process"], rec["wall_s"]
     if total is not None:
         return f"wall {total:.0f} s"
     return (f"wall {this:.0f} s after resuming at block {rec['resumed_blocks']} "

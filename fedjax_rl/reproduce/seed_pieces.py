@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 
 from fedjax_rl.training import records, run_directory
-from fedjax_rl.reproduce.tables import ROW_RESULT
+from fedjax_rl.reproduce.tables import ROW_RESULT, read_row
 
 PIECE_PREFIX = run_directory.NESTED_RUN_PREFIX  # seeds_A-B
 # What a piece's recorded configuration holds beyond its program's identity (`identity`).
@@ -112,17 +111,16 @@ def found(program_dir: str, program: str) -> list[Found]:
 
 
 def _whole_in_old_row(program_dir: str) -> bool:
-    """Whether a row written before pieces existed holds this program whole: its row.json lists no
-    pieces and reads its numbers from this directory. Such rows' program directories may lack their
-    finished.json (the committed Table 1 rows keep only the grid points' metrics), yet the row
+    """Whether a row that lists no pieces (`tables.upgrade_row`: it ran each program whole) holds this
+    program whole, reading its numbers from this directory. Such rows' program directories may lack
+    their finished.json (the committed Table 1 rows keep only the grid points' metrics), yet the row
     finished, so its program did, and the row can grow by new seeds."""
     path = os.path.join(os.path.dirname(program_dir), ROW_RESULT)
     if not os.path.exists(path):
         return False
-    with open(path) as f:
-        record = json.load(f)
+    record = read_row(path)
     name = os.path.basename(program_dir)
-    return "pieces" not in record and any(
+    return not record["pieces"] and any(
         algorithm["dir"].partition("/")[0] == name for algorithm in record["algorithms"].values())
 
 

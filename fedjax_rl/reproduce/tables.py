@@ -180,14 +180,50 @@ def row_dir(out_dir: str, table: Table, row: paper.PaperRow) -> str:
     return os.path.join(out_dir, table.name, row.dir_name)
 
 
+# The layout of row.json. A record carries its number from 2 on; `upgrade_row` reads one of any
+# number in today's layout.
+ROW_SCHEMA = 2
+
+
+def upgrade_row(record: dict) -> dict:
+    """A row.json record in today's layout (ROW_SCHEMA), whichever version wrote it: the one place that
+    knows older rows. A record without a number (1) may lack its pieces (the row ran each program
+    whole, in its own directory), its per-program batching (every run in one vmap), the wall time of
+    the process that wrote it (then `wall_s` was that process's alone: unknown over a resume), and
+    its MuJoCo programs' engine (MJX, the only one then). Fields filled so are listed under
+    "unrecorded"."""
+    if record.get("schema", 1) >= ROW_SCHEMA:
+        return record
+    record = {**record, "schema": ROW_SCHEMA, "unrecorded": list(record.get("unrecorded", [])),
+              "configs": {name: dict(program) for name, program in record["configs"].items()}}
+    record.setdefault("pieces", {})
+    record.setdefault("run_batch", {})
+    if "wall_s_this_process" not in record:
+        record["wall_s_this_process"] = record["wall_s"]
+        record["wall_s"] = None if record.get("resumed_blocks") else record["wall_s"]
+    for program in record["configs"].values():
+        config = program["config"]
+        if "engine" not in config:
+            mujoco = envs.get_spec(config["env_name"]).engines != ("jax",)
+            program["config"] = {**config, "engine": "mjx" if mujoco else None}
+            if mujoco and "engine" not in record["unrecorded"]:
+                record["unrecorded"].append("engine")
+    return record
+
+
+def read_row(path: str) -> dict:
+    """The row.json at `path`, in today's layout (`upgrade_row`)."""
+    with open(path) as f:
+        return upgrade_row(json.load(f))
+
+
 def finished_rows(table: Table, out_dir: str) -> dict:
     """{row key: row record} for every row of `table` with a row.json in `out_dir`, in the table's order."""
     out = {}
     for row in table.rows:
         path = os.path.join(row_dir(out_dir, table, row), ROW_RESULT)
         if os.path.exists(path):
-            with open(path) as f:
-                out[row.key] = json.load(f)
+            out[row.key] = read_row(path)
     return out
 
 
@@ -224,7 +260,7 @@ def load_algorithm(row_path: str, record: dict, label: str) -> dict:
     """The merged metrics of algorithm `label` ("DDPGAvg(1)", "FedRDDPG (ω=0.1)") of the finished row
     whose row.json is `record`, over the seed pieces it lists."""
     rel = record["algorithms"][label]["dir"]
-    pieces = record.get("pieces", {}).get(rel.partition("/")[0])
+    pieces = record["pieces"].get(rel.partition("/")[0])
     run = load_program_run(row_path, rel, None if pieces is None else [p["dir"] for p in pieces])
     if pieces is None:
         return run
@@ -240,7 +276,7 @@ def ran_on(record: dict) -> str:
     pieces (or whose pieces did not record theirs) names the machine of the process that wrote it."""
     unrecorded = "a machine it did not record"
     seeds_by_machine: dict[str, dict[str, list[int]]] = {}
-    for program, found in record.get("pieces", {}).items():
+    for program, found in record["pieces"].items():
         for piece in found:
             machine = piece["machine"] or unrecorded
             seeds_by_machine.setdefault(machine, {}).setdefault(program, []).extend(range(*piece["seeds"]))
