@@ -59,7 +59,7 @@ LEARNING_STARTS = 100
 AGENT = dict(
     train_freq=1, gradient_steps=1, learning_starts=LEARNING_STARTS, batch_size=16, buffer_size=1000,
     hidden_sizes=(256, 256),
-)  # the rest (lr, gamma, target interval, exploration) are configs.ZOO_DQN["CartPole-v1"] = SB3's
+)  # the rest (lr, gamma, target interval, exploration) are agents.dqn.ZOO_DQN["CartPole-v1"] = SB3's
 
 
 def make_case(algo: str, num_seeds: int, rounds_per_call: int, calls: int, cpu_dots: str | None = None):

@@ -239,7 +239,7 @@ def learn_config(algo):
 
 def learn_returns(algo):
     """Per-seed (nominal return at the end, local-environment average), seeds vmapped in one program."""
-    config = learn_config(algo)  # compiled as `experiment.run` compiles it (its matrix-product library)
+    config = learn_config(algo)  # compiled as `loop.run` compiles it (its matrix-product library)
     _, metrics = jax.jit(jax.vmap(program.make_train(config)), compiler_options=config.compiler_options)(
         program.seed_keys(0, LEARN_SEEDS))
     return np.asarray(metrics["curve"]["nominal_return"][:, -1]), np.asarray(metrics["final"]["local_average"])

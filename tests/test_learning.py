@@ -22,7 +22,7 @@ NUM_SEEDS = 4
 
 
 def _median_returns(config, seed=0):
-    # compiled as `experiment.run` compiles it (its matrix-product library)
+    # compiled as `loop.run` compiles it (its matrix-product library)
     _, metrics = jax.jit(jax.vmap(program.make_train(config)), compiler_options=config.compiler_options)(
         program.seed_keys(seed, NUM_SEEDS))
     nominal = np.asarray(metrics["curve"]["nominal_return"])[:, -3:].mean(axis=1)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import agents
+from fedjax_rl.agents import dqn
 from fedjax_rl.analysis import plots
 from fedjax_rl.cli import commands
 from fedjax_rl.core import settings
@@ -34,7 +35,7 @@ def test_registry_lists_every_algorithm_once():
 def test_cli_and_api_resolve_the_same_defaults(algo, env):
     api = configs.train_config(algo, env)
     assert cli_config("--algo", algo, "--env", env) == api
-    assert api.steps_per_agent == configs.ZOO_DQN[env]["steps"]  # RL-Zoo3's budget, not a fixed 20k
+    assert api.steps_per_agent == dqn.ZOO_DQN[env]["steps"]  # RL-Zoo3's budget, not a fixed 20k
     assert api.eval_every_rounds == max(1, api.num_rounds // configs.EVAL_POINTS)
     assert api.eval_episodes == 5  # the paper's evaluation
 

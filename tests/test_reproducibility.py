@@ -33,7 +33,7 @@ def _assert_results_identical(a: dict, b: dict) -> None:
 
 
 def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
-    """experiment.run that dies (a simulated crash) right after writing its first checkpoint."""
+    """loop.run that dies (a simulated crash) right after writing its first checkpoint."""
     real_save = checkpoint.save
 
     def save_then_die(path, tree, **extra):
@@ -47,7 +47,7 @@ def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
 
 
 def _rerun_without_compiling(monkeypatch, config, **run_kwargs) -> dict:
-    """experiment.run on a finished out_dir, where building a program would fail."""
+    """loop.run on a finished out_dir, where building a program would fail."""
     def no_program(*args, **kwargs):
         raise AssertionError("a finished run was computed again")
 

@@ -333,7 +333,7 @@ def learn_config(algo, steps=LEARN_STEPS):
 def learn_returns(algo, steps=LEARN_STEPS, seeds=LEARN_SEEDS):
     """Per seed: the nominal return at every evaluation, and the local-environment average at the end;
     seeds vmapped in one program."""
-    config = learn_config(algo, steps)  # compiled as `experiment.run` compiles it (its matrix-product library)
+    config = learn_config(algo, steps)  # compiled as `loop.run` compiles it (its matrix-product library)
     _, metrics = jax.jit(jax.vmap(program.make_train(config)), compiler_options=config.compiler_options)(
         program.seed_keys(0, seeds))
     return np.asarray(metrics["curve"]["nominal_return"]), np.asarray(metrics["final"]["local_average"])

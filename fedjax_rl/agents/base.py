@@ -1,7 +1,7 @@
-"""The agent protocol that `train.py` drives, the settings every off-policy agent shares, and the
+"""The agent protocol that `training/program.py` drives, the settings every off-policy agent shares, and the
 pieces of the learning loop written once for all of them (replay, the training schedule).
 
-An agent is the learning rule of *one* client, with static shapes closed over. `train.py` maps it
+An agent is the learning rule of *one* client, with static shapes closed over. `training/program.py` maps it
 over the agent axis, steps the environments, and averages `state.shared` every E steps:
 
     agent = Agent(config, obs_shape, action_space, total_steps)
@@ -45,7 +45,7 @@ class Transition:
 
 
 class Agent(Protocol):
-    """What `train.py` needs from an algorithm (see the module docstring)."""
+    """What `training/program.py` needs from an algorithm (see the module docstring)."""
 
     #: per-update metrics, averaged over the gradient steps of a block ("td_loss", ...)
     loss_names: ClassVar[tuple[str, ...]]

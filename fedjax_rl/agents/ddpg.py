@@ -12,7 +12,7 @@ DDPGAvg(1) is omega = 0 with one critic and no expectile network; DDPGAvg(2) the
 critics. The number of critics is a setting of every variant (`num_critics`). The robust term
 (omega, tau, D, L_D and the target y) is the component in `agents/robust.py`: this module hands it
 V' and gets y back. Everything here is
-for *one* agent; `train.py` maps it over the agent axis and averages `shared` (theta, theta', psi,
+for *one* agent; `training/program.py` maps it over the agent axis and averages `shared` (theta, theta', psi,
 phi, phi') every E steps. `private` (optimizer states, replay buffer) never leaves the agent.
 
 Actions: the actor's tanh output lives in [-1, 1]^d; exploration adds N(0, sigma^2) there and clips

@@ -10,7 +10,7 @@ no omega leaf, so a sweep cannot give it a robustness term by accident. The robu
 D, L_D and the target y) is the component in `agents/robust.py`: this module hands it
 V(s') = max_a' Q(s', a'; theta') and gets y back.
 
-Everything in this module is written for *one* agent; `train.py` maps it over the agent axis.
+Everything in this module is written for *one* agent; `training/program.py` maps it over the agent axis.
 The state is a `FederatedState`: `shared` (theta, theta', psi) is what the server averages every
 E steps; `private` (optimizer states, replay buffer) never leaves the agent.
 """
@@ -37,7 +37,7 @@ _ZOO = "(RL-Zoo3 dqn.yml, CartPole-v1)"
 _PAPER = "(paper, federated replay)"
 
 # Defaults: RL-Zoo3's CartPole-v1 DQN with the paper's federated replay settings (batch 16, buffer
-# 1000). `fedjax_rl.training.configs.ZOO_DQN` holds the other tasks' sets.
+# 1000). `ZOO_DQN` below holds the other tasks' sets.
 SETTINGS = (
     *robust.SETTINGS,
     base.HIDDEN_SIZES.with_default((256, 256), _ZOO),

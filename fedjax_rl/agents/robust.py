@@ -75,7 +75,7 @@ class RobustVariantConfig(base.OffPolicyConfig):
 
     def hparams(self) -> Hyperparams:
         """The vmappable leaves: the settings declared `leaf=True`, as the pytree the compiled
-        program takes (its caller, `experiment.compile_programs`, makes it here, from the config,
+        program takes (its caller, `loop.compile_programs`, makes it here, from the config,
         once). The `*Avg` baselines have no omega leaf (their target has no robustness term), so a
         sweep cannot silently change their discount."""
         leaves = {s.name: getattr(self, s.name) for s in self.SETTINGS

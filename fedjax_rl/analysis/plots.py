@@ -241,7 +241,7 @@ def _task(run: dict) -> tuple:
 
 
 def _seeds_paired(a: dict, b: dict) -> bool:
-    """Runs pair by seed index when they drew the same seed keys: `experiment.run`'s seed and
+    """Runs pair by seed index when they drew the same seed keys: `loop.run`'s seed and
     number of seeds (recorded in config.json) are equal. In-memory runs record neither: unpaired."""
     keys = ("seed", "num_seeds")
     return all(k in a["config"] and k in b["config"] for k in keys) and all(

@@ -360,7 +360,7 @@ def federated_round(
     steps), then the server's aggregation of the shared leaves (`average_shared` with `rule`, the
     mean by default). Returns `(carry, summarize(carry_before_aggregation, per_step_outputs))` (the
     outputs themselves when `summarize` is None). `weight`: this client's weight in the aggregate
-    (partial participation). Used by the deep trainer (`train.py`) and tabular FedRQ alike."""
+    (partial participation). Used by the deep trainer (`training/program.py`) and tabular FedRQ alike."""
     carry, outputs = jax.lax.scan(local_step, carry, xs, length=length)
     summary = outputs if summarize is None else summarize(carry, outputs)
     return average_shared(carry, weight, rule), summary
@@ -375,7 +375,7 @@ def maybe_federated_average(state: FederatedState, step: jax.Array, sync_every: 
     """Average when `step` is a sync step. Both branches are traced; `pmean` runs every call.
 
     Prefer structuring loops as `scan(local_step, length=E)` then `federated_average` (what
-    `train.py` does): this helper is for loops whose sync points are not at scan boundaries.
+    `training/program.py` does): this helper is for loops whose sync points are not at scan boundaries.
     """
     averaged = federated_average(state)
     sync = is_sync_step(step, sync_every)

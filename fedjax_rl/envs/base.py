@@ -19,7 +19,7 @@ object) with perturbable physics::
     env.set_physics(params, name, value)                 # the one place it changes; derived fields follow
     env.scale_physics(params, name, scale)               # set to scale x its value; concrete scale > 0
 
-`heterogeneity.agent_env_params` and the robustness sweep go through these four methods only, and
+`perturb.agent_env_params` and the robustness sweep go through these four methods only, and
 the loop vmaps `reset`/`step` over a batch of params (one per agent), so a parameter may be any
 pytree leaf the step reads, not only a field of a gymnax dataclass.
 

@@ -56,7 +56,7 @@ class PaperRow:
 
     @property
     def dir_name(self) -> str:
-        """The row's directory in a reproduction's output (`reproduce_tables.row_dir`)."""
+        """The row's directory in a reproduction's output (`tables.row_dir`)."""
         return f"{self.env_name}__{self.param}"
 
     def paper_numbers(self, label: str) -> tuple[float | None, float | None]:

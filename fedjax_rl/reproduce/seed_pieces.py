@@ -1,8 +1,8 @@
 """A reproduction program in pieces: ranges of its seeds, each a finished, self-contained run.
 
 A row's program (Table 1's FedRDQN over its omega grid, Table 2's FedRDDPG or DDPGAvg(2)) trains the
-seed indices [0, T + S) of `train.seed_keys(seed, ...)`: T tuning seeds, then S reported seeds. A
-*piece* trains a range [first, stop) of them, `experiment.run(first_seed=first, num_seeds=stop -
+seed indices [0, T + S) of `program.seed_keys(seed, ...)`: T tuning seeds, then S reported seeds. A
+*piece* trains a range [first, stop) of them, `loop.run(first_seed=first, num_seeds=stop -
 first)`. A seed index gets the same key whatever else runs beside it, so a piece trains exactly those
 seeds of the whole program; only the vmapped width differs, which changes float rounding the way
 another CPU does (tests/test_pieces.py measures it). Pieces let a program too long for one working
@@ -11,7 +11,7 @@ row grow by new reported seeds without touching the ones it has.
 
 Where a piece lives: ROW/PROGRAM/ holds the piece that was run as the whole program (every program
 written before pieces existed, and a whole program run today when nothing else is there);
-ROW/PROGRAM/seeds_A-B/ holds each other piece, seeds A to B - 1. Each is an ordinary `experiment.run`
+ROW/PROGRAM/seeds_A-B/ holds each other piece, seeds A to B - 1. Each is an ordinary `loop.run`
 directory (config.json, per-block checkpoint while it trains, then its metrics and finished.json), so
 nothing about a finished piece needs a checkpoint: a finished piece directory can be copied from the
 machine that ran it into any clone of the results and is merged there.

@@ -31,7 +31,6 @@ import jax
 from fedjax_rl import agents, envs
 from fedjax_rl.core import federated, perturb, settings
 from fedjax_rl.training import machine
-from fedjax_rl.agents.dqn import ZOO_DQN  # noqa: F401  (the DQN per-task table, kept under its old name)
 from fedjax_rl.core.settings import Setting, at_least, interval, one_of
 
 DEFAULT_ALGO = "fedrdqn"
@@ -75,7 +74,7 @@ TRAIN_SETTINGS = (
     Setting("sync_every", perturb.PAPER_SYNC_EVERY, at_least(1), kind=int, label="sync_every (E)",
             help="local steps between federated averages", source="(paper)"),
     # A leaf of the loop's settings is data of the program, not its shape: a grid over it is one
-    # program (`experiment.run(grid={"max_rate": [...]})`; p enters only `train.init`'s draw).
+    # program (`loop.run(grid={"max_rate": [...]})`; p enters only `program.init`'s draw).
     Setting("max_rate", perturb.PAPER_MAX_RATE, interval(0, 1, high_open=True), leaf=True, kind=float,
             label="max perturbation rate p", help="p: m_k = m (1 + n_k), n_k ~ U(-p, p)", source="(paper)"),
     Setting("steps_per_agent", 50_000, at_least(1), kind=int,
@@ -103,7 +102,7 @@ TRAIN_SETTINGS = (
 
 # Settings that change no number and so are not part of what a run directory records.
 NOT_IDENTITY = tuple(s.name for s in TRAIN_SETTINGS if not s.identity)
-# The loop's settings a grid may vary inside one program (`experiment.grid_configs`): data, not shape.
+# The loop's settings a grid may vary inside one program (`loop.grid_configs`): data, not shape.
 TRAIN_LEAVES = tuple(s.name for s in TRAIN_SETTINGS if s.leaf)
 
 
@@ -138,9 +137,9 @@ class _TrainConfigMethods(settings.SettingsConfig):
 
     @property
     def compiler_options(self) -> dict:
-        """`jax.jit(..., compiler_options=config.compiler_options)`: what `experiment.run` compiles
+        """`jax.jit(..., compiler_options=config.compiler_options)`: what `loop.run` compiles
         its programs with (the matrix-product library); give it to a program made from
-        `train.make_train(config)` to compute as a run does."""
+        `program.make_train(config)` to compute as a run does."""
         return machine.compiler_options(self.dots)
 
     def validate(self) -> None:

@@ -127,7 +127,7 @@ def run(
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
     `first_seed`: train seed indices first_seed, ..., first_seed + num_seeds - 1 of `seed`'s sequence
-    (`train.seed_keys`), exactly those seeds of a wider run: a piece of a reproduction program.
+    (`program.seed_keys`), exactly those seeds of a wider run: a piece of a reproduction program.
 
     With `out_dir`, writes config.json, a checkpoint after every block (resumed from if present and
     written by the same config), metrics.json, metrics.csv and the final global parameters, then

@@ -1,7 +1,7 @@
 """What a measurement records about the machine it ran on (the machines are shared and noisy, so the
 load average is part of the result), and what a run may ask of this machine: the CPU matrix-product
 library, and whether a run's training state fits in its memory (`check_memory`). Used by
-`fedjax-rl reproduce` rows, `experiment.run` and benchmarks/."""
+`fedjax-rl reproduce` rows, `loop.run` and benchmarks/."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ differently (1-2 ulps after one update; docs/reproducibility.md).
 Non-finite values: every block reports, per seed, the first environment step at which each of the
 agent's losses (and, checked at the end of every round, its shared parameters) was not finite, and
 which agent it was (`nonfinite_step/<quantity>`, `nonfinite_agent/<quantity>`; step 0: none). The
-host loop stops a run on them (`experiment.run`). Shared parameters are checked as uploaded under
+host loop stops a run on them (`loop.run`). Shared parameters are checked as uploaded under
 the mean (a non-finite upload makes the mean non-finite); under a robust aggregation rule, which
 exists to absorb a faulty upload, the aggregated model is checked (naming the agents whose uploads
 were non-finite), and `nonfinite_uploads` [K] counts the rounds whose upload the rule absorbed.
@@ -247,7 +247,7 @@ def init(setup: Setup, key, max_rate=None) -> TrainState:
     """Per-agent physics (m_k = m (1 + n_k)), then every agent's learner and environment.
 
     `max_rate`: p, the config's when None (then a constant of the program, as it always was). A
-    traced p (a grid over the heterogeneity level, `experiment.run(grid={"max_rate": [...]})`)
+    traced p (a grid over the heterogeneity level, `loop.run(grid={"max_rate": [...]})`)
     vmaps: p enters nothing but this draw, and the env params it makes are data carried in the
     state. No key depends on p, so a seed draws the same u_k ~ U(-1, 1) at every level and
     n_k = p u_k: runs at different p are paired."""
@@ -372,7 +372,7 @@ def train(setup: Setup, key, hparams=None):
 
 
 class Trainer(NamedTuple):
-    """The loop's parts bound to one `Setup`, for a host loop (`experiment.run`) or a caller who
+    """The loop's parts bound to one `Setup`, for a host loop (`loop.run`) or a caller who
     composes them (jit, vmap over seeds or hyperparameters)."""
 
     setup: Setup

@@ -8,7 +8,7 @@ Where (one TensorBoard run per directory that holds event files)::
     RUN_DIR/by_seed/seed_<n>/   each seed alone (n = the seed: `--seed` + its index), the same tags,
                                 so that the seeds overlay the mean on one chart
 
-A grid (`experiment.run(grid=...)`, a reproduction row's omegas) writes one RUN_DIR per point,
+A grid (`loop.run(grid=...)`, a reproduction row's omegas) writes one RUN_DIR per point,
 OUT/omega=0.05/, as its metrics.
 
 Tags, grouped by their first component as TensorBoard's scalar dashboard groups them; the x axis
@@ -133,7 +133,7 @@ def _close_all(writers) -> None:
 
 
 def open_board(plan, start_block: int, grid_label) -> Board | _NoBoard:
-    """The board of `experiment.run`'s plan, continuing after `start_block` checkpointed blocks; one
+    """The board of `loop.run`'s plan, continuing after `start_block` checkpointed blocks; one
     that writes nothing without a run directory, with `tensorboard=False`, or on a process other than
     the writer. `grid_label(point, grid)` names a grid point's directory."""
     from fedjax_rl.training import distributed
