@@ -116,8 +116,9 @@ def test_written_files_hold_the_run(trained_run):
     out, config, stdout = trained_run
     # config.json: the run's TrainConfig, plus the seeds.
     written = json.loads((out / "config.json").read_text())
-    assert (written.pop("num_seeds"), written.pop("seed")) == (2, 0)
+    assert (written.pop("num_seeds"), written.pop("seed"), written.pop("first_seed")) == (2, 0, 0)
     assert written.pop("agent_revision") == base.REVISION  # how the agents act where no setting says
+    assert (written.pop("run_batch"), written.pop("schema")) == (None, records.RUN_SCHEMA)  # one vmap
     assert _config_from_json(written, config) == config
     assert (config.algo, config.agent.omega, config.num_agents, config.sync_every, config.agent.hidden_sizes) == (
         "fedrdqn", 0.2, 2, 10, (8,))

@@ -161,17 +161,20 @@ def test_a_faulty_majority_stops_the_median_naming_the_first_faulty_agent():
         loop.check_finite(metrics, trainer, seed=0, block=0)
 
 
-def test_config_json_records_the_rule_unless_it_is_the_mean(tmp_path):
-    """A run directory written before the rule was a setting holds the mean's run: config.json
-    names the rule only when it is not the mean (and trim only for the trimmed mean), so such a
-    directory still reads as finished for the mean, and not for another rule."""
+def test_a_record_without_the_rule_reads_as_the_mean(tmp_path):
+    """A run directory written before the rule was a setting holds the mean's run: its config.json
+    names no rule (nor trim, nor a schema number), and it reads as finished for the mean, not for
+    another rule. Trim changes nothing but the trimmed mean, so it is part of no other rule's run."""
     recorded = {name: records.recorded_config(_config(**fields), num_seeds=2, seed=0)[0]
                 for name, fields in [("mean", {}), ("median", dict(aggregation="median")),
                                      ("trimmed_mean", dict(aggregation="trimmed_mean", trim=0.3))]}
-    assert "aggregation" not in recorded["mean"] and "trim" not in recorded["mean"]
-    assert recorded["median"]["aggregation"] == "median" and "trim" not in recorded["median"]
+    assert (recorded["mean"]["aggregation"], recorded["mean"]["schema"]) == ("mean", records.RUN_SCHEMA)
     assert (recorded["trimmed_mean"]["aggregation"], recorded["trimmed_mean"]["trim"]) == ("trimmed_mean", 0.3)
+    canonical = records.as_recorded
+    assert canonical({**recorded["median"], "trim": 0.4}) == canonical(recorded["median"])
+    assert canonical({**recorded["trimmed_mean"], "trim": 0.4}) != canonical(recorded["trimmed_mean"])
+    older = {k: v for k, v in recorded["mean"].items() if k not in ("aggregation", "trim", "schema")}
     for name in ("config.json", loop.FINISHED):
-        (tmp_path / name).write_text(json.dumps(recorded["mean"]))
+        (tmp_path / name).write_text(json.dumps(older))
     assert loop.progress_on_disk(str(tmp_path), recorded["mean"], 2)["state"] == "finished"
     assert loop.progress_on_disk(str(tmp_path), recorded["median"], 2)["state"] == "other settings"

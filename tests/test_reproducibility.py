@@ -61,7 +61,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
 
     assert commands.main(["train", *ARGV, "--out", str(tmp_path / "cli")]) == 0
     written = json.loads((tmp_path / "cli" / "config.json").read_text())
-    # What the API records for the same config (recorded_config leaves out an engine without a choice).
+    # What the API records for the same config.
     assert written == json.loads(json.dumps(records.recorded_config(config, num_seeds=2, seed=0)[0])), \
         "the CLI resolved another configuration than the Python API"
     from_cli = json.loads((tmp_path / "cli" / "metrics.json").read_text())
@@ -215,9 +215,9 @@ def test_run_batch_is_recorded_and_cli_api_and_resume_agree(tmp_path, monkeypatc
     assert json.loads((tmp_path / "api" / loop.SET_ASIDE / "2" / "config.json").read_text())["run_batch"] == 2
     assert not kept.exists()
 
-    # run_batch >= the number of runs is every run at once: the all-at-once program, not recorded.
+    # run_batch >= the number of runs is every run at once: the all-at-once program, recorded as none.
     loop.run(config, num_seeds=2, seed=0, out_dir=str(tmp_path / "all"), progress=False, run_batch=2)
-    assert "run_batch" not in json.loads((tmp_path / "all" / "config.json").read_text())
+    assert json.loads((tmp_path / "all" / "config.json").read_text())["run_batch"] is None
 
     assert commands.main(["train", *ARGV, "--run-batch", "1", "--out", str(tmp_path / "cli")]) == 0
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["run_batch"] == 1

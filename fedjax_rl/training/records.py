@@ -1,7 +1,8 @@
-"""What a run records as its configuration (config.json, finished.json, a checkpoint's extras), how two
-records are compared, and how a record written by an older version is read: `as_recorded` fills the
-fields it lacks (`UNRECORDED_BEFORE`), and `recorded_config` leaves out the fields whose value every
-older record implied, so that a run directory resumes and reads back across versions."""
+"""What a run records as its configuration (config.json, finished.json, a checkpoint's extras) and how
+two records are compared. `recorded_config` writes every field; `as_recorded` reads a record of any
+version in one canonical form (the one place that knows older records): the fields it lacks filled
+with the values its run had, and settings that change nothing for it left out, so that a run
+directory resumes and reads back across versions."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from fedjax_rl import envs
 from fedjax_rl.agents.base import REVISION
 from fedjax_rl.training import configs
 
@@ -26,28 +28,14 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
                     run_batch: int | None = None, first_seed: int = 0) -> tuple[dict, int | None]:
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
     run_batch that shapes the program: None when every run fits in one vmap."""
-    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, **first_seed_field(first_seed),
-                   "agent_revision": REVISION}
-    if config_dict.get("engine") is None:
-        # Recorded only where there is a choice (the MuJoCo tasks): run directories of the other
-        # tasks, written before engines existed, still resume and read back as finished.
-        del config_dict["engine"]
-    # The aggregation rule likewise only when it is not the mean (trim only for the trimmed mean):
-    # run directories written before the rule was a setting hold the mean's runs.
-    if config_dict["aggregation"] != "trimmed_mean":
-        del config_dict["trim"]
-    if config_dict["aggregation"] == "mean":
-        del config_dict["aggregation"]
+    config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, "first_seed": first_seed,
+                   "agent_revision": REVISION, "schema": RUN_SCHEMA}
     num_runs = num_seeds
     if grid:
         config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
         num_runs *= math.prod(len(values) for values in grid.values())
-    if run_batch is not None and run_batch < num_runs:
-        # Recorded only when it shapes the program: run directories written before this setting
-        # existed (every run in one vmap) still resume.
-        config_dict["run_batch"] = run_batch
-    else:
-        run_batch = None
+    # A batch of every run is the all-at-once program: the same as none.
+    config_dict["run_batch"] = run_batch = run_batch if run_batch is not None and run_batch < num_runs else None
     return config_dict, run_batch
 
 
@@ -74,33 +62,35 @@ def _shown(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-# Settings recorded in every run since they were added, with the value a run recorded before then
-# used: (section, name) -> value. A record without the field is read as holding that value, so
-# older run directories still resume, read back as finished, and compare equal to a new run of the
-# same settings.
-# A one-name key is a top-level field.
+# The layout of config.json. A record carries its number from 2 on (1: every record before); the
+# number is not part of a run's identity.
+RUN_SCHEMA = 2
+# Fields a record may lack, with the value its run had: (section, name) -> value; a one-name key is
+# a top-level field. The engine, which depends on the task, is filled in `as_recorded`.
 UNRECORDED_BEFORE = {
     ("agent", "init"): "flax",  # network initialisation (agents.base.INIT)
     ("agent_revision",): 1,  # how the agents act and learn, where no setting says (agents.base.REVISION)
+    ("aggregation",): "mean",  # FedAvg, the only rule before the rule was a setting
+    ("run_batch",): None,  # every run in one vmap
+    ("first_seed",): 0,  # a run from seed index 0: a whole program, not a later piece
 }
 
 
 def as_recorded(value):
-    """A config record as JSON values, with the fields older records lack filled in
-    (`UNRECORDED_BEFORE`): what it is compared as."""
+    """A config record as JSON values in its canonical form, what it is compared as: the fields an
+    older record lacks filled in (`UNRECORDED_BEFORE`; the engine: MJX for a MuJoCo task, the only
+    one before engines were a setting, none for the others), and what changes nothing for the run
+    left out (its schema number; `trim` unless the rule is the trimmed mean)."""
     value = json.loads(json.dumps(value))
-    if isinstance(value, dict):
+    if isinstance(value, dict) and "env_name" in value:  # a run's record (not one of its sections)
         for path, before in UNRECORDED_BEFORE.items():
             if len(path) == 1:
                 value.setdefault(path[0], before)
             elif isinstance(value.get(path[0]), dict):
                 value[path[0]].setdefault(path[1], before)
+        value.pop("schema", None)
+        if value["aggregation"] != "trimmed_mean":
+            value.pop("trim", None)
+        if "engine" not in value:
+            value["engine"] = "mjx" if envs.get_spec(value["env_name"]).engines != ("jax",) else None
     return value
-
-
-
-
-def first_seed_field(first_seed: int) -> dict:
-    """{"first_seed": n} for a run that starts past seed index 0 (a piece of a wider run), else {}: a
-    record without the field started at 0."""
-    return {"first_seed": first_seed} if first_seed else {}

@@ -361,7 +361,8 @@ def write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_seed
         point_dir = os.path.join(out_dir, grid_label(point, grid))
         os.makedirs(point_dir, exist_ok=True)
         with checkpoint.atomic_write(os.path.join(point_dir, CONFIG)) as f:
-            json.dump({**records.config_to_dict(point), "num_seeds": num_seeds, "seed": seed, **records.first_seed_field(first_seed)}, f,
+            json.dump({**records.config_to_dict(point), "num_seeds": num_seeds, "seed": seed,
+                       "first_seed": first_seed}, f,
                       indent=2)
         one = {part: jax.tree.map(lambda x, i=i: x[i], result[part]) for part in ("curve", "final")}
         one.update({k: v for k, v in result.items() if k not in ("curve", "final", "grid")})
