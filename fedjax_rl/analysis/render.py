@@ -92,13 +92,13 @@ def _recorded(run_dir: str) -> dict:
 
 def _run_config(recorded: dict):
     """The TrainConfig a run directory's config.json records, resolved as `fedjax-rl train` resolved it."""
-    from fedjax_rl.training import configs
+    from fedjax_rl.training import configs, records
 
     def tuples(value):  # JSON lists back into the tuples the settings hold
         return tuple(tuples(v) for v in value) if isinstance(value, list) else value
 
     fields = {name: tuples(value) for name, value in recorded.items()
-              if name not in ("algo", "env_name", "agent", "num_seeds", "seed", "run_batch", "first_seed", "agent_revision")}
+              if name not in ("algo", "env_name", "agent", *records.RUN_FIELDS)}
     agent = {name: tuples(value) for name, value in recorded["agent"].items()}
     return configs.train_config(recorded["algo"], recorded["env_name"], agent_overrides=agent, **fields)
 

@@ -62,6 +62,9 @@ def _shown(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+# What a record holds beyond the run's settings (`recorded_config`): how many seeds from which, how
+# runs were batched, the agents' revision, the grid and the record's layout.
+RUN_FIELDS = ("num_seeds", "seed", "first_seed", "run_batch", "agent_revision", "grid", "schema")
 # The layout of config.json. A record carries its number from 2 on (1: every record before); the
 # number is not part of a run's identity.
 RUN_SCHEMA = 2
