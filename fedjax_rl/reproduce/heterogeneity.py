@@ -20,7 +20,6 @@ on Minimum, on Average and on the robustness sweep's mean return over 0.1m-1.9m,
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 
@@ -30,7 +29,7 @@ from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
-                                       load_program_run, margin_note, ran_on, range_note, row_dir)
+                                       load_program_run, margin_note, ran_on, range_note, row_dir, write_csvs)
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -301,14 +300,8 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     with open(path, "w") as f:
         f.write("\n".join(table_lines(table, records, lines)) + "\n")
     paths.append(path)
-    for name, rows in ((table.name, csv_records(table, records, out_dir)),
-                       (f"{table.name}_comparisons", comparison_records(table, lines))):
-        path = os.path.join(out_dir, f"{name}.csv")
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        paths.append(path)
+    paths += write_csvs(out_dir, {table.name: csv_records(table, records, out_dir),
+                                  f"{table.name}_comparisons": comparison_records(table, lines)})
     if figures:
         paths.append(write_figure(table, out_dir, lines, records))
     return {"rows": records, "paths": paths}

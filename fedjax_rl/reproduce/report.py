@@ -18,7 +18,7 @@ from fedjax_rl.analysis import stats
 from fedjax_rl.reproduce import heterogeneity, paper
 from fedjax_rl.reproduce.tables import (
     EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, margin_note,
-    ran_on, range_note, row_dir, seed_runs, seed_sets)
+    ran_on, range_note, row_dir, seed_runs, seed_sets, write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -453,7 +453,6 @@ def _wall(rec: dict) -> str:
 def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the figures from every
     finished row; trains nothing (`fedjax-rl reproduce TABLE --out DIR --report-only`)."""
-    import csv
 
     if table.max_rates:  # a map over the heterogeneity level: its own report
         return heterogeneity.write_outputs(table, out_dir, figures)
@@ -466,13 +465,7 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
         with open(path, "w") as f:
             f.write("\n".join(md) + "\n")
         paths.append(path)
-        for name, rows in ((table.name, csv_rows), (f"{table.name}_comparisons", comparison_rows)):
-            path = os.path.join(out_dir, f"{name}.csv")
-            with open(path, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-            paths.append(path)
+        paths += write_csvs(out_dir, {table.name: csv_rows, f"{table.name}_comparisons": comparison_rows})
         if figures:
             paths += write_figures(table, out_dir, records)
     return {"rows": records, "paths": paths}

@@ -211,6 +211,21 @@ def upgrade_row(record: dict) -> dict:
     return record
 
 
+def write_csvs(out_dir: str, tables: dict[str, list[dict]]) -> list[str]:
+    """Each {name: rows} as out_dir/NAME.csv, its header the first row's keys; returns the paths."""
+    import csv
+
+    paths = []
+    for name, rows in tables.items():
+        path = os.path.join(out_dir, f"{name}.csv")
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        paths.append(path)
+    return paths
+
+
 def read_row(path: str) -> dict:
     """The row.json at `path`, in today's layout (`upgrade_row`)."""
     with open(path) as f:
