@@ -244,7 +244,7 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     with pytest.raises(ValueError, match="train_overrides cannot carry 'env_name'"):
         Request("table1", train_overrides={"env_name": "Acrobot-v1"}).args()
     with pytest.raises(ValueError, match=r"unknown or row-decided run settings \['physics'\] for --set-run"):
-        plan.parse_run_settings({"physics": "length"})
+        plan.parse_run_settings(["physics=length"])
 
 
 def test_cores_are_split_into_contiguous_groups():

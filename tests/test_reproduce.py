@@ -392,7 +392,7 @@ def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="table must be one of"):
         harness.reproduce("table3", str(tmp_path))
     # Table 2's robots are resolved lazily: until they are registered the error names what is missing.
-    with pytest.raises(SystemExit, match="unknown table1 agent settings \\['epsilon'\\]; allowed: .*learning_starts"):
+    with pytest.raises(SystemExit, match="unknown table1 agent settings \\['epsilon'\\] for --set; allowed: .*learning_starts"):
         commands.main(["reproduce", "table1", "--set", "epsilon=0.1", "--out", str(tmp_path), "--no-progress"])
     with pytest.raises(SystemExit, match="learning_starts"):
         commands.main(["reproduce", "table2", "--set", "learning_starts=-5", "--out", str(tmp_path), "--no-progress"])

@@ -31,16 +31,6 @@ from fedjax_rl.cli import flag_table, flags
 RUN_BATCH_HELP = ("runs (seeds x grid points) vmapped at a time; batches run one after another in the same "
                   "program ('all': one vmap). On a CPU, batches of 10-20 runs train a 40-run grid 1.6-2x faster "
                   "(benchmarks/run_batch.py); the numbers change by float rounding")
-def _set_pairs(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ValueError(f"--set expects KEY=VALUE, got {pair!r}")
-        key, value = pair.split("=", 1)
-        out[key] = value
-    return out
-
-
 # The Python types a flag's entry may name: its setting's declared kind (`--omega` is a float).
 # The other flags stay text and are parsed by their setting (`Setting.parse`: "ints", bools).
 FLAG_TYPES = {"str": str, "float": float}
@@ -111,19 +101,10 @@ def maybe_initialize_distributed(args) -> None:
         distributed.initialize(*given)
 
 
-def _parse_agent_settings(algorithm, given: dict[str, str], what: str) -> dict:
-    """NAME -> text pairs parsed by `algorithm`'s setting declarations; an unknown name raises,
-    naming `what` and the allowed names."""
-    declared = {s.name: s for s in algorithm.config.SETTINGS}
-    unknown = sorted(set(given) - set(declared))
-    if unknown:
-        raise ValueError(f"unknown {what} {unknown}; allowed: {sorted(declared)}")
-    return {name: declared[name].parse(text) for name, text in given.items()}
-
-
 def config_from_args(args):
     """The run's TrainConfig, resolved by `configs.train_config` like the Python API's."""
     from fedjax_rl import agents
+    from fedjax_rl.core import settings
     from fedjax_rl.training import configs
     from fedjax_rl.training.configs import TRAIN_SETTINGS
 
@@ -136,7 +117,7 @@ def config_from_args(args):
         if setting.name in ("algo", "env_name", "agent") or text is None:
             continue
         fields[setting.name] = setting.parse(text)
-    agent = _parse_agent_settings(algorithm, _set_pairs(args.set), f"{algorithm.family} settings")
+    agent = settings.parse_pairs(algorithm.config.SETTINGS, args.set, f"{algorithm.family} settings")
     # --omega and --tau arrive as floats (argparse, by their declared kind); a flag wins over --set.
     agent.update({name: getattr(args, name) for name in flag_table.AGENT_FLAGS if getattr(args, name) is not None})
     return configs.train_config(algo, env_name, agent_overrides=agent, **fields)
@@ -265,6 +246,7 @@ def _reproduce_overrides(table_name: str, pairs: list[str], rows: list[str] | No
     """--set pairs parsed by the declarations of the requested rows' algorithms: one family per row
     (a table's, or a `heterogeneity` row's own); rows of two families take no --set together."""
     from fedjax_rl import agents
+    from fedjax_rl.core import settings
     from fedjax_rl.reproduce import plan
 
     table = plan.get_table(table_name)
@@ -276,7 +258,8 @@ def _reproduce_overrides(table_name: str, pairs: list[str], rows: list[str] | No
         raise ValueError(f"--set applies to one algorithm family, and these {table_name} rows run "
                          f"{', '.join(sorted(families))}: request rows of one family (--rows) per command")
     [family] = families.values()
-    return _parse_agent_settings(agents.get(family.programs[0].algo), _set_pairs(pairs), f"{table_name} agent settings")
+    return settings.parse_pairs(agents.get(family.programs[0].algo).config.SETTINGS, pairs,
+                                f"{table_name} agent settings")
 
 
 def _switches(args, names: tuple[str, ...]) -> dict:
@@ -306,7 +289,7 @@ def _reproduce_run_settings(pairs: list[str]) -> dict:
         return {}
     from fedjax_rl.reproduce import plan
 
-    return plan.parse_run_settings(_set_pairs(pairs))
+    return plan.parse_run_settings(pairs)
 
 
 def _reproduce_with_executor(args, piece_seeds: int | None, request: dict) -> None:

@@ -166,6 +166,23 @@ def by_name(settings: tuple[Setting, ...]) -> dict[str, Setting]:
     return {s.name: s for s in settings}
 
 
+def parse_pairs(settings: tuple[Setting, ...], pairs, what: str, flag: str = "--set") -> dict:
+    """NAME=VALUE texts (a command line's repeated `flag`) parsed by the declarations `settings`:
+    {name: value}. Text without "=", or a name not declared, raises a ValueError naming `flag`, `what`
+    and the allowed names, before anything compiles."""
+    declared = by_name(settings)
+    given = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"{flag} expects NAME=VALUE, got {pair!r}")
+        name, text = pair.split("=", 1)
+        given[name] = text
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown} for {flag}; allowed: {sorted(declared)}")
+    return {name: declared[name].parse(text) for name, text in given.items()}
+
+
 # -- traced hyperparameters ---------------------------------------------------------------------------
 
 

@@ -251,16 +251,12 @@ def spell_run_batch(run_batch) -> str:
     return "all" if run_batch is None else str(int(run_batch))
 
 
-def parse_run_settings(given: dict[str, str]) -> dict:
-    """--set-run NAME=VALUE pairs ({name: text}) parsed by the run settings' declarations
-    (`configs.TRAIN_SETTINGS`), the inverse of `Request.args`'s --set-run; a name the row decides
-    (ROW_DECIDES) or no setting's raises a ValueError naming the allowed ones."""
+def parse_run_settings(pairs) -> dict:
+    """--set-run NAME=VALUE texts parsed by the run settings' declarations (`configs.TRAIN_SETTINGS`),
+    the inverse of `Request.args`'s --set-run; a name the row decides (ROW_DECIDES) or no setting's
+    raises a ValueError naming the allowed ones."""
     from fedjax_rl.core import settings
     from fedjax_rl.training.configs import TRAIN_SETTINGS
 
-    declared = settings.by_name(TRAIN_SETTINGS)
-    allowed = sorted(set(declared) - set(ROW_DECIDES))
-    unknown = sorted(name for name in given if name not in allowed)
-    if unknown:
-        raise ValueError(f"unknown or row-decided run settings {unknown} for --set-run; allowed: {allowed}")
-    return {name: declared[name].parse(text) for name, text in given.items()}
+    allowed = tuple(s for s in TRAIN_SETTINGS if s.name not in ROW_DECIDES)
+    return settings.parse_pairs(allowed, pairs, "or row-decided run settings", flag="--set-run")
