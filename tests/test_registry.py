@@ -71,6 +71,20 @@ def test_a_setting_parses_with_its_declared_kind():
         cli_config("--set", "omega=high")
 
 
+def test_amend_replaces_in_place_drops_and_appends():
+    a, b, c = (settings.Setting(name, 1.0) for name in "abc")
+    amended = settings.amend((a, b, c), b.with_default(2.0), drop=("a",), add=(settings.Setting("d", 0.0),))
+    assert [(s.name, s.default) for s in amended] == [("b", 2.0), ("c", 1.0), ("d", 0.0)]
+    with pytest.raises(ValueError, match=r"amend: \['e'\] are not among the settings"):
+        settings.amend((a, b), drop=("e",))
+    # TD3 and SAC are DDPG's declarations amended: the shared ones in DDPG's order.
+    from fedjax_rl.agents import ddpg, sac, td3
+
+    assert [s.name for s in td3.SETTINGS][:len(ddpg.SETTINGS)] == [s.name for s in ddpg.SETTINGS]
+    assert "exploration_noise" not in settings.by_name(sac.SETTINGS)
+    assert settings.by_name(sac.SETTINGS)["hidden_sizes"].default == (256, 256)
+
+
 def test_dqnavg_has_no_omega_leaf():
     config = configs.train_config("dqnavg", "CartPole-v1", steps_per_agent=1000, eval_every_rounds=1)
     trainer = program.make_trainer(config)

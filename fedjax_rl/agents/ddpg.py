@@ -42,11 +42,14 @@ from fedjax_rl.core.settings import Setting, at_least, interval
 _PAPER = "(paper)"
 _ZOO = "(RL-Zoo3 ddpg.yml/td3.yml, MuJoCo)"
 
+NUM_CRITICS = Setting("num_critics", 1, at_least(1), kind=int,
+                      help="critics; the target takes the minimum of the target critics (2: clipped double Q)",
+                      source="(paper: 1 for FedRDDPG and DDPGAvg(1), 2 for DDPGAvg(2))")
+
+# The off-policy actor-critic agents' declarations: TD3 and SAC amend these (`settings.amend`).
 SETTINGS = (
     *robust.SETTINGS,
-    Setting("num_critics", 1, at_least(1), kind=int,
-            help="critics; the target takes the minimum of the target critics (2: clipped double Q)",
-            source="(paper: 1 for FedRDDPG and DDPGAvg(1), 2 for DDPGAvg(2))"),
+    NUM_CRITICS,
     base.HIDDEN_SIZES.with_default((400, 300), _ZOO),
     base.INIT,
     base.LEARNING_RATE.with_default(1e-3, _ZOO),

@@ -41,31 +41,28 @@ from fedjax_rl.core import losses, settings
 from fedjax_rl.agents import base, ddpg, robust
 from fedjax_rl.agents.base import MLP, Transition
 from fedjax_rl.core.federated import FederatedState
-from fedjax_rl.core.settings import Setting, at_least
+from fedjax_rl.core.settings import Setting
 
-_PAPER = "(paper)"
 _SB3 = "(SB3 SAC default; RL-Zoo3 sac.yml MuJoCo keeps it)"
 _ZOO = "(RL-Zoo3 sac.yml, MuJoCo)"
 
 #: SB3's bounds on the policy's log standard deviation (LOG_STD_MIN, LOG_STD_MAX)
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
-SETTINGS = (
-    *robust.SETTINGS,
-    Setting("num_critics", 2, at_least(1), kind=int, source="(SAC: twin critics)",
-            help="critics; the target takes the minimum of the target critics"),
+# DDPG's declarations with SB3 SAC's defaults; a stochastic policy explores without added noise.
+SETTINGS = settings.amend(
+    ddpg.SETTINGS,
+    ddpg.NUM_CRITICS.with_default(2, "(SAC: twin critics)"),
     base.HIDDEN_SIZES.with_default((256, 256), _SB3),
-    base.INIT,
     base.LEARNING_RATE.with_default(3e-4, _SB3),
     base.GAMMA.with_default(0.99, _SB3),
-    base.BATCH_SIZE.with_default(64, _PAPER),
-    base.BUFFER_SIZE.with_default(100_000, _PAPER),
     base.LEARNING_STARTS.with_default(10_000, _ZOO),
     base.TRAIN_FREQ.with_default(1, _SB3),
     base.GRADIENT_STEPS.with_default(1, _SB3),
     base.TARGET_UPDATE_RATE.with_default(0.005, "(SB3 SAC tau)"),
-    Setting("initial_alpha", 1.0, settings.positive, source="(SB3 ent_coef='auto': starts at 1)",
-            help="the entropy temperature alpha at initialisation; then tuned toward the target entropy"),
+    drop=("exploration_noise",),
+    add=(Setting("initial_alpha", 1.0, settings.positive, source="(SB3 ent_coef='auto': starts at 1)",
+                 help="the entropy temperature alpha at initialisation; then tuned toward the target entropy"),),
 )
 
 

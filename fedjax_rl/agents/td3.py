@@ -38,32 +38,20 @@ from fedjax_rl.agents.base import Transition
 from fedjax_rl.core.federated import FederatedState
 from fedjax_rl.core.settings import Setting, at_least, interval
 
-_PAPER = "(paper)"
-_ZOO = "(RL-Zoo3 td3.yml, MuJoCo)"
 _SB3 = "(SB3 TD3 default)"
 
-SETTINGS = (
-    *robust.SETTINGS,
-    Setting("num_critics", 2, at_least(1), kind=int, source="(TD3: twin critics)",
-            help="critics; the target takes the minimum of the target critics"),
-    base.HIDDEN_SIZES.with_default((400, 300), _ZOO),
-    base.INIT,
-    base.LEARNING_RATE.with_default(1e-3, _ZOO),
-    base.GAMMA.with_default(0.99, "(SB3 default; RL-Zoo3 MuJoCo keeps it)"),
-    base.BATCH_SIZE.with_default(64, _PAPER),
-    base.BUFFER_SIZE.with_default(100_000, _PAPER),
-    base.LEARNING_STARTS.with_default(10_000, _ZOO),
-    base.TRAIN_FREQ.with_default(1, _ZOO),
-    base.GRADIENT_STEPS.with_default(1, _ZOO),
-    base.TARGET_UPDATE_RATE.with_default(0.005, "(SB3 TD3 tau)"),
-    Setting("exploration_noise", 0.1, interval(0, 10), leaf=True, source=_ZOO,
-            help="std of the Gaussian exploration noise on the action rescaled to [-1, 1]"),
-    Setting("policy_delay", 2, at_least(1), kind=int, source=_SB3,
-            help="gradient steps per actor step and target update"),
-    Setting("target_policy_noise", 0.2, interval(0, 10), leaf=True, source=_SB3,
-            help="std of the target policy smoothing noise on the [-1, 1] action"),
-    Setting("target_noise_clip", 0.5, interval(0, 10), leaf=True, source=_SB3,
-            help="the smoothing noise is clipped to [-c, c]"),
+# DDPG's declarations (its RL-Zoo3 MuJoCo defaults), with twin critics and TD3's three settings after them.
+SETTINGS = settings.amend(
+    ddpg.SETTINGS,
+    ddpg.NUM_CRITICS.with_default(2, "(TD3: twin critics)"),
+    add=(
+        Setting("policy_delay", 2, at_least(1), kind=int, source=_SB3,
+                help="gradient steps per actor step and target update"),
+        Setting("target_policy_noise", 0.2, interval(0, 10), leaf=True, source=_SB3,
+                help="std of the target policy smoothing noise on the [-1, 1] action"),
+        Setting("target_noise_clip", 0.5, interval(0, 10), leaf=True, source=_SB3,
+                help="the smoothing noise is clipped to [-c, c]"),
+    ),
 )
 
 

@@ -166,6 +166,20 @@ def by_name(settings: tuple[Setting, ...]) -> dict[str, Setting]:
     return {s.name: s for s in settings}
 
 
+def amend(settings: tuple[Setting, ...], *changed: Setting, drop: tuple[str, ...] = (),
+          add: tuple[Setting, ...] = ()) -> tuple[Setting, ...]:
+    """Another algorithm's declarations built on `settings`: each of `changed` replaces the setting of
+    its name where it stands (a variant's defaults: TD3's twin critics), the names in `drop` go, and
+    `add` follows at the end. A changed or dropped name that `settings` lacks raises a ValueError."""
+    names = {s.name for s in settings}
+    unknown = sorted({s.name for s in changed} - names | set(drop) - names)
+    if unknown:
+        raise ValueError(f"amend: {unknown} are not among the settings {sorted(names)}")
+    replaced = by_name(changed)
+    kept = tuple(replaced.get(s.name, s) for s in settings if s.name not in drop)
+    return kept + tuple(add)
+
+
 def parse_pairs(settings: tuple[Setting, ...], pairs, what: str, flag: str = "--set") -> dict:
     """NAME=VALUE texts (a command line's repeated `flag`) parsed by the declarations `settings`:
     {name: value}. Text without "=", or a name not declared, raises a ValueError naming `flag`, `what`
