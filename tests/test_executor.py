@@ -29,6 +29,7 @@ from fedjax_rl.cli import commands
 from fedjax_rl.reproduce import executor, harness, plan
 from fedjax_rl.reproduce.plan import Request
 from fedjax_rl.reproduce.executor import Task
+from fedjax_rl.reproduce.seed_pieces import Piece
 from test_reproduce import ROWS, TINY
 
 ROW = ROWS[0]
@@ -153,13 +154,13 @@ def killed_then_resumed(tmp_path_factory, in_process):
 
 
 def tasks(*firsts) -> list[Task]:
-    return [Task(ROW, "fedrdqn", first, first + 1) for first in firsts]
+    return [Task(ROW, Piece("fedrdqn", first, first + 1)) for first in firsts]
 
 
 def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_then_resumed):
     failed = killed_then_resumed["failed"]
     assert killed_then_resumed["planned_first"] == tasks(0, 1, 2)
-    assert sorted((o.task.first, o.returncode) for o in failed.failed) == [(1, 1), (2, -signal.SIGKILL)]
+    assert sorted((o.task.piece.first, o.returncode) for o in failed.failed) == [(1, 1), (2, -signal.SIGKILL)]
     message = str(failed)
     assert message.startswith("2 of 3 piece(s) failed: ")
     assert f"{ROW} fedrdqn seed 1 (exit code 1, log " in message
@@ -292,7 +293,7 @@ def test_max_pieces_runs_the_first_pieces_and_writes_no_row_with_pieces_left(tmp
     ran, written = [], []
 
     def run_local(tasks, args_of, out_dir, jobs, display):
-        ran.extend((task.first, task.stop, jobs) for task in tasks)
+        ran.extend((task.piece.first, task.piece.stop, jobs) for task in tasks)
         return [executor.Outcome(task, 0, 1.0, "log") for task in tasks]
 
     monkeypatch.setattr(executor, "run_local", run_local)
@@ -320,7 +321,7 @@ def test_the_display_redraws_running_pieces_in_place_on_a_terminal(tmp_path):
     log.write_text("== header\ncompiling\rtraining:  33%| 1/3\rtraining:  67%| 2/3")  # a progress bar's updates
     screen = Terminal()
     display = executor.Display(total=3, progress=True, stream=screen)
-    display.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
+    display.refresh({Task(ROW, Piece("fedrdqn", 0, 1)): (str(log), 0)})
     block = screen.getvalue()
     assert block.startswith("0/3 pieces done, 1 running, 0 failed (")
     assert block.endswith(f"\n  {ROW} fedrdqn seed 0: training:  67%| 2/3\n")
@@ -329,6 +330,6 @@ def test_the_display_redraws_running_pieces_in_place_on_a_terminal(tmp_path):
     # Not a terminal: no escape sequences, the status only every STATUS_EVERY_S seconds.
     plain = io.StringIO()
     quiet = executor.Display(total=3, progress=True, stream=plain)
-    quiet.refresh({Task(ROW, "fedrdqn", 0, 1): (str(log), 0)})
+    quiet.refresh({Task(ROW, Piece("fedrdqn", 0, 1)): (str(log), 0)})
     quiet.say("started another piece")
     assert plain.getvalue() == "started another piece\n"

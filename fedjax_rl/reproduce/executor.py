@@ -62,20 +62,18 @@ STATUS_EVERY_S = 60.0  # a status block in plain-text mode (a log file, --no-pro
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """One piece of one program of one row, to run as its own `reproduce --program --piece` command."""
+    """One seed piece of one row, to run as its own `reproduce --program --piece` command."""
 
     row: str
-    program: str
-    first: int
-    stop: int
+    piece: seed_pieces.Piece
 
     def describe(self) -> str:
         """"CartPole-v1/length fedrdqn seeds 0-1" (the seed indices first..stop-1)."""
-        return f"{self.row} {self.program} {seed_pieces.seed_span(self.first, self.stop)}"
+        return f"{self.row} {self.piece.describe()}"
 
     @property
     def log_name(self) -> str:
-        return f"{self.row.replace('/', '__')}__{self.program}__seeds_{self.first}-{self.stop}.log"
+        return f"{self.row.replace('/', '__')}__{self.piece.program}__{self.piece.dir_name}.log"
 
 
 @dataclasses.dataclass
@@ -112,14 +110,15 @@ def plan_tasks(table_name: str, out_dir: str, piece_seeds: int | None = None,
     A finished row has none; a finished piece is not among them."""
     plan = Request.of(table_name, **request).plan()
     left = harness.pieces_left(out_dir, plan, piece_seeds)
-    tasks = [Task(row, run.program.name, run.piece.first, run.piece.stop) for row, runs in left.items() for run in runs]
+    tasks = [Task(row, run.piece) for row, runs in left.items() for run in runs]
     return [row.key for row in plan.rows], tasks
 
 
 def task_args(table_name: str, out_dir: str, task: Task, settings_args: list[str]) -> list[str]:
     """The `fedjax-rl` arguments that run one task: the single-piece command with the request's flags."""
-    return ["reproduce", table_name, "--rows", task.row, "--program", task.program,
-            "--piece", f"{task.first}:{task.stop}", "--out", out_dir, *settings_args]
+    piece = task.piece
+    return ["reproduce", table_name, "--rows", task.row, "--program", piece.program,
+            "--piece", f"{piece.first}:{piece.stop}", "--out", out_dir, *settings_args]
 
 
 def core_groups(cores: Sequence[int], jobs: int) -> list[list[int]]:
