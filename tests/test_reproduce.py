@@ -725,7 +725,7 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
 
 def test_pieces_overlap_exactly_where_they_share_a_seed():
     # A finished piece of seeds 1-2 against pieces that end at its first seed, start at its last, hold
-    # it, or only touch it; both ways round, as `seed_pieces.check` asks it one way.
+    # it, or only touch it; both ways round, as `ProgramOnDisk.check` asks it one way.
     from fedjax_rl.reproduce.seed_pieces import Piece
 
     finished = Piece("fedrdqn", 1, 3)

@@ -138,20 +138,25 @@ def expected_record(config, grid, piece, seed: int, run_batch) -> dict:
     return records.recorded_config(config, piece.num_seeds, seed, grid, run_batch, piece.first)[0]
 
 
+def program_on_disk(directory: str, program: Program, config, grid, total: int, seed: int,
+                    run_batch) -> seed_pieces.ProgramOnDisk:
+    """One program of a row in `directory`, read once against the request's settings for seed indices
+    [0, total)."""
+    whole = expected_record(config, grid, seed_pieces.Piece(program.name, 0, total), seed, run_batch)
+    return seed_pieces.ProgramOnDisk.read(os.path.join(directory, program.name), program.name, total, whole)
+
+
 def program_pieces(directory: str, program: Program, config, grid, total: int, seed: int, run_batch,
                    piece_seeds: int | None = None, only: tuple[int, int] | None = None) -> list[PieceRun]:
     """The pieces of one program of a row still to run for seed indices [0, total), or exactly the
-    piece `only` = (first, stop), each checked by `seed_pieces.check` (which refuses overlaps and
-    settings that could not merge) before anything compiles."""
-    program_dir = os.path.join(directory, program.name)
-    on_disk = seed_pieces.found(program_dir, program.name)
-    whole = expected_record(config, grid, seed_pieces.Piece(program.name, 0, total), seed, run_batch)
-    pieces = ([seed_pieces.Piece(program.name, *only)] if only is not None
-              else seed_pieces.missing(on_disk, whole, total, program.name, piece_seeds))
+    piece `only` = (first, stop), each checked (`ProgramOnDisk.check`: it refuses overlaps and settings
+    that could not merge) before anything compiles."""
+    on_disk = program_on_disk(directory, program, config, grid, total, seed, run_batch)
+    pieces = [seed_pieces.Piece(program.name, *only)] if only is not None else on_disk.missing(piece_seeds)
     out = []
     for piece in pieces:
-        seed_pieces.check(piece, expected_record(config, grid, piece, seed, run_batch), on_disk)
-        out.append(PieceRun(program, config, grid, piece, seed_pieces.location(program_dir, piece, total, on_disk)))
+        on_disk.check(piece, expected_record(config, grid, piece, seed, run_batch))
+        out.append(PieceRun(program, config, grid, piece, on_disk.location(piece)))
     return out
 
 
@@ -300,10 +305,9 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
 
     pieces, batches, walls, resumed = {}, {}, [], 0
     for program, config, grid in programs:
-        program_dir = os.path.join(directory, program.name)
-        whole = expected_record(config, grid, seed_pieces.Piece(program.name, 0, num_total), seed, run_batch)
-        covering = seed_pieces.covered(seed_pieces.found(program_dir, program.name), whole)
-        pieces[program.name] = [_piece_record(program_dir, found, grid) for found in covering]
+        on_disk = program_on_disk(directory, program, config, grid, num_total, seed, run_batch)
+        covering = on_disk.covered()
+        pieces[program.name] = [_piece_record(on_disk.path, found, grid) for found in covering]
         batches[program.name] = _one_or_all([found.record.get("run_batch") for found in covering])
         walls += [p["wall_s"] for p in pieces[program.name]]
         resumed += sum(results[f.path]["timing"]["resumed_at_block"] if f.path in results else config.num_evals

@@ -16,7 +16,7 @@ directory (config.json, per-block checkpoint while it trains, then its metrics a
 nothing about a finished piece needs a checkpoint: a finished piece directory can be copied from the
 machine that ran it into any clone of the results and is merged there.
 
-Rules, checked before anything compiles (`check`):
+Rules, checked before anything compiles (`ProgramOnDisk.check`):
 
 - a piece is refused if a finished piece of the same program holds other settings (they could never be
   merged), naming both and what differs;
@@ -124,72 +124,88 @@ def _whole_in_old_row(program_dir: str) -> bool:
         algorithm["dir"].partition("/")[0] == name for algorithm in record["algorithms"].values())
 
 
-def location(program_dir: str, piece: Piece, total: int, on_disk: list[Found]) -> str:
-    """Where a new piece trains: the program directory itself for the whole program [0, total) when no
-    other piece is there (the layout before pieces existed), else PROGRAM/seeds_A-B/."""
-    same = [f for f in on_disk if f.piece == piece]
-    if same:
-        return same[0].path
-    whole = (piece.first, piece.stop) == (0, total)
-    if whole and not any(f.path == program_dir for f in on_disk) and not glob.glob(
-            os.path.join(program_dir, PIECE_PREFIX + "*")):
-        return program_dir
-    return os.path.join(program_dir, piece.dir_name)
+@dataclasses.dataclass(frozen=True)
+class ProgramOnDisk:
+    """One program's directory, read once: its pieces on disk (`found`) and the configuration the
+    request records for the whole program, seed indices [0, total) (`expected`). A piece on disk is
+    this request's when its identity is the expected one's; the rules of the module are its methods."""
 
+    path: str
+    program: str
+    total: int
+    expected: dict
+    pieces: tuple[Found, ...]
 
-def check(piece: Piece, expected: dict, on_disk: list[Found]) -> Found | None:
-    """Refuse `piece` (ValueError, before anything compiles) under the module's rules; return the
-    piece on disk of exactly this range and settings (finished: read back; unfinished: resumed), or
-    None. `expected`: the piece's recorded configuration (`records.recorded_config`)."""
-    mine = identity(expected)
-    for other in on_disk:
-        same = identity(other.record) == mine
-        if other.finished and not same:
-            differences = records.config_differences(identity(other.record), mine)
-            raise ValueError(f"{piece.describe()} would train with other settings than the finished "
-                             f"{other.piece.describe()} in {other.path} ({'; '.join(differences)}): the two could "
-                             "not be merged; use another --out, or the settings that piece was run with")
-        if not same or not other.piece.overlaps(piece):
-            continue
-        if other.piece == piece:
-            return other
-        kind = "finished" if other.finished else "unfinished"
-        advice = ("no piece computes again what a finished piece wrote: ask for the seeds it lacks"
-                  if other.finished else f"resume that piece (--piece {other.piece.first}:{other.piece.stop}) "
-                                         "or remove its directory")
-        raise ValueError(f"{piece.describe()} overlaps the {kind} {other.piece.describe()} in {other.path}; {advice}")
-    return None
+    @classmethod
+    def read(cls, path: str, program: str, total: int, expected: dict) -> "ProgramOnDisk":
+        return cls(path, program, total, expected, tuple(found(path, program)))
 
+    def is_mine(self, piece: Found) -> bool:
+        """Whether a piece on disk holds this request's settings."""
+        return identity(piece.record) == identity(self.expected)
 
-def covered(on_disk: list[Found], expected: dict) -> list[Found]:
-    """The finished pieces of these settings that tile seed indices [0, n) from 0 without a gap, in
-    order (empty: seed 0 is not finished). n, the seeds a row can report, is the last one's stop."""
-    mine = identity(expected)
-    finished = {f.piece.first: f for f in on_disk if f.finished and identity(f.record) == mine}
-    out, at = [], 0
-    while at in finished:
-        out.append(finished[at])
-        at = finished[at].piece.stop
-    return out
+    def check(self, piece: Piece, expected: dict) -> Found | None:
+        """Refuse `piece` (ValueError, before anything compiles) under the module's rules; return the
+        piece on disk of exactly this range and settings (finished: read back; unfinished: resumed), or
+        None. `expected`: the piece's recorded configuration (`records.recorded_config`)."""
+        mine = identity(expected)
+        for other in self.pieces:
+            same = identity(other.record) == mine
+            if other.finished and not same:
+                differences = records.config_differences(identity(other.record), mine)
+                raise ValueError(f"{piece.describe()} would train with other settings than the finished "
+                                 f"{other.piece.describe()} in {other.path} ({'; '.join(differences)}): the two "
+                                 "could not be merged; use another --out, or the settings that piece was run with")
+            if not same or not other.piece.overlaps(piece):
+                continue
+            if other.piece == piece:
+                return other
+            kind = "finished" if other.finished else "unfinished"
+            advice = ("no piece computes again what a finished piece wrote: ask for the seeds it lacks"
+                      if other.finished else f"resume that piece (--piece {other.piece.first}:{other.piece.stop}) "
+                                             "or remove its directory")
+            raise ValueError(f"{piece.describe()} overlaps the {kind} {other.piece.describe()} in {other.path}; "
+                             f"{advice}")
+        return None
 
+    def location(self, piece: Piece) -> str:
+        """Where a piece trains: where it already is; the program directory itself for the whole program
+        [0, total) when no other piece is there (the layout of a program run whole), else
+        PROGRAM/seeds_A-B/."""
+        same = [f for f in self.pieces if f.piece == piece]
+        if same:
+            return same[0].path
+        whole = (piece.first, piece.stop) == (0, self.total)
+        if whole and not any(f.path == self.path for f in self.pieces) and not glob.glob(
+                os.path.join(self.path, PIECE_PREFIX + "*")):
+            return self.path
+        return os.path.join(self.path, piece.dir_name)
 
-def missing(on_disk: list[Found], expected: dict, total: int, program: str,
-            piece_seeds: int | None = None) -> list[Piece]:
-    """The pieces still to run for seed indices [0, total): unfinished pieces of these settings
-    inside it first (they resume), then every range no piece of these settings holds, split into
-    pieces of `piece_seeds` seeds (None: one piece per range)."""
-    mine = identity(expected)
-    held = [f for f in on_disk if identity(f.record) == mine and f.piece.first < total]
-    todo = [f.piece for f in held if not f.finished]
-    taken = sorted((f.piece.first, f.piece.stop) for f in held)
-    gaps, at = [], 0
-    for first, stop in taken:
-        if first > at:
-            gaps.append((at, first))
-        at = max(at, stop)
-    if at < total:
-        gaps.append((at, total))
-    size = piece_seeds or max(total, 1)
-    for first, stop in gaps:
-        todo += [Piece(program, a, min(a + size, stop)) for a in range(first, stop, size)]
-    return sorted(todo, key=lambda p: p.first)
+    def covered(self) -> list[Found]:
+        """The finished pieces of these settings that tile seed indices [0, n) from 0 without a gap, in
+        order (empty: seed 0 is not finished). n, the seeds a row can report, is the last one's stop."""
+        finished = {f.piece.first: f for f in self.pieces if f.finished and self.is_mine(f)}
+        out, at = [], 0
+        while at in finished:
+            out.append(finished[at])
+            at = finished[at].piece.stop
+        return out
+
+    def missing(self, piece_seeds: int | None = None) -> list[Piece]:
+        """The pieces still to run for seed indices [0, total): unfinished pieces of these settings
+        inside it first (they resume), then every range no piece of these settings holds, split into
+        pieces of `piece_seeds` seeds (None: one piece per range)."""
+        held = [f for f in self.pieces if self.is_mine(f) and f.piece.first < self.total]
+        todo = [f.piece for f in held if not f.finished]
+        taken = sorted((f.piece.first, f.piece.stop) for f in held)
+        gaps, at = [], 0
+        for first, stop in taken:
+            if first > at:
+                gaps.append((at, first))
+            at = max(at, stop)
+        if at < self.total:
+            gaps.append((at, self.total))
+        size = piece_seeds or max(self.total, 1)
+        for first, stop in gaps:
+            todo += [Piece(self.program, a, min(a + size, stop)) for a in range(first, stop, size)]
+        return sorted(todo, key=lambda p: p.first)

@@ -49,21 +49,18 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
     from fedjax_rl.reproduce import costs
     from fedjax_rl.training import run_directory
 
-    program_dir = os.path.join(directory, program.name)
-    on_disk = seed_pieces.found(program_dir, program.name)
-    whole = harness.expected_record(config, grid, seed_pieces.Piece(program.name, 0, total), seed, run_batch)
-    mine = seed_pieces.identity(whole)
+    on_disk = harness.program_on_disk(directory, program, config, grid, total, seed, run_batch)
     points = tables.grid_points(grid)
     pieces = []
-    for f in on_disk:
-        if seed_pieces.identity(f.record) != mine:
+    for f in on_disk.pieces:
+        if not on_disk.is_mine(f):
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path,
                                finished=f.finished, differences=records.config_differences(
-                                   seed_pieces.identity(f.record), mine)))
+                                   seed_pieces.identity(f.record), seed_pieces.identity(on_disk.expected))))
         elif f.finished:
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
-    for piece in seed_pieces.missing(on_disk, whole, total, program.name, piece_seeds):
-        there = next((f for f in on_disk if f.piece == piece and seed_pieces.identity(f.record) == mine), None)
+    for piece in on_disk.missing(piece_seeds):
+        there = next((f for f in on_disk.pieces if f.piece == piece and on_disk.is_mine(f)), None)
         progress = run_directory.progress_on_disk(there.path, there.record, config.num_evals) if there else None
         state = "partial" if progress and progress["state"] == "partial" else "to run"
         cost = costs.estimate(measured, table.name, row.key, program.name, config.engine,
@@ -72,12 +69,12 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
                            blocks_done=progress["blocks_done"] if progress else 0,
                            wall_s=progress["wall_s"] if progress else None))
     pieces.sort(key=lambda p: p["seeds"][0])
-    covered = seed_pieces.covered(on_disk, whole)
+    covered = on_disk.covered()
     held = covered[-1].piece.stop if covered else 0
     partial = [p for p in pieces if p["state"] == "partial"]
     state = ("finished" if held >= total else "partial" if partial or held
              else "other settings" if any(p["state"] == "other settings" for p in pieces) else "not started")
-    # A finished piece of other settings makes every piece of this request refuse (seed_pieces.check).
+    # A finished piece of other settings makes every piece of this request refuse (`ProgramOnDisk.check`).
     refused = any(p["state"] == "other settings" and p["finished"] for p in pieces)
     return dict(program=program.label, name=program.name, state=state, refused=refused, num_blocks=config.num_evals,
                 seeds_held=held, blocks_done=sum(p["blocks_done"] for p in partial),
@@ -120,7 +117,7 @@ def _program_line(p: dict) -> str:
 
 def _other_settings_line(p: dict) -> str:
     """A program that holds pieces of other settings than the request's: an unfinished one is set
-    aside when the request runs it, a finished one makes the request refuse (`seed_pieces.check`:
+    aside when the request runs it, a finished one makes the request refuse (`ProgramOnDisk.check`:
     the two could not be merged), and the line says which, naming the settings that differ."""
     others = [piece for piece in p["pieces"] if piece["state"] == "other settings"]
     differences = sorted({d for piece in others for d in piece["differences"]})
