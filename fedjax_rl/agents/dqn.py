@@ -107,7 +107,7 @@ class DQNAgent:
         config.validate()
         self.config = config
         self.obs_shape = tuple(obs_shape)
-        # An int is accepted as the number of actions (older call sites and tests).
+        # An int is the number of actions, for a caller without a gymnax space.
         self.num_actions = int(action_space if isinstance(action_space, int) else action_space.n)
         self.total_steps = int(total_steps)
         self.q_net = MLP(config.hidden_sizes, self.num_actions, config.init)

@@ -106,7 +106,7 @@ def robust_td_target(
 class RobustTerm:
     """The robust term of one agent (see the module docstring). `config` has the `SETTINGS` fields
     and `hidden_sizes`, and `init` where the agent declares it (else Flax's initialisation, so an
-    agent written before the setting composes the term unchanged); `optimizer` is the one the agent
+    agent that does not declare it composes the term too); `optimizer` is the one the agent
     trains its own networks with."""
 
     def __init__(self, config, optimizer):

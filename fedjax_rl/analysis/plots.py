@@ -93,8 +93,8 @@ EPISODE_RETURNS = {("curve", "nominal_return"): "nominal_episode_returns",
 
 
 def band_values(run: dict, part: str, name: str) -> tuple[np.ndarray, str]:
-    """(values for `_band`, what its band spans: "episodes" or "seeds"). Runs written before
-    per-episode returns were recorded have only the per-seed means."""
+    """(values for `_band`, what its band spans: "episodes" or "seeds"). A run that did not
+    record per-episode returns has only the per-seed means."""
     episodes = run[part].get(EPISODE_RETURNS[(part, name)])
     if episodes is not None:
         return np.asarray(episodes, dtype=float), "episodes"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-# Every training setting's flag is its config name (`--sync-every` for `sync_every`); these older,
-# shorter spellings are kept as aliases.
+# Every training setting's flag is its config name (`--sync-every` for `sync_every`); these shorter
+# spellings are aliases of it.
 ALIASES = {
     "env_name": ("--env",),
     "physics": ("--param",),

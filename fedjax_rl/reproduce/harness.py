@@ -58,7 +58,7 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
     """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
     (so the tables equal the files), and the headline omega chosen on the tuning seeds. `family`:
     the row's programs (`Table.family`). `pieces`: {program: its seed pieces' directories relative
-    to ROW/PROGRAM/, in seed order} (None: each program's own directory, as before pieces);
+    to ROW/PROGRAM/, in seed order} (None: each program's own directory);
     `num_seeds`: the row's seeds, [0, num_seeds) (None: all its pieces hold). `max_rate`: the
     heterogeneity level p of a program gridded over it (None: no such grid): that level's points."""
     algorithms = {}
@@ -347,7 +347,7 @@ def _one_or_all(values: list):
 
 def _piece_record(program_dir: str, found, grid) -> dict:
     """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine it ran on and its
-    wall time, from its own metrics (a piece written before runs recorded their machine: None)."""
+    wall time, from its own metrics (None where its metrics record no machine)."""
     first_point = os.path.join(found.path, first_point_dir(grid)) if grid else found.path
     metrics = load_run(first_point)
     rel = os.path.relpath(found.path, program_dir)

@@ -109,7 +109,7 @@ def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_override
                    max_rates=None) -> dict:
     """What a row records of the request it ran (another request on a finished row is refused). Run
     settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
-    `max_rates` only for a table with a heterogeneity grid (so the paper tables' rows read as before)."""
+    `max_rates` only for a table with a heterogeneity grid (the paper tables' rows record no levels)."""
     levels = {} if max_rates is None else {"max_rates": list(max_rates)}
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},

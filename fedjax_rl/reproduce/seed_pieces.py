@@ -9,8 +9,8 @@ another CPU does (tests/test_pieces.py measures it). Pieces let a program too lo
 session (a Table 2 program on a 2-core CPU: 3-5 hours) run an hour at a time, on any machine, and let a
 row grow by new reported seeds without touching the ones it has.
 
-Where a piece lives: ROW/PROGRAM/ holds the piece that was run as the whole program (every program
-written before pieces existed, and a whole program run today when nothing else is there);
+Where a piece lives: ROW/PROGRAM/ holds the piece that was run as the whole program (a program run whole,
+when nothing else was there);
 ROW/PROGRAM/seeds_A-B/ holds each other piece, seeds A to B - 1. Each is an ordinary `loop.run`
 directory (config.json, per-block checkpoint while it trains, then its metrics and finished.json), so
 nothing about a finished piece needs a checkpoint: a finished piece directory can be copied from the

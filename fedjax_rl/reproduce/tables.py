@@ -265,8 +265,7 @@ def merge_runs(runs: list[dict]) -> dict:
 def load_program_run(row_path: str, rel: str, pieces: list[str] | None = None) -> dict:
     """The metrics of one algorithm of a row, `rel` = PROGRAM or PROGRAM/POINT (a grid point such as
     omega=0.1), merged over the program's seed pieces: `pieces` are their directories relative to
-    ROW/PROGRAM/ in seed order ("" for PROGRAM/ itself); None is PROGRAM/ alone (every row written
-    before pieces existed)."""
+    ROW/PROGRAM/ in seed order ("" for PROGRAM/ itself); None is PROGRAM/ alone (a program run whole)."""
     program, _, point = rel.partition("/")
     return merge_runs([load_run(os.path.join(row_path, program, piece, point)) for piece in (pieces or [""])])
 

@@ -62,8 +62,8 @@ def usable_cores() -> int:
 
 
 def machine_cores(machine: dict) -> str:
-    """A `describe()` record's cores in words: "2 cores", or "1 of 2 cores" for a pinned run (records
-    written before `host_cores` existed: their `cores`, the host's)."""
+    """A `describe()` record's cores in words: "2 cores", or "1 of 2 cores" for a pinned run (a record
+    without `host_cores` ran on all of the host's `cores`)."""
     cores, host = machine.get("cores", "?"), machine.get("host_cores")
     return f"{cores} of {host} cores" if host not in (None, cores) else f"{cores} cores"
 
@@ -78,7 +78,7 @@ def summary(machine: dict) -> str:
 
 
 def _widest_isa(machine: dict) -> str:
-    """', AVX-512' / ', AVX2' (records written before `cpu_isa` existed: nothing)."""
+    """', AVX-512' / ', AVX2' (nothing for a record without `cpu_isa`)."""
     isa = machine.get("cpu_isa") or []
     return ", AVX-512" if "avx512f" in isa else ", AVX2" if "avx2" in isa else ""
 

@@ -265,8 +265,8 @@ def check_resume_layout(out_dir: str, config_dict: dict) -> None:
 
 
 def check_layout(path: str, extra: dict) -> None:
-    """A run resumes on the process layout that wrote its checkpoint (files written before layouts
-    were recorded came from one process)."""
+    """A run resumes on the process layout that wrote its checkpoint (a checkpoint that records no
+    layout came from one process)."""
     written = json.loads(str(extra["layout"])) if "layout" in extra else {"num_processes": 1}
     now = distributed.layout()
     # One process: the checkpoint holds global values, so any device count restores it.

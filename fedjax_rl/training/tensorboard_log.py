@@ -108,7 +108,7 @@ class Board:
         """One evaluation block's curve record (lists: [seeds], or [grid points, seeds] for a grid)."""
         step = int(np.asarray(record["env_steps"]).reshape(-1)[0])  # the same for every run
         for point, (mean, per_seed) in enumerate(self.writers):
-            # Records of a run directory written before a quantity existed lack it: written as absent.
+            # A quantity a run did not record is written as absent.
             values = {name: np.asarray(record[name], float)[point] if self.grid else np.asarray(record[name], float)
                       for name in self.tags if name in record}
             for name, seeds in values.items():
