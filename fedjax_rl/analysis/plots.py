@@ -56,9 +56,10 @@ def label(config: dict) -> str:
     """The registry's name for the run's algorithm, with omega for the robust ones: 'FedRDQN (ω=0.2)'."""
     from fedjax_rl import agents
 
-    if config["algo"] not in agents.ALGORITHMS:
+    try:
+        return agents.get(config["algo"]).describe(config["agent"])
+    except ValueError:  # not registered here (a plugin not installed, or failing to load): its name
         return config["algo"]
-    return agents.get(config["algo"]).describe(config["agent"])
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:

@@ -40,6 +40,7 @@ def flag_table() -> dict:
     from fedjax_rl.training import configs, machine
     from fedjax_rl.training.configs import TRAIN_SETTINGS
 
+    built_in = {name: agents.get(name) for name in agents.built_in()}  # plugins are added when a parser is built
     resolved = {
         "env_name": repr(configs.DEFAULT_ENV),
         "physics": "the task's first perturbed parameter",
@@ -52,7 +53,7 @@ def flag_table() -> dict:
         resolved["engine"] = "; ".join(part for part in by_engine if not part.startswith("jax ")) + \
             "; none for the tasks written in JAX"
     resolved["cpu_dots"] = "; ".join(_defaults_by_value(
-        {name: algorithm.agent.CPU_DOTS for name, algorithm in agents.ALGORITHMS.items()}))
+        {name: algorithm.agent.CPU_DOTS for name, algorithm in built_in.items()}))
     train = []
     for setting in TRAIN_SETTINGS:
         if setting.name == "agent":
@@ -61,7 +62,7 @@ def flag_table() -> dict:
         entry = {"dest": setting.name, "flags": [_flag(setting.name), *ALIASES.get(setting.name, ())],
                  "help": f"{setting.help} (default: {default})"}
         if setting.name == "algo":
-            entry["choices"] = list(agents.names())
+            entry["choices"] = sorted(agents.built_in())  # the command line adds the installed plugins
         elif setting.name == "cpu_dots":
             entry["choices"] = list(machine.CPU_DOTS)
         elif setting.name == "env_name":
@@ -84,15 +85,15 @@ def flag_table() -> dict:
             entry["metavar"] = "NAME[,NAME]"
         train.append(entry)
     family_settings = {}
-    for algorithm in agents.ALGORITHMS.values():
+    for algorithm in built_in.values():
         names = sorted(s.name for s in algorithm.config.SETTINGS if s.name not in algorithm.fixed)
         family_settings.setdefault(algorithm.family, names)
     for name in AGENT_FLAGS:
         defaults = {}
-        for algorithm in agents.ALGORITHMS.values():
+        for algorithm in built_in.values():
             value = getattr(configs.agent_config(algorithm.name, configs.DEFAULT_ENV), name)
             defaults.setdefault(value, []).append(algorithm.name)
-        declared = next(s for s in agents.ALGORITHMS["fedrdqn"].config.SETTINGS if s.name == name)
+        declared = next(s for s in built_in["fedrdqn"].config.SETTINGS if s.name == name)
         shown = "; ".join(f"{v:g} for {', '.join(algos)}" for v, algos in defaults.items()) if len(defaults) > 1 \
             else f"{next(iter(defaults)):g}"
         fixed = " (fixed: the *Avg baselines have no robust term)" if name == "omega" else ""

@@ -5,7 +5,8 @@ tests/test_cli.py checks that it is current."""
 
 TABLE = {'train': [{'dest': 'algo',
             'flags': ['--algo'],
-            'help': "algorithm (fedjax_rl.agents.ALGORITHMS) (default: 'fedrdqn')",
+            'help': 'algorithm (fedjax_rl.agents: the built-in ones and installed plugins) (default: '
+                    "'fedrdqn')",
             'choices': ['ddpgavg1',
                         'ddpgavg2',
                         'dqnavg',

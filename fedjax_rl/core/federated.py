@@ -10,7 +10,8 @@ The server is a seam (as FedJAX's server update is): `Server` holds who takes pa
 (`participation`: ceil(participation x K) agents drawn from the server's key stream) and the rule
 that aggregates their shared leaves (`aggregation`), both declared once as settings (`AGGREGATION`,
 `TRIM`). A rule is a plain function `rule(tree, weight) -> tree` of one agent's leaves, run inside
-`for_each_agent`:
+`for_each_agent`, registered by name as an `Aggregator` (a user's too: `register_aggregator`, or a
+plugin in the entry-point group `fedjax_rl.aggregators`):
 
   * `federated_mean` (the default, FedAvg): a `lax.pmean`; with participation weights the weighted
     mean sum_k w_k x_k / sum_k w_k;
@@ -53,7 +54,8 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh, PartitionSpec
 
-from fedjax_rl.core.settings import Setting, interval, one_of
+from fedjax_rl import plugins
+from fedjax_rl.core.settings import Setting, interval
 
 AGENT_AXIS = "agents"
 DEVICE_AXIS = "agent_shards"
@@ -258,9 +260,34 @@ def sample_participants(key: jax.Array, num_agents: int, participation: float) -
 
 # -- the server: who takes part in a round and how their shared leaves are aggregated -------------
 
-AGGREGATIONS = ("mean", "median", "trimmed_mean")
+@dataclasses.dataclass(frozen=True)
+class Aggregator:
+    """A server rule by name (`--aggregation NAME`). rule_for: the `Server` -> its `Rule` (a rule that
+    reads a server setting, as the trimmed mean reads `trim`, takes it from there). robust: built to
+    absorb a minority of faulty agents' uploads (the mean is not): such a rule's runs check uploads
+    for non-finite values before aggregating (`training/program.py`). A user's rule registers with
+    `register_aggregator`, or from an installed package through the entry-point group
+    `fedjax_rl.aggregators` (`fedjax_rl.plugins`)."""
+
+    name: str
+    rule_for: Callable[["Server"], Rule]
+    robust: bool = False
+    help: str = ""
+
+
+AGGREGATORS = plugins.Registry("aggregation rule", plugins.AGGREGATORS, Aggregator, "aggregation")
+register_aggregator, get_aggregator = AGGREGATORS.register, AGGREGATORS.get
+for _aggregator in (
+    Aggregator("mean", lambda server: federated_mean, help="FedAvg, a pmean"),
+    Aggregator("median", lambda server: federated_median, robust=True, help="coordinate-wise median"),
+    Aggregator("trimmed_mean", lambda server: functools.partial(federated_trimmed_mean, trim=server.trim),
+               robust=True, help="coordinate-wise trimmed mean"),
+):
+    register_aggregator(_aggregator, plugins.BUILT_IN)
+
 AGGREGATION = Setting(
-    "aggregation", "mean", one_of(*AGGREGATIONS), kind=str,
+    "aggregation", "mean",
+    lambda name: None if AGGREGATORS.known(name) else f"must be one of {list(AGGREGATORS.names())}", kind=str,
     help="the server's rule over the participating agents' shared leaves: mean (FedAvg, a pmean), or, robust "
          "to a minority of faulty agents, the coordinate-wise median or trimmed_mean", source="(FedAvg)")
 TRIM = Setting("trim", 0.25, interval(0, 0.5, high_open=True), kind=float,
@@ -305,15 +332,11 @@ class Server:
     @property
     def robust(self) -> bool:
         """Whether the rule is built to absorb a faulty agent's upload (not the mean)."""
-        return self.aggregation != "mean"
+        return get_aggregator(self.aggregation).robust
 
     @property
     def rule(self) -> Rule:
-        if self.aggregation == "median":
-            return federated_median
-        if self.aggregation == "trimmed_mean":
-            return functools.partial(federated_trimmed_mean, trim=self.trim)
-        return federated_mean
+        return get_aggregator(self.aggregation).rule_for(self)
 
     def weights(self, server_key: jax.Array, round_index: jax.Array) -> jax.Array | None:
         """The [K] 0/1 participation mask of round `round_index`, drawn from the server's key

@@ -69,7 +69,7 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
             first = os.path.join(directory, program.name, (program_pieces or [""])[0])
             with open(os.path.join(first, "config.json")) as f:
                 grid = json.load(f)["grid"]["omega"]
-            runs = [(program.zero_label if w == 0 else agents.ALGORITHMS[program.algo].describe({"omega": w}),
+            runs = [(program.zero_label if w == 0 else agents.get(program.algo).describe({"omega": w}),
                      f"{program.name}/{run_directory.point_label({'max_rate': max_rate, 'omega': w})}", w) for w in grid]
         else:
             runs = [(program.label, "/".join([program.name, run_directory.point_label({"max_rate": max_rate})]).rstrip("/"),
@@ -84,7 +84,7 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
             if omega:
                 tuning_min[omega] = float(np.mean(mn[:tuning_seeds]))
     chosen = chosen_omega(tuning_min)
-    headline = agents.ALGORITHMS[family.programs[0].algo].describe({"omega": chosen})
+    headline = agents.get(family.programs[0].algo).describe({"omega": chosen})
     return dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
                 headline=headline, omega_rule=OMEGA_RULE)
 

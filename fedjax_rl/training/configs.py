@@ -9,7 +9,7 @@ anything compiles, and later calls cost nothing.
 `train_config(algo, env_name, ...)` is the one place defaults are
 resolved, for the Python API and the command line alike (`fedjax-rl train` builds its config with
 it): the settings' declared defaults, the algorithm's, the task's (RL-Zoo3, see each agent module's
-table and `fedjax_rl.agents.ALGORITHMS`), then what the caller gives. `agent_config` does this for
+table and the algorithm's registry entry, `fedjax_rl.agents`), then what the caller gives. `agent_config` does this for
 the algorithm's own settings, building its declared config class here (docs/design.md, "How omega reaches
 the loss").
 
@@ -54,8 +54,8 @@ def agent_config(algo: str, env_name: str, **overrides):
 
 
 TRAIN_SETTINGS = (
-    Setting("algo", DEFAULT_ALGO, lambda v: None if v in agents.ALGORITHMS else f"must be one of {agents.names()}",
-            kind=str, help="algorithm (fedjax_rl.agents.ALGORITHMS)"),
+    Setting("algo", DEFAULT_ALGO, lambda v: None if agents.known(v) else f"must be one of {list(agents.names())}",
+            kind=str, help="algorithm (fedjax_rl.agents: the built-in ones and installed plugins)"),
     Setting("env_name", DEFAULT_ENV, kind=str,
             help="registered environment (fedjax_rl.envs), or brax:<name> for one of Brax's own"),
     Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb, comma-separated"),

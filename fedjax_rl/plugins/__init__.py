@@ -1,0 +1,202 @@
+"""Extensions from outside the library: Python entry points, found without importing them.
+
+A package extends fedjax_rl by declaring an entry point in one of the groups below (in its
+pyproject.toml, `[project.entry-points."fedjax_rl.algorithms"]`, `fedrdqn_min = "fedrdqn_min:ALGORITHM"`);
+`pip install` of that package is then enough. The name is what a user types (`--algo fedrdqn_min`),
+the value an object of the group's kind (`agents.Algorithm`, `core.federated.Aggregator`).
+
+Two steps, kept apart so that the command line stays fast and whole:
+
+  * `names(group)` lists the installed entry points by reading the distributions' entry_points.txt
+    files: no plugin is imported, nor JAX (`fedjax-rl --help` lists them in its choices);
+  * `load(entry_point)` imports one, when it is asked for by name. A plugin that fails to import
+    raises a `PluginError` naming it, its value and its distribution; the built-in names and every
+    other plugin are untouched by it.
+
+A `Registry` holds the objects of one kind by name (`fedjax_rl.agents`' algorithms,
+`fedjax_rl.core.federated`'s aggregation rules): the library registers its own through it exactly as a
+user's code or plugin does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import sys
+from typing import Any, Callable
+
+ALGORITHMS = "fedjax_rl.algorithms"
+AGGREGATORS = "fedjax_rl.aggregators"
+GROUPS = (ALGORITHMS, AGGREGATORS)
+
+
+class PluginError(ValueError):
+    """A plugin could not be loaded or registered; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryPoint:
+    """One installed entry point: its name, its value ("module:attribute") and its distribution."""
+
+    group: str
+    name: str
+    value: str
+    distribution: str
+
+    def describe(self) -> str:
+        return f"plugin {self.name!r} of {self.group} ({self.value}, from {self.distribution})"
+
+
+def _metadata_dirs(path: tuple[str, ...]):
+    """(directory, distribution) of every distribution's metadata on `path` (sys.path), in its order."""
+    for path in path:
+        try:
+            entries = sorted(os.scandir(path or "."), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith((".dist-info", ".egg-info")) and entry.is_dir():
+                yield entry.path, entry.name.rsplit(".", 1)[0]
+
+
+def _parse(text: str):
+    """(section, name, value) of an entry_points.txt (an INI file: [group], then name = value)."""
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif "=" in line and section is not None:
+            name, value = (part.strip() for part in line.split("=", 1))
+            yield section, name, value
+
+
+def installed(group: str) -> dict[str, EntryPoint]:
+    """{name: entry point} of `group`, read from the installed distributions' metadata without
+    importing any plugin; where two distributions declare one name, the first on sys.path."""
+    return dict(_installed(group, tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=16)
+def _installed(group: str, path: tuple[str, ...]) -> tuple[tuple[str, EntryPoint], ...]:
+    """`installed`, read once per group and sys.path."""
+    found, seen = {}, set()
+    for directory, dist in _metadata_dirs(path):
+        project = dist.split("-")[0].lower().replace("_", "-")
+        if project in seen:
+            continue
+        seen.add(project)
+        try:
+            with open(os.path.join(directory, "entry_points.txt"), encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            continue
+        for section, name, value in _parse(text):
+            if section == group:
+                found.setdefault(name, EntryPoint(group, name, value, dist))
+    return tuple(found.items())
+
+
+def load(entry_point: EntryPoint):
+    """The object `entry_point` names, imported; a PluginError naming the plugin if it cannot be."""
+    import importlib
+
+    module_name, _, attribute = entry_point.value.partition(":")
+    try:
+        obj = importlib.import_module(module_name.strip())
+        for part in filter(None, attribute.strip().split(".")):
+            obj = getattr(obj, part)
+    except Exception as err:  # noqa: BLE001 - any failure of a plugin's import is that plugin's
+        raise PluginError(f"{entry_point.describe()} failed to load: {type(err).__name__}: {err}") from err
+    return obj
+
+
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+BUILT_IN = "fedjax_rl"
+
+
+class Registry:
+    """Named objects of one kind (`cls`, each with a `name`): the library's own, registered at import
+    (origin BUILT_IN), a user's registered by `register` from their code, and the installed plugins of
+    the entry-point `group`, each loaded and registered when its name is first asked for (`get`).
+    `setting`: the setting that names one ("algo"), for error messages. `check(obj, origin)`: raises a
+    ValueError for an object that cannot serve (an agent class missing a method of its protocol)."""
+
+    def __init__(self, kind: str, group: str, cls: type, setting: str,
+                 check: Callable[[Any, str], None] | None = None):
+        self.kind, self.group, self.cls, self.setting, self.check = kind, group, cls, setting, check
+        self.entries: dict[str, Any] = {}
+        self.origins: dict[str, str] = {}
+
+    def register(self, obj, origin: str = "user code"):
+        """Add `obj` under its name and return it. A ValueError naming `origin` for an object of another
+        type, a name that is not lower_snake_case or that another object already has, or one `check` refuses."""
+        if not isinstance(obj, self.cls):
+            raise ValueError(f"{origin}: a {self.kind} is a {self.cls.__module__}.{self.cls.__qualname__}, "
+                             f"got {type(obj).__name__}")
+        name = obj.name
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise ValueError(f"{origin}: a {self.kind} name is lower_snake_case (a letter, then letters, digits or "
+                             f"_), got {name!r}")
+        if name in self.entries and self.entries[name] != obj:
+            raise ValueError(f"{origin}: the {self.kind} name {name!r} is already taken (by {self.origins[name]}); "
+                             "register it under another name")
+        if self.check is not None:
+            self.check(obj, origin)
+        self.entries[name] = obj
+        self.origins.setdefault(name, origin)
+        return obj
+
+    def built_in(self) -> tuple[str, ...]:
+        """The names fedjax_rl itself registers, in its order."""
+        return tuple(name for name, origin in self.origins.items() if origin == BUILT_IN)
+
+    def names(self) -> tuple[str, ...]:
+        """Every name, sorted: the registered ones and the installed plugins' (none imported)."""
+        return tuple(sorted({*self.entries, *installed(self.group)}))
+
+    def known(self, name: str) -> bool:
+        """Whether `name` is registered or an installed plugin's (nothing imported)."""
+        return name in self.entries or name in installed(self.group)
+
+    def get(self, name: str):
+        """The object `name`: a registered one, else the installed plugin of that name, loaded and
+        registered (a PluginError naming the plugin if it cannot be); a ValueError listing the names
+        if there is none."""
+        if name in self.entries:
+            return self.entries[name]
+        entry_point = installed(self.group).get(name)
+        if entry_point is None:
+            raise ValueError(f"{self.setting} must be one of {list(self.names())}, got {name!r}")
+        return self.load(entry_point)
+
+    def load(self, entry_point: EntryPoint):
+        """Import the plugin `entry_point` names and register its object under the entry point's name."""
+        obj = load(entry_point)
+        if isinstance(obj, self.cls) and obj.name != entry_point.name:
+            raise PluginError(f"{entry_point.describe()} names the {self.kind} {obj.name!r}: an entry point's "
+                              f"name and its {self.kind}'s must be the same")
+        try:
+            return self.register(obj, entry_point.describe())
+        except ValueError as err:
+            raise PluginError(str(err)) from None
+
+    def load_plugins(self) -> dict[str, str]:
+        """Load every installed plugin of the group: {name: "ok", or why it is not used}. A plugin
+        whose name another object already has is reported as taken and not imported."""
+        report = {}
+        for name, entry_point in sorted(installed(self.group).items()):
+            if name in self.entries and self.origins[name] != entry_point.describe():
+                report[name] = (f"{entry_point.describe()}: the {self.kind} name {name!r} is already taken (by "
+                                f"{self.origins[name]}); the plugin is not used")
+                continue
+            try:
+                self.load(entry_point)
+                report[name] = "ok"
+            except PluginError as err:
+                report[name] = str(err)
+        return report
