@@ -65,7 +65,7 @@ lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
 	.venv-lock/bin/python -m pip install --quiet -e ".[test,docs,ray]"
-	{ sed -n '1,2p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^fedjax'; } > $(CONSTRAINTS).new
+	{ sed -n '1,2p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --all --exclude-editable | grep -v '^fedjax\|^pip=='; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
 
 clean:

@@ -447,7 +447,7 @@ def test_train_without_out_says_nothing_is_saved(monkeypatch, capsys):
     assert "no --out: results are printed only, nothing is saved" in capsys.readouterr().out
 
 
-HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["render"], ["demo"], ["reproduce"]]
+HELP_COMMANDS = [[], ["train"], ["plot"], ["compare"], ["render"], ["demo"], ["reproduce"], ["plugins"]]
 
 
 def test_help_imports_no_jax_and_answers_at_once():
@@ -474,7 +474,7 @@ def test_every_flag_has_help_with_its_default_and_choices():
     parser = commands.build_parser()
     subcommands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
                 for name, sub in action.choices.items()}
-    assert sorted(subcommands) == ["compare", "demo", "plot", "render", "reproduce", "train"]
+    assert sorted(subcommands) == ["compare", "demo", "plot", "plugins", "render", "reproduce", "train"]
     for name, sub in subcommands.items():
         for action in sub._actions:
             if action.dest == "help":

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl.cli import commands
+from fedjax_rl.cli import commands, reproduce_command
 from fedjax_rl.reproduce import executor, harness, plan
 from fedjax_rl.reproduce.plan import Request
 from fedjax_rl.reproduce.executor import Task
@@ -230,8 +230,8 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
                     "--set", "train_freq=4", "--set", "gradient_steps=1",
                     "--set-run", "sweep_points=3", "--set-run", "eval_episodes=2"]
     parsed = commands.build_parser().parse_args(["reproduce", "table1", *args])
-    assert commands._reproduce_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
-    assert commands._reproduce_run_settings(parsed.set_run) == REQUEST["train_overrides"]
+    assert reproduce_command.agent_overrides("table1", parsed.set) == REQUEST["agent_overrides"]
+    assert reproduce_command.run_settings(parsed.set_run) == REQUEST["train_overrides"]
     # A float is spelled by its shortest exact decimal, so it reads back to the same float.
     spelled = Request("table1", budget=0.1 + 0.2).args()
     assert spelled[spelled.index("--budget") + 1] == "0.30000000000000004"
@@ -241,7 +241,7 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     assert commands.build_parser().parse_args(["reproduce", "heterogeneity", *levels]).max_rates == "0.0,0.5"
     switch = Request("table1", train_overrides={"tensorboard": False}).args()[-2:]
     assert switch == ["--set-run", "tensorboard=false"]
-    assert commands._reproduce_run_settings(switch[1:]) == {"tensorboard": False}
+    assert reproduce_command.run_settings(switch[1:]) == {"tensorboard": False}
     with pytest.raises(ValueError, match="train_overrides cannot carry 'env_name'"):
         Request("table1", train_overrides={"env_name": "Acrobot-v1"}).args()
     with pytest.raises(ValueError, match=r"unknown or row-decided run settings \['physics'\] for --set-run"):

@@ -14,7 +14,7 @@ import pytest
 
 from fedjax_rl import envs
 from fedjax_rl.analysis import stats
-from fedjax_rl.cli import commands
+from fedjax_rl.cli import commands, reproduce_command
 from fedjax_rl.reproduce import costs, harness, paper, plan, report, status, tables
 from fedjax_rl.training import loop, machine
 
@@ -373,9 +373,9 @@ def test_budget_rounds_to_whole_evaluation_blocks():
 
 
 def test_reproduce_set_is_parsed_by_the_tables_declarations():
-    assert commands._reproduce_overrides("table2", ["learning_starts=1000", "hidden_sizes=64,64"]) == dict(
+    assert reproduce_command.agent_overrides("table2", ["learning_starts=1000", "hidden_sizes=64,64"]) == dict(
         learning_starts=1000, hidden_sizes=(64, 64))
-    assert commands._reproduce_overrides("table1", ["batch_size=32"]) == dict(batch_size=32)
+    assert reproduce_command.agent_overrides("table1", ["batch_size=32"]) == dict(batch_size=32)
 
 
 def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):

@@ -1,0 +1,183 @@
+"""Extending fedjax_rl from outside: entry points listed without imports, algorithms and aggregation
+rules registered through one path, a failing or clashing plugin named and contained, and the worked
+example (examples/own_algorithm) installed with pip and trained from the command line."""
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fedjax_rl import agents, plugins
+from fedjax_rl.agents import dqn, robust
+from fedjax_rl.agents.base import Transition
+from fedjax_rl.cli import commands
+from fedjax_rl.core import federated
+from fedjax_rl.training import configs
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "own_algorithm")
+
+
+def _fake_distribution(root, name: str, entry_points: str, modules: dict[str, str] | None = None):
+    """A distribution as pip --target lays it out: NAME-0.1.dist-info/entry_points.txt and its modules."""
+    info = root / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    for module, source in (modules or {}).items():
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+    return root
+
+
+def test_installed_lists_what_importlib_metadata_lists_without_importing(tmp_path, monkeypatch):
+    # Parity with the standard library's reading, on every group of this environment...
+    for group in ("console_scripts", plugins.ALGORITHMS):
+        expected = {ep.name for ep in importlib.metadata.entry_points(group=group)}
+        assert set(plugins.installed(group)) == expected, group
+    # ... and on a distribution added to the path, whose module would fail if it were imported.
+    _fake_distribution(tmp_path, "broken_plugin", """
+        [fedjax_rl.algorithms]
+        broken = broken_plugin:ALGORITHM
+        [fedjax_rl.aggregators]
+        loud = broken_plugin:RULE
+        """, {"broken_plugin": "raise ImportError('missing dependency: not_a_package')"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = plugins.installed(plugins.ALGORITHMS)
+    assert found["broken"] == plugins.EntryPoint(plugins.ALGORITHMS, "broken", "broken_plugin:ALGORITHM",
+                                                 "broken_plugin-0.1")
+    assert {ep.name for ep in importlib.metadata.entry_points(group=plugins.ALGORITHMS)} == set(found)
+    assert "broken_plugin" not in sys.modules
+
+
+def test_a_plugin_that_fails_to_import_is_named_and_breaks_nothing_else(tmp_path, monkeypatch, capsys):
+    _fake_distribution(tmp_path, "broken_plugin", """
+        [fedjax_rl.algorithms]
+        broken = broken_plugin:ALGORITHM
+        """, {"broken_plugin": "raise ImportError('missing dependency: not_a_package')"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "broken" in agents.names() and agents.known("broken")
+    with pytest.raises(plugins.PluginError, match=r"plugin 'broken' of fedjax_rl.algorithms \(broken_plugin:ALGORITHM, "
+                                                  r"from broken_plugin-0.1\) failed to load: ImportError: missing"):
+        agents.get("broken")
+    assert agents.get("fedrdqn").label == "FedRDQN"  # the built-ins are untouched
+    with pytest.raises(SystemExit, match="failed to load: ImportError"):  # named before anything compiles
+        commands.main(["train", "--algo", "broken", "--steps", "1000"])
+    with pytest.raises(SystemExit) as help_exit:  # --help lists it without importing it
+        commands.main(["train", "--help"])
+    assert help_exit.value.code == 0 and "installed plugins: broken" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit, match=r"1 plugin\(s\) failed"):
+        commands.main(["plugins"])
+    assert "broken = broken_plugin:ALGORITHM (broken_plugin-0.1): plugin 'broken'" in capsys.readouterr().out
+
+
+def test_a_plugin_with_a_taken_or_mismatched_name_is_named_and_not_used(tmp_path, monkeypatch):
+    _fake_distribution(tmp_path, "clash", """
+        [fedjax_rl.algorithms]
+        fedrdqn = clash:ALGORITHM
+        other_name = clash:ALGORITHM
+        """, {"clash": """
+        import dataclasses
+        from fedjax_rl import agents
+        ALGORITHM = dataclasses.replace(agents.get("fedrdqn"), label="not FedRDQN")
+        """})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    report = agents.load_plugins()
+    assert report["fedrdqn"].startswith("plugin 'fedrdqn' of fedjax_rl.algorithms (clash:ALGORITHM, from clash-0.1): "
+                                        "the algorithm name 'fedrdqn' is already taken (by fedjax_rl)")
+    assert "names the algorithm 'fedrdqn': an entry point's name and its algorithm's must be the same" in report["other_name"]
+    assert agents.get("fedrdqn").label == "FedRDQN"
+
+
+def test_register_refuses_what_cannot_serve():
+    fedrdqn = agents.get("fedrdqn")
+    with pytest.raises(ValueError, match=r"my code: the algorithm name 'fedrdqn' is already taken \(by fedjax_rl\)"):
+        agents.register(agents.Algorithm(**{**vars(fedrdqn), "label": "mine"}), "my code")
+    with pytest.raises(ValueError, match=r"a algorithm name is lower_snake_case .*got 'Fed-X'"):
+        agents.register(agents.Algorithm(**{**vars(fedrdqn), "name": "Fed-X"}))
+    with pytest.raises(ValueError, match=r"its agent class object lacks init, act, .* of the agent protocol"):
+        agents.register(agents.Algorithm(**{**vars(fedrdqn), "name": "hollow", "agent": object}))
+    with pytest.raises(ValueError, match=r"a algorithm is a fedjax_rl.agents.Algorithm, got dict"):
+        agents.register({"name": "x"})
+    assert "hollow" not in agents.ALGORITHMS and agents.register(fedrdqn) is fedrdqn  # the same object again: fine
+
+
+def test_a_registered_aggregation_rule_is_a_setting_value_and_runs_under_the_agent_axis():
+    def coordinate_max(tree, weight=None):  # a user's rule: every agent gets the largest upload
+        return jax.tree.map(lambda x: jax.lax.pmax(x, federated.agent_axes()), tree)
+
+    federated.register_aggregator(federated.Aggregator("coordinate_max", lambda server: coordinate_max))
+    try:
+        config = configs.train_config("fedrdqn", "CartPole-v1", aggregation="coordinate_max")
+        config.validate()
+        server = federated.Server(4, aggregation=config.aggregation)
+        out = jax.jit(federated.for_each_agent(server.rule, 4))(jnp.arange(8.0).reshape(4, 2))
+        np.testing.assert_array_equal(out, [[6.0, 7.0]] * 4)
+        assert not server.robust
+    finally:
+        del federated.AGGREGATORS.entries["coordinate_max"], federated.AGGREGATORS.origins["coordinate_max"]
+    with pytest.raises(ValueError, match=r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'coordinate_max'"):
+        # (another config than the one validated above: a valid config's check is cached)
+        configs.train_config("fedrdqn", "CartPole-v1", aggregation="coordinate_max", sync_every=7).validate()
+
+
+@pytest.fixture(scope="module")
+def example_module():
+    sys.path.insert(0, EXAMPLE)
+    try:
+        import fedrdqn_min
+
+        yield fedrdqn_min
+    finally:
+        sys.path.remove(EXAMPLE)
+
+
+def test_the_examples_target_by_hand(example_module):
+    """C = kappa min(V', D) + (1 - kappa) D with V' = 0 on termination, in the robust target; kappa = 0
+    is FedRDQN's target exactly."""
+    config = example_module.MinDQNConfig(hidden_sizes=(4,))
+    term, fedrdqn_term = example_module.MinRobustTerm(config, None), robust.RobustTerm(config, None)
+    batch = Transition(obs=jnp.zeros((3, 2)), action=jnp.zeros(3, jnp.int32), reward=jnp.array([1.0, 1.0, 0.5]),
+                       next_obs=jnp.zeros((3, 2)), terminated=jnp.array([False, False, True]))
+    shared = dqn.DQNShared(q=None, q_target=None, degree=term.net.init(jax.random.key(1), jnp.zeros(2)))
+    degree = float(term.degree(shared.degree, batch.obs)[0])  # the same D for the three equal observations
+    next_value = jnp.array([degree + 2.0, degree - 2.0, 5.0])
+    hp = config.hparams().replace(omega=0.5, gamma=0.9)
+    mine = term.td_target(shared, batch, next_value, hp.replace(pessimism=1.0))
+    # V' above D: C = D; V' below D: C = V'; terminated: V' = 0, C = min(0, D).
+    expected = [1.0 + 0.9 * 0.5 * (degree + 2.0) + 0.9 * 0.5 * degree,
+                1.0 + 0.9 * 0.5 * (degree - 2.0) + 0.9 * 0.5 * (degree - 2.0),
+                0.5 + 0.9 * 0.5 * min(0.0, degree)]
+    np.testing.assert_allclose(mine, expected, rtol=1e-6)
+    np.testing.assert_array_equal(term.td_target(shared, batch, next_value, hp.replace(pessimism=0.0)),
+                                  fedrdqn_term.td_target(shared, batch, next_value, hp))
+
+
+def test_the_example_installs_with_pip_and_trains_from_the_command_line(tmp_path):
+    """The issue's path: pip install --no-deps --target DIR, PYTHONPATH=DIR, then `fedjax-rl train
+    --algo fedrdqn_min`; its setting is validated like a built-in one, before anything compiles.
+    (--no-build-isolation: the suite does not reach a package index; the venv's setuptools builds it.)"""
+    source, target = tmp_path / "src", tmp_path / "site"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(source)], check=True, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    cli = [sys.executable, "-c", "from fedjax_rl.cli import commands; commands.main()"]
+    refused = subprocess.run([*cli, "train", "--algo", "fedrdqn_min", "--set", "pessimism=1.5", "--steps", "2000"],
+                             env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert refused.returncode != 0 and "pessimism must be in [0, 1], got 1.5" in refused.stderr
+    assert "compiling" not in refused.stdout
+    run = tmp_path / "run"
+    done = subprocess.run([*cli, "train", "--algo", "fedrdqn_min", "--env", "CartPole-v1", "--steps", "2000",
+                           "--seeds", "1", "--out", str(run), "--no-progress"],
+                          env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    recorded = json.loads((run / "config.json").read_text())
+    assert recorded["algo"] == "fedrdqn_min" and recorded["agent"]["pessimism"] == 1.0
+    assert (run / "finished.json").exists() and (run / "metrics.json").exists()
