@@ -239,6 +239,8 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
     levels = Request("heterogeneity", max_rates=[0, 0.5]).args()
     assert "--seeds" not in levels and levels[:2] == ["--max-rates", "0.0,0.5"]
     assert commands.build_parser().parse_args(["reproduce", "heterogeneity", *levels]).max_rates == "0.0,0.5"
+    challenging = Request("table1", challengers=("fedrdqn_min",)).args()
+    assert commands.build_parser().parse_args(["reproduce", "table1", *challenging]).challenger == ["fedrdqn_min"]
     switch = Request("table1", train_overrides={"tensorboard": False}).args()[-2:]
     assert switch == ["--set-run", "tensorboard=false"]
     assert reproduce_command.run_settings(switch[1:]) == {"tensorboard": False}

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -754,3 +755,56 @@ def test_old_row_records_are_upgraded_on_read_in_one_place():
     table, records = _committed("table2", "table2_reduced")
     assert all(rec["schema"] == tables.ROW_SCHEMA for rec in records.values())
     assert "engine" in records["Hopper-v4/torso"]["unrecorded"]
+
+
+@pytest.fixture
+def example_algorithm():
+    """examples/own_algorithm's FedRDQN-min, registered from user code for the test's length."""
+    from fedjax_rl import agents
+
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "own_algorithm")
+    sys.path.insert(0, example)
+    try:
+        import fedrdqn_min
+
+        yield agents.register(fedrdqn_min.ALGORITHM)
+    finally:
+        sys.path.remove(example)
+        agents.REGISTRY.entries.pop("fedrdqn_min", None)
+        agents.REGISTRY.origins.pop("fedrdqn_min", None)
+
+
+def test_a_challenger_joins_a_finished_row_which_keeps_its_numbers(reproduced, example_algorithm, tmp_path,
+                                                                   monkeypatch):
+    out = str(tmp_path / "out")
+    shutil.copytree(reproduced["out"], out)
+    before = tables.read_row(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
+    request = {**TINY, "rows": ["CartPole-v1/length"]}
+    with pytest.raises(ValueError, match=r"challenger 'fedrdqn' is already a program of these table1 rows"):
+        harness.reproduce("table1", out, challengers=["fedrdqn"], **request)
+    real_run, trained = loop.run, []
+    monkeypatch.setattr(loop, "run", lambda config, *a, **k: trained.append(config.algo) or real_run(config, *a, **k))
+    result = harness.reproduce("table1", out, challengers=["fedrdqn_min"], **request)
+    assert trained == ["fedrdqn_min"]  # the row's own program was read back
+    row = result["rows"]["CartPole-v1/length"]
+    for label, numbers in before["algorithms"].items():  # bit for bit
+        assert row["algorithms"][label] == numbers, label
+    assert (row["headline"], row["chosen_omega"]) == (before["headline"], before["chosen_omega"])
+    challenger = row["challengers"]["fedrdqn_min"]
+    assert sorted(challenger["tuning_minimum_mean"]) == ["0.05", "0.2"]  # the row's omegas, not omega = 0
+    assert challenger["headline"] == f"FedRDQN-min (ω={challenger['chosen_omega']:g})"
+    assert row["request"]["challengers"] == ["fedrdqn_min"]
+    # The table reports the challenger against the row's baseline, with a verdict, beside the rows without it.
+    text = open(os.path.join(out, "table1.md")).read()
+    section = text[text.index("## Challenger: FedRDQN-min"):text.index("## Across rows")]
+    assert f"| CartPole-v1/length | **{challenger['headline']}** (challenger) |" in text
+    verdict_line = next(line for line in section.splitlines() if line.startswith("| CartPole-v1/length | DQNAvg |"))
+    assert any(word in verdict_line for word in stats.VERDICTS)
+    assert "- Against DQNAvg: FedRDQN-min is" in section and "**Whole table** against DQNAvg" in section
+    assert "CartPole-v1/masscart" not in section  # a row that did not run it
+    assert "FedRDQN-min: tuning-seed mean Minimum {ω=0.05: " in text  # its omega choice, per row
+    # The same request again trains nothing; a request without the challenger finds the row finished too.
+    trained.clear()
+    harness.reproduce("table1", out, challengers=["fedrdqn_min"], **request)
+    harness.reproduce("table1", out, **request)
+    assert trained == []

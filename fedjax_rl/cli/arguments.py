@@ -46,8 +46,10 @@ def with_plugins(entry: dict) -> dict:
 
 
 def table_entry(dest: str) -> dict:
+    """The generated flag table's entry of the training flag `dest`."""
     return next(entry for entry in flags.TABLE["train"] if entry["dest"] == dest)
 
 
 def usage_error(err) -> SystemExit:
+    """The exit of a command refused with `err`: its message on stderr, exit status 1."""
     return SystemExit(f"fedjax-rl: error: {err}")

@@ -99,6 +99,7 @@ def run(args) -> None:
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        max_rates=max_rates, budget=args.budget, seed=args.seed, run_batch=run_batch,
+                       challengers=tuple(args.challenger),
                        agent_overrides=agent_overrides(args.table, args.set, rows) or None,
                        train_overrides={**_switches(args, ("tensorboard",)), **run_settings(args.set_run)}
                        or None)
@@ -158,6 +159,11 @@ def add_parser(sub) -> None:
     p.add_argument("--max-rates", default=None, metavar="P[,P]",
                    help="heterogeneity levels p of a table that maps them, each in [0, 1), all in one program "
                         f"(only such a table takes it) {default('max_rates', 'none')}")
+    p.add_argument("--challenger", action="append", default=[], metavar="ALGO",
+                   help="add a registered algorithm (an installed plugin's, e.g. fedrdqn_min) to each requested row "
+                        "beside its own programs, on the same seeds, budget and settings, tuned by the same omega "
+                        "rule if it has omega, and judged against the row's baselines; a finished row's programs "
+                        "are read back, not run again; repeatable (default: none)")
     p.add_argument("--budget", default="paper",
                    help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it (default: paper)")
     p.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")

@@ -54,51 +54,78 @@ def versions() -> dict:
 
 
 def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dict | None = None,
-                  num_seeds: int | None = None, max_rate: float | None = None) -> dict:
+                  num_seeds: int | None = None, max_rate: float | None = None,
+                  challengers: Sequence[Program] = ()) -> dict:
     """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
     (so the tables equal the files), and the headline omega chosen on the tuning seeds. `family`:
     the row's programs (`Table.family`). `pieces`: {program: its seed pieces' directories relative
     to ROW/PROGRAM/, in seed order} (None: each program's own directory);
     `num_seeds`: the row's seeds, [0, num_seeds) (None: all its pieces hold). `max_rate`: the
-    heterogeneity level p of a program gridded over it (None: no such grid): that level's points."""
-    algorithms = {}
-    tuning_min = {}
+    heterogeneity level p of a program gridded over it (None: no such grid): that level's points.
+    `challengers`: programs beside the row's own, each with its numbers among the algorithms and,
+    under "challengers", its headline omega chosen by the same rule on its own tuning seeds."""
+    algorithms, tuning_min = {}, {}
     for program in family.programs:
-        program_pieces = (pieces or {}).get(program.name)
-        if program.zero_label:
-            first = os.path.join(directory, program.name, (program_pieces or [""])[0])
-            with open(os.path.join(first, "config.json")) as f:
-                grid = json.load(f)["grid"]["omega"]
-            runs = [(program.zero_label if w == 0 else agents.get(program.algo).describe({"omega": w}),
-                     f"{program.name}/{run_directory.point_label({'max_rate': max_rate, 'omega': w})}", w) for w in grid]
-        else:
-            runs = [(program.label, "/".join([program.name, run_directory.point_label({"max_rate": max_rate})]).rstrip("/"),
-                     None)]
-        for label, rel, omega in runs:
-            final = load_program_run(directory, rel, program_pieces)["final"]
-            avg, mn = (np.asarray(final[name], float)[:num_seeds] for name in ("local_average", "local_minimum"))
-            algorithms[label] = dict(
-                dir=rel, omega=omega,
-                tuning=dict(average=avg[:tuning_seeds].tolist(), minimum=mn[:tuning_seeds].tolist()),
-                reported=dict(average=avg[tuning_seeds:].tolist(), minimum=mn[tuning_seeds:].tolist()))
-            if omega:
-                tuning_min[omega] = float(np.mean(mn[:tuning_seeds]))
+        tuning_min.update(_read_program(directory, program, pieces, tuning_seeds, num_seeds, max_rate, algorithms))
     chosen = chosen_omega(tuning_min)
     headline = agents.get(family.programs[0].algo).describe({"omega": chosen})
-    return dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
-                headline=headline, omega_rule=OMEGA_RULE)
+    out = dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
+               headline=headline, omega_rule=OMEGA_RULE)
+    if challengers:
+        out["challengers"] = {}
+        for program in challengers:
+            own = {}
+            tuning = _read_program(directory, program, pieces, tuning_seeds, num_seeds, max_rate, own)
+            algorithms.update(own)
+            mine = chosen_omega(tuning) if tuning else None
+            out["challengers"][program.name] = dict(
+                label=program.label, labels=list(own), tuning_minimum_mean=tuning, chosen_omega=mine,
+                headline=agents.get(program.algo).describe({"omega": mine}) if tuning else program.label)
+    return out
+
+
+def _read_program(directory: str, program: Program, pieces: dict | None, tuning_seeds: int, num_seeds: int | None,
+                  max_rate: float | None, into: dict) -> dict:
+    """One program's tuning and reported numbers per algorithm label, added to `into`; returns the
+    tuning seeds' mean Minimum per omega > 0 of its grid (empty without one)."""
+    program_pieces = (pieces or {}).get(program.name)
+    grid = None
+    if program.zero_label or program.challenger:
+        first = os.path.join(directory, program.name, (program_pieces or [""])[0])
+        with open(os.path.join(first, "config.json")) as f:
+            grid = (json.load(f)["grid"] or {}).get("omega")
+    if grid is not None:
+        describe = agents.get(program.algo).describe
+        runs = [(program.zero_label if w == 0 else describe({"omega": w}),
+                 f"{program.name}/{run_directory.point_label({'max_rate': max_rate, 'omega': w})}", w) for w in grid]
+    else:
+        runs = [(program.label, "/".join([program.name, run_directory.point_label({"max_rate": max_rate})]).rstrip("/"),
+                 None)]
+    tuning_min = {}
+    for label, rel, omega in runs:
+        final = load_program_run(directory, rel, program_pieces)["final"]
+        avg, mn = (np.asarray(final[name], float)[:num_seeds] for name in ("local_average", "local_minimum"))
+        into[label] = dict(
+            dir=rel, omega=omega,
+            tuning=dict(average=avg[:tuning_seeds].tolist(), minimum=mn[:tuning_seeds].tolist()),
+            reported=dict(average=avg[tuning_seeds:].tolist(), minimum=mn[tuning_seeds:].tolist()))
+        if omega:
+            tuning_min[omega] = float(np.mean(mn[:tuning_seeds]))
+    return tuning_min
 
 
 # A row's identity: its request without the number of reported seeds, which may grow (new pieces of
-# new seeds; the tuning seeds, and with them the headline omega, stay).
-_GROWS = ("num_seeds",)
+# new seeds; the tuning seeds, and with them the headline omega, stay), and without its challengers,
+# which a request may add (the row's own programs are read back, the challenger's trained).
+CHALLENGERS = "challengers"
+_GROWS = ("num_seeds", CHALLENGERS)
 
 
 def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[str]]:
     """Where a row stands for a request, from its row.json: (state, the record, the request settings
     it was computed with differently). The state is "none" (no row.json), "other settings" (the
     request differs beyond its reported seeds, which may grow), "finished" (at least the requested
-    reported seeds) or "fewer seeds"."""
+    reported seeds and challengers), "fewer seeds" or "lacks a challenger"."""
     if not os.path.exists(row_result):
         return "none", None, []
     record = read_row(row_result)
@@ -106,6 +133,8 @@ def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[st
     if diff:
         return "other settings", record, diff
     enough = len(record["seeds"]["reported"]) >= request["num_seeds"]
+    if enough and not set(request.get(CHALLENGERS, ())) <= set(record["request"].get(CHALLENGERS, ())):
+        return "lacks a challenger", record, []
     return ("finished" if enough else "fewer seeds"), record, []
 
 
@@ -218,6 +247,7 @@ def reproduce(
     run_batch: int | None | str = "auto",
     piece_seeds: int | None = None,
     max_rates: Sequence[float] | None = None,
+    challengers: Sequence[str] = (),
 ) -> dict:
     """Run the requested rows of `table_name` (those without a row.json of at least the requested
     seeds), then rebuild the table and figures from every finished row in `out_dir`. Each program
@@ -230,7 +260,7 @@ def reproduce(
     (`table_defaults`: 5, 3 and 0.01-0.2 for the paper's tables; `heterogeneity`: 10, 2, 0.05 and 0.1).
     Returns {"rows": {key: row record}, "paths": [written files]}."""
     plan = Request(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
-                   run_batch, max_rates).plan()
+                   run_batch, max_rates, tuple(challengers)).plan()
     table, selected, request, plans, run_batch = plan.table, plan.rows, plan.record, plan.programs, plan.run_batch
     tuning_seeds, num_total = request["tuning_seeds"], plan.total_seeds
     work = pieces_left(out_dir, plan, piece_seeds)
@@ -327,16 +357,18 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
         # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
         wall_s=None if None in walls else sum(walls),
         wall_s_this_process=time.time() - start,
-        **_summarize(directory, table, row, request, {k: [p["dir"] for p in v] for k, v in pieces.items()}, num_seeds),
+        **_summarize(directory, table, row, request, {k: [p["dir"] for p in v] for k, v in pieces.items()}, num_seeds,
+                     [p for p, _, _ in programs if p.challenger]),
     )
 
 
-def _summarize(directory: str, table: Table, row, request: dict, pieces: dict, num_seeds: int) -> dict:
+def _summarize(directory: str, table: Table, row, request: dict, pieces: dict, num_seeds: int,
+               challengers: Sequence[Program] = ()) -> dict:
     """A row's numbers (`summarize_row`); for a table with a heterogeneity grid, one summary per level
     p, each with its own headline omega chosen on the tuning seeds at that level ("points")."""
     family, tuning_seeds = table.family(row), request["tuning_seeds"]
     if "max_rates" not in request:
-        return summarize_row(directory, family, tuning_seeds, pieces, num_seeds)
+        return summarize_row(directory, family, tuning_seeds, pieces, num_seeds, challengers=challengers)
     return dict(points=[dict(max_rate=p, **summarize_row(directory, family, tuning_seeds, pieces, num_seeds, p))
                         for p in request["max_rates"]], omega_rule=OMEGA_RULE)
 

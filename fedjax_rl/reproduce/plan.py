@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from fedjax_rl import agents
 from fedjax_rl.reproduce import paper
-from fedjax_rl.reproduce.tables import TABLES, Table, get_table
+from fedjax_rl.reproduce.tables import TABLES, Program, Table, challenger_program, get_table
 from fedjax_rl.training import configs
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
@@ -80,15 +80,15 @@ def check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
 
 def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
                  agent_overrides: dict | None = None, train_overrides: dict | None = None,
-                 max_rates: Sequence[float] | None = None) -> list[tuple]:
+                 max_rates: Sequence[float] | None = None, challengers: Sequence[Program] = ()) -> list[tuple]:
     """[(Program, TrainConfig, grid or None)] for one row; raises a ValueError naming what this
     installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling.
     `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
     p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
-    paper table's config exactly."""
+    paper table's config exactly. `challengers`: programs run after the row's own (`challenger_program`)."""
     out = []
     try:
-        for program in table.family(row).programs:
+        for program in (*table.family(row).programs, *challengers):
             steps, eval_every = budget_steps(program.algo, row.env_name, budget)
             fields = dict(physics=(row.param,), steps_per_agent=steps, eval_every_rounds=eval_every,
                           eval_episodes=paper.EVAL_EPISODES, num_agents=getattr(row, "num_agents", paper.NUM_AGENTS),
@@ -96,8 +96,9 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
             fields.update(train_overrides or {})
             config = configs.train_config(program.algo, row.env_name, agent_overrides=dict(agent_overrides or {}),
                                           **fields)
+            tuned = program.zero_label or (program.challenger and agents.get(program.algo).has_omega)
             grid = {**({"max_rate": [float(p) for p in max_rates]} if max_rates is not None else {}),
-                    **({"omega": [0.0, *omegas]} if program.zero_label else {})} or None
+                    **({"omega": [0.0, *omegas] if program.zero_label else list(omegas)} if tuned else {})} or None
             out.append((program, config, grid))
     except ValueError as error:
         hint = f" ({table.missing_hint})" if table.missing_hint else ""
@@ -106,14 +107,35 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
 
 
 def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides,
-                   max_rates=None) -> dict:
+                   max_rates=None, challengers: Sequence[str] = ()) -> dict:
     """What a row records of the request it ran (another request on a finished row is refused). Run
     settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
-    `max_rates` only for a table with a heterogeneity grid (the paper tables' rows record no levels)."""
-    levels = {} if max_rates is None else {"max_rates": list(max_rates)}
+    `max_rates` only for a table with a heterogeneity grid (the paper tables' rows record no levels);
+    `challengers` only when there are some (a row without records none, and may gain them)."""
+    extra = {} if max_rates is None else {"max_rates": list(max_rates)}
+    if challengers:
+        extra["challengers"] = sorted(challengers)
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
-                                      train_overrides=configs.identity_fields(train_overrides or {}), **levels)))
+                                      train_overrides=configs.identity_fields(train_overrides or {}), **extra)))
+
+
+def check_challengers(table: Table, rows: Sequence[paper.PaperRow], names: Sequence[str]) -> tuple[Program, ...]:
+    """The challenger programs for `names` (registered algorithms or installed plugins, loaded here);
+    a ValueError, before anything compiles, for a name twice, one that is already a row's program,
+    or a table whose report compares its own programs only."""
+    if not names:
+        return ()
+    if table.max_rates is not None:
+        raise ValueError(f"--challenger adds an algorithm to table1, table2 or beyond_sac; the {table.name} "
+                         "table's report compares its own programs only")
+    if len(set(names)) != len(names):
+        raise ValueError(f"challengers must be distinct, got {list(names)}")
+    own = {program.algo for row in rows for program in table.family(row).programs}
+    for name in names:
+        if name in own:
+            raise ValueError(f"challenger {name!r} is already a program of these {table.name} rows")
+    return tuple(challenger_program(agents.get(name)) for name in names)
 
 
 def table_defaults(table: Table) -> dict:
@@ -173,6 +195,7 @@ class Request:
     train_overrides: Mapping | None = None
     run_batch: int | str | None = "auto"
     max_rates: Sequence[float] | None = None
+    challengers: Sequence[str] = ()
 
     @classmethod
     def of(cls, table: str, **settings) -> "Request":
@@ -203,10 +226,11 @@ class Request:
         if tuning_seeds < 1:
             raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
         selected = select_rows(table, self.rows)
+        challengers = check_challengers(table, selected, self.challengers)
         record = request_record(budget, num_seeds, tuning_seeds, omegas, self.seed, self.agent_overrides,
-                                self.train_overrides, max_rates)
+                                self.train_overrides, max_rates, [c.name for c in challengers])
         programs = {row.key: row_programs(table, row, budget, omegas, self.agent_overrides, self.train_overrides,
-                                          max_rates) for row in selected}
+                                          max_rates, challengers) for row in selected}
         return Plan(table, selected, record, programs, run_batch, self.seed)
 
     def args(self) -> list[str]:
@@ -226,6 +250,8 @@ class Request:
                                    ("--omegas", self.omegas, floats), ("--max-rates", self.max_rates, floats)):
             if value is not None:
                 args += [flag, spell(value)]
+        for name in self.challengers:
+            args += ["--challenger", name]
         args += ["--budget", repr(parse_budget(self.budget)), "--seed", str(int(self.seed)),
                  "--run-batch", spell_run_batch(self.run_batch)]
         table = get_table(self.table)

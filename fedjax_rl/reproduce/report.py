@@ -104,9 +104,13 @@ WHOLE_TABLE_LEGEND = (
     "did in up to 8%. The share of wins comes with its Clopper-Pearson 95% interval.")
 
 
-def whole_table_lines(table: Table, lines: list[dict], records: dict) -> list[str]:
+def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: str | None = None,
+                      legend: bool = True) -> list[str]:
     """One line per baseline beginning '**Whole table**': the sign test over the (task, seed) units of
-    the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped), exploratory lines left out."""
+    the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped), exploratory lines left
+    out, then (`legend`) what the test is. `robust`: the algorithm the lines judge (default: the
+    table's FedR*)."""
+    robust = robust or table.robust_label
     md = []
     for base in table.baselines:
         mine = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
@@ -118,10 +122,12 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict) -> list[st
         share = (f"share of wins {_unsigned(pooled['win_share'])}" if pooled["even"] < pooled["units"]
                  else "no unit won or lost")
         md.append(f"**Whole table** against {base}: over {pooled['units']} (task, seed) units ({pooled['rows']} rows "
-                  f"of {pooled['groups']} tasks), {table.robust_label} wins {pooled['higher']}, loses {pooled['lower']}, "
+                  f"of {pooled['groups']} tasks), {robust} wins {pooled['higher']}, loses {pooled['lower']}, "
                   f"even {pooled['even']}; {share}: {stats.verdict_cell(pooled['verdict'], pooled['units'])}.")
         md.append("")
-    return ["", *md, WHOLE_TABLE_LEGEND.format(robust=table.robust_label, **stats.MEASURED)] if md else []
+    if not md:
+        return []
+    return ["", *md, WHOLE_TABLE_LEGEND.format(robust=robust, **stats.MEASURED)] if legend else ["", *md[:-1]]
 
 
 AGGREGATE_LEGEND = (
@@ -137,8 +143,9 @@ AGGREGATE_LEGEND = (
     "tables); P is averaged over the rows.")
 
 
-def comparisons(table: Table, records: dict) -> list[dict]:
-    """Per finished row and baseline: the headline FedR* against the baseline on the reported seeds,
+def comparisons(table: Table, records: dict, challenger: str | None = None) -> list[dict]:
+    """Per finished row and baseline: the headline FedR* (or the `challenger`'s headline, in the rows
+    that ran it) against the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
     Average, as stats.comparison judges it (within the task's return range where it has one);
     and the paper's own Minimum difference where its table reports both. A row with confirmatory seeds
@@ -146,7 +153,10 @@ def comparisons(table: Table, records: dict) -> list[dict]:
     rows_by_key = {row.key: row for row in table.rows}
     out = []
     for key, rec in records.items():
-        prow, algs, headline = rows_by_key[key], rec["algorithms"], rec["headline"]
+        if challenger is not None and challenger not in rec.get("challengers", {}):
+            continue
+        prow, algs = rows_by_key[key], rec["algorithms"]
+        headline = rec["headline"] if challenger is None else rec["challengers"][challenger]["headline"]
         bounds = envs.return_range(prow.env_name)
         for (seed_set, positions), base in itertools.product(seed_sets(table, rec).items(), table.baselines):
             robust, baseline = ({metric: np.asarray(values, float)[positions] for metric, values in algs[name]["reported"].items()}
@@ -156,6 +166,8 @@ def comparisons(table: Table, records: dict) -> list[dict]:
                         **stats.comparison(robust, baseline, METRICS, value_range=bounds,
                                            margin=envs.equivalence_margin(prow.env_name)))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
+            if challenger is not None:  # the paper's difference is its robust algorithm's, not a challenger's
+                p_robust = None
             # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
             line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
             line["sign_agrees"] = (None if line["paper_minimum_difference"] is None
@@ -219,8 +231,10 @@ def table_lines(table: Table, records: dict) -> tuple[list[str], list[dict], lis
     md = _preamble_lines(table, records)
     rows_md, csv_rows = _algorithm_rows(table, records)
     comparison_md, comparison_rows = _comparison_section(table, records)
-    md += rows_md + comparison_md + _aggregate_section(table, records) + _per_row_section(table, records)
-    return md, csv_rows, comparison_rows
+    challenger_md, challenger_rows = _challenger_sections(table, records)
+    md += (rows_md + comparison_md + challenger_md + _aggregate_section(table, records)
+           + _per_row_section(table, records))
+    return md, csv_rows, comparison_rows + challenger_rows
 
 
 def _preamble_lines(table: Table, records: dict) -> list[str]:
@@ -271,16 +285,25 @@ def _algorithm_rows(table: Table, records: dict) -> tuple[list[str], list[dict]]
         prow = rows_by_key[key]
         algs = rec["algorithms"]
         headline = rec["headline"]
-        order = [*table.baselines, headline] + [lab for lab in algs if lab not in table.baselines and lab != headline]
+        challengers = rec.get("challengers", {}).values()
+        theirs = {lab for c in challengers for lab in c["labels"]}
+        order = [*table.baselines, headline] + [lab for lab in algs
+                                                if lab not in table.baselines and lab != headline and lab not in theirs]
+        roles = {lab: "baseline" if lab in table.baselines else ("headline" if lab == headline else "omega grid")
+                 for lab in order}
+        for c in challengers:
+            order += [c["headline"]] + [lab for lab in c["labels"] if lab != c["headline"]]
+            roles |= {lab: "challenger" if lab == c["headline"] else "challenger omega grid" for lab in c["labels"]}
         for lab in order:
             a = algs[lab]
-            role = "baseline" if lab in table.baselines else ("headline" if lab == headline else "omega grid")
+            role = roles[lab]
             paper_label = table.robust_label if role == "headline" else lab
-            p_avg, p_min = prow.paper_numbers(paper_label) if role != "omega grid" else (None, None)
-            s_avg, s_min = prow.paper_spread(paper_label) if role != "omega grid" else (None, None)
+            papers = role in ("baseline", "headline")
+            p_avg, p_min = prow.paper_numbers(paper_label) if papers else (None, None)
+            s_avg, s_min = prow.paper_spread(paper_label) if papers else (None, None)
             avg, mn = _stats(a["reported"]["average"]), _stats(a["reported"]["minimum"])
-            shown = f"**{lab}** (headline)" if role == "headline" else lab
-            paper_cells = ("", "") if role == "omega grid" else (_paper_cell(p_avg, s_avg), _paper_cell(p_min, s_min))
+            shown = f"**{lab}** ({role})" if role in ("headline", "challenger") else lab
+            paper_cells = (_paper_cell(p_avg, s_avg), _paper_cell(p_min, s_min)) if papers else ("", "")
             md.append(f"| {key} | {shown} | {len(a['reported']['average'])} | {_fmt(avg)} | {_fmt(mn)} |"
                       + (f" {paper_cells[0]} | {paper_cells[1]} |" if table.in_paper else ""))
             csv_rows.append(dict(table=table.name, row=key, env_name=rec["env_name"], param=rec["param"], algorithm=lab,
@@ -302,26 +325,76 @@ def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[di
           comparison_legend(robust, [records[line["row"]]["env_name"] for line in lines])
           + (" Paper: the paper's own Minimum difference in that row (a difference of means); sign agrees: our "
              "mean difference has the paper's sign." if table.in_paper else ""), "",
-          f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: median difference [95% CI] | "
-          f"Average: median difference [95% CI] | Minimum: mean difference | verdict | seeds for {stats.POWER:.0%} power |"
-          + (" paper's Minimum difference | sign agrees |" if table.in_paper else ""),
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if table.in_paper else "")]
-    comparison_rows = []
-    for line in lines:
-        paper_diff = line["paper_minimum_difference"]
-        agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
-        md.append(f"| {line['row']} | {line['baseline']} | {_seeds_cell(line)} | "
-                  f"{line['higher']} / {line['lower']} / {line['equal']} | {line['minimum'].format()} | "
-                  f"{line['average'].format()} | {line['minimum_mean']:+.1f} | "
-                  f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
-                  f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |"
-                  + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if table.in_paper else ""))
-        comparison_rows.append(comparison_record(table.name, line, METRICS)
-                               | dict(seed_set=line["seed_set"], seed_indices=seed_runs(line["seed_indices"]),
-                                      paper_minimum_difference=paper_diff, sign_agrees=line["sign_agrees"]))
+          *_comparison_head(robust, table.in_paper)]
+    md += [_comparison_cells(line, table.in_paper) for line in lines]
+    comparison_rows = [_comparison_csv(table, line) for line in lines]
     if any(line["seed_set"] == EXPLORATORY for line in lines):
         md += ["", CONFIRMATORY_NOTE.format(first=table.confirmatory_from)]
     return md + [""] + _claim_lines(table, records, lines), comparison_rows
+
+
+def _comparison_cells(line: dict, paper_columns: bool) -> str:
+    """One comparison as a markdown table line."""
+    paper_diff = line["paper_minimum_difference"]
+    agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
+    return (f"| {line['row']} | {line['baseline']} | {_seeds_cell(line)} | "
+            f"{line['higher']} / {line['lower']} / {line['equal']} | {line['minimum'].format()} | "
+            f"{line['average'].format()} | {line['minimum_mean']:+.1f} | "
+            f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
+            f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |"
+            + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if paper_columns else ""))
+
+
+def _comparison_csv(table: Table, line: dict) -> dict:
+    return comparison_record(table.name, line, METRICS) | dict(
+        seed_set=line["seed_set"], seed_indices=seed_runs(line["seed_indices"]),
+        paper_minimum_difference=line["paper_minimum_difference"], sign_agrees=line["sign_agrees"])
+
+
+def _comparison_head(robust: str, paper_columns: bool) -> list[str]:
+    return [f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: median difference [95% CI] | "
+            f"Average: median difference [95% CI] | Minimum: mean difference | verdict | seeds for {stats.POWER:.0%} power |"
+            + (" paper's Minimum difference | sign agrees |" if paper_columns else ""),
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if paper_columns else "")]
+
+
+def _verdict_counts(baselines, lines: list[dict], robust: str) -> list[str]:
+    """Per baseline, how many rows give each verdict."""
+    md = []
+    for base in baselines:
+        verdicts = [line["verdict"] for line in lines if line["baseline"] == base]
+        md.append(f"- Against {base}: {robust} is " + ", ".join(
+            f"{word} in {verdicts.count(word)}" for word in stats.VERDICTS
+            if word not in (stats.TOO_FEW, stats.EQUIVALENT) or word in verdicts)
+            + f" of {len(verdicts)} rows.")
+    return md
+
+
+CHALLENGER_NOTE = (
+    "{label} ran as a challenger in {rows} of these rows: a registered algorithm added beside the row's own "
+    "programs, on the same seeds (the same keys), budget and settings{omega}. It is judged against the same baselines, by the same rule, as {robust} above; the "
+    "row's other programs were read back, not run again.")
+
+
+def _challenger_sections(table: Table, records: dict) -> tuple[list[str], list[dict]]:
+    """Per challenger (`--challenger`): its paired comparisons with the baselines, verdict counts and
+    the whole-table line, over the rows that ran it."""
+    md, csv_rows = [], []
+    for name in sorted({name for rec in records.values() for name in rec.get("challengers", {})}):
+        mine = {key: rec for key, rec in records.items() if name in rec.get("challengers", {})}
+        summaries = [rec["challengers"][name] for rec in mine.values()]
+        label = summaries[0]["label"]
+        omega = (", its omega chosen by the same rule on the same tuning seeds"
+                 if any(s["tuning_minimum_mean"] for s in summaries) else " (it has no omega to choose)")
+        lines = comparisons(table, mine, challenger=name)
+        md += ["", f"## Challenger: {label} (headline ω) − baseline, paired by seed", "",
+               CHALLENGER_NOTE.format(label=label, rows=len(mine), omega=omega, robust=table.robust_label), "",
+               *_comparison_head(label, False), *[_comparison_cells(line, False) for line in lines], ""]
+        decisive = [line for line in lines if line["seed_set"] != EXPLORATORY]
+        md += (_verdict_counts(table.baselines, decisive, label)
+               + whole_table_lines(table, decisive, mine, label, legend=False))
+        csv_rows += [_comparison_csv(table, line) for line in lines]
+    return md, csv_rows
 
 
 def _seeds_cell(line: dict) -> str:
@@ -343,13 +416,7 @@ def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
     every line but the exploratory ones."""
     robust = table.robust_label
     lines = [line for line in lines if line["seed_set"] != EXPLORATORY]
-    md = []
-    for base in table.baselines:
-        verdicts = [line["verdict"] for line in lines if line["baseline"] == base]
-        md.append(f"- Against {base}: {robust} is " + ", ".join(
-            f"{word} in {verdicts.count(word)}" for word in stats.VERDICTS
-            if word not in (stats.TOO_FEW, stats.EQUIVALENT) or word in verdicts)
-            + f" of {len(verdicts)} rows.")
+    md = _verdict_counts(table.baselines, lines, robust)
     by_row = {key: [line for line in lines if line["row"] == key] for key in records}
     supported = sum(all(line["verdict"] == stats.AHEAD for line in row) for row in by_row.values())
     equivalent = sum(all(line["verdict"] == stats.EQUIVALENT for line in row) for row in by_row.values())
@@ -401,9 +468,14 @@ def _per_row_section(table: Table, records: dict) -> list[str]:
     md = ["", "## Per row", ""]
     for key, rec in records.items():
         chosen = ", ".join(f"ω={w}: {float(v):.1f}" for w, v in rec["tuning_minimum_mean"].items())
+        theirs = "".join(
+            f"; {c['label']}: tuning-seed mean Minimum {{"
+            + ", ".join(f"ω={w}: {float(v):.1f}" for w, v in c["tuning_minimum_mean"].items())
+            + f"}} -> ω = {c['chosen_omega']:g}"
+            for c in rec.get("challengers", {}).values() if c["tuning_minimum_mean"])
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} "
                   f"({'paper' if table.in_paper else 'RL-Zoo3'} {rec['budget']['paper_steps_per_agent']}), "
-                  f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}; {_wall(rec)} "
+                  f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}{theirs}; {_wall(rec)} "
                   f"on {ran_on(rec)}, jax {rec['versions'].get('jax')}, "
                   f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
@@ -487,7 +559,7 @@ def write_figures(table: Table, out_dir: str, records: dict) -> list[str]:
         t = len(rec["seeds"]["tuning"])
         row_path = row_dir(out_dir, table, row)
         c_lines, s_lines = [], []
-        for lab in (*table.baselines, rec["headline"]):
+        for lab in (*table.baselines, rec["headline"], *(c["headline"] for c in rec.get("challengers", {}).values())):
             m = load_algorithm(row_path, rec, lab)
             (curve, curve_span), (sweep, sweep_span) = (plots.band_values(m, "curve", "nominal_return"),
                                                         plots.band_values(m, "final", "sweep_returns"))

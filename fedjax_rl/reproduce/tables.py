@@ -34,12 +34,22 @@ OMEGA_RULE = ("headline omega = argmax over the grid (omega > 0) of the mean Min
 @dataclasses.dataclass(frozen=True)
 class Program:
     """One compiled program of a row. name: its sub-directory. zero_label: the baseline name of
-    its omega = 0 grid point (None: no omega grid; the whole program is `label`)."""
+    its omega = 0 grid point (None: no omega grid; the whole program is `label`). challenger: a
+    registered algorithm a request adds beside the row's own programs (`challenger_program`), judged
+    against the row's baselines; one with omega grids over the request's omegas (no omega = 0 point:
+    the row's baseline is its reference) and reports the omega chosen by the row's rule."""
 
     name: str
     algo: str
     label: str
     zero_label: str | None = None
+    challenger: bool = False
+
+
+def challenger_program(algorithm) -> Program:
+    """The program that runs a registered `agents.Algorithm` as a challenger in a row (its directory is
+    its algo name)."""
+    return Program(algorithm.name, algorithm.name, algorithm.label, challenger=True)
 
 
 @dataclasses.dataclass(frozen=True)
