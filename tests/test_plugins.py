@@ -71,7 +71,7 @@ def test_a_plugin_that_fails_to_import_is_named_and_breaks_nothing_else(tmp_path
         commands.main(["train", "--algo", "broken", "--steps", "1000"])
     with pytest.raises(SystemExit) as help_exit:  # --help lists it without importing it
         commands.main(["train", "--help"])
-    assert help_exit.value.code == 0 and "installed plugins: broken" in " ".join(capsys.readouterr().out.split())
+    assert help_exit.value.code == 0 and "--algo {broken,ddpgavg1," in capsys.readouterr().out
     with pytest.raises(SystemExit, match=r"1 plugin\(s\) failed"):
         commands.main(["plugins"])
     assert "broken = broken_plugin:ALGORITHM (broken_plugin-0.1): plugin 'broken'" in capsys.readouterr().out

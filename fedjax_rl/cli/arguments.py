@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from fedjax_rl import plugins
 from fedjax_rl.cli import flags
 
 RUN_BATCH_HELP = ("runs (seeds x grid points) vmapped at a time; batches run one after another in the same "
@@ -27,22 +26,41 @@ def add_flag(p: argparse.ArgumentParser, entry: dict) -> None:
                    help=entry["help"].replace("%", "%%"), **extra)
 
 
-# The flags whose values an installed plugin adds to (`fedjax_rl.plugins`): listed, not imported.
-PLUGIN_FLAGS = {"algo": plugins.ALGORITHMS, "aggregation": plugins.AGGREGATORS}
+# The flags whose choices installed plugins add to (`fedjax_rl.plugins`): listed, not imported.
+PLUGIN_FLAGS = {"algo": "fedjax_rl.algorithms"}  # plugins.ALGORITHMS, without importing it here
+
+
+class PluginChoices:
+    """A flag's choices: the built-in names and those of the installed plugins of `group`, read from
+    the packages' metadata the first time the choices are looked at (checking a value, printing this
+    command's help), so that a command or a help that never looks reads no metadata."""
+
+    def __init__(self, built_in, group: str):
+        self.built_in, self.group, self.names = tuple(built_in), group, None
+
+    def _all(self) -> list[str]:
+        if self.names is None:
+            from fedjax_rl import plugins
+
+            self.names = sorted({*self.built_in, *plugins.installed(self.group)})
+        return self.names
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __contains__(self, name) -> bool:
+        return name in self.built_in or name in self._all()
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def with_plugins(entry: dict) -> dict:
-    """A flag's table entry with the installed plugins' names among its choices and in its help."""
+    """A flag's table entry whose choices include the installed plugins' names (`PluginChoices`)."""
     group = PLUGIN_FLAGS.get(entry["dest"])
-    if group is None:
+    if group is None or "choices" not in entry:
         return entry
-    names = sorted(plugins.installed(group))
-    if not names:
-        return entry
-    entry = dict(entry, help=entry["help"] + f"; installed plugins: {', '.join(names)}")
-    if "choices" in entry:
-        entry["choices"] = sorted({*entry["choices"], *names})
-    return entry
+    return dict(entry, choices=PluginChoices(entry["choices"], group))
 
 
 def table_entry(dest: str) -> dict:

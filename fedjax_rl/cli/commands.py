@@ -27,7 +27,6 @@ import sys
 import time
 import warnings
 
-from fedjax_rl import plugins
 from fedjax_rl.cli import flag_table, flags, reproduce_command
 from fedjax_rl.cli.arguments import RUN_BATCH_HELP, add_flag, usage_error, with_plugins
 
@@ -266,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_plugins(args) -> None:
     """`fedjax-rl plugins`: each installed plugin, its origin and whether it loads; exit 1 if one fails."""
-    from fedjax_rl import agents
+    from fedjax_rl import agents, plugins
     from fedjax_rl.core import federated
 
     failed = 0

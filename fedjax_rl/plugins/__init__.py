@@ -20,12 +20,12 @@ user's code or plugin does.
 
 from __future__ import annotations
 
-import dataclasses
+import collections
+import collections.abc
 import functools
 import os
 import re
 import sys
-from typing import Any, Callable
 
 ALGORITHMS = "fedjax_rl.algorithms"
 AGGREGATORS = "fedjax_rl.aggregators"
@@ -36,14 +36,12 @@ class PluginError(ValueError):
     """A plugin could not be loaded or registered; the message names it."""
 
 
-@dataclasses.dataclass(frozen=True)
-class EntryPoint:
-    """One installed entry point: its name, its value ("module:attribute") and its distribution."""
+class EntryPoint(collections.namedtuple("EntryPoint", "group name value distribution")):
+    """One installed entry point: its group, its name, its value ("module:attribute") and its
+    distribution. (A named tuple: `fedjax-rl --help` lists plugins, and a dataclass would cost it the
+    import of `inspect`.)"""
 
-    group: str
-    name: str
-    value: str
-    distribution: str
+    __slots__ = ()
 
     def describe(self) -> str:
         return f"plugin {self.name!r} of {self.group} ({self.value}, from {self.distribution})"
@@ -78,12 +76,12 @@ def _parse(text: str):
 def installed(group: str) -> dict[str, EntryPoint]:
     """{name: entry point} of `group`, read from the installed distributions' metadata without
     importing any plugin; where two distributions declare one name, the first on sys.path."""
-    return dict(_installed(group, tuple(sys.path)))
+    return dict(_installed(tuple(sys.path)).get(group, ()))
 
 
-@functools.lru_cache(maxsize=16)
-def _installed(group: str, path: tuple[str, ...]) -> tuple[tuple[str, EntryPoint], ...]:
-    """`installed`, read once per group and sys.path."""
+@functools.lru_cache(maxsize=8)
+def _installed(path: tuple[str, ...]) -> dict[str, tuple[tuple[str, EntryPoint], ...]]:
+    """Every entry point on `path`, read in one pass: {group: ((name, entry point), ...)}."""
     found, seen = {}, set()
     for directory, dist in _metadata_dirs(path):
         project = dist.split("-")[0].lower().replace("_", "-")
@@ -96,9 +94,8 @@ def _installed(group: str, path: tuple[str, ...]) -> tuple[tuple[str, EntryPoint
         except OSError:
             continue
         for section, name, value in _parse(text):
-            if section == group:
-                found.setdefault(name, EntryPoint(group, name, value, dist))
-    return tuple(found.items())
+            found.setdefault(section, {}).setdefault(name, EntryPoint(section, name, value, dist))
+    return {group: tuple(entries.items()) for group, entries in found.items()}
 
 
 def load(entry_point: EntryPoint):
@@ -127,9 +124,9 @@ class Registry:
     ValueError for an object that cannot serve (an agent class missing a method of its protocol)."""
 
     def __init__(self, kind: str, group: str, cls: type, setting: str,
-                 check: Callable[[Any, str], None] | None = None):
+                 check: collections.abc.Callable[[object, str], None] | None = None):
         self.kind, self.group, self.cls, self.setting, self.check = kind, group, cls, setting, check
-        self.entries: dict[str, Any] = {}
+        self.entries: dict[str, object] = {}
         self.origins: dict[str, str] = {}
 
     def register(self, obj, origin: str = "user code"):
