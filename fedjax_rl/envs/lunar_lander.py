@@ -2,89 +2,10 @@
 unit, a port of one Box2D environment (terrain, contacts, engines, rewards) read line by line
 against gymnasium's, which splitting would scatter.
 
-What this is
-------------
-A gymnax environment that reproduces gymnasium's Box2D ``LunarLander-v3`` (discrete actions:
-0 noop, 1 left orientation engine, 2 main engine, 3 right orientation engine): the same 8-dim
-observation, reward shaping, fuel costs, -100 crash / +100 at rest, out-of-bounds termination,
-per-episode random terrain with the flat helipad (same chunk heights and the same 0.33 smoothing,
-including Python's wrap-around ``height[-1]`` at the first chunk), the same random initial push,
-the same wind/turbulence ``tanh(sin(0.02 i) + sin(0.01 pi i))`` with random start indices, the same
-engine impulses with dispersion noise applied at the same (orientation dependent) points, 50 FPS
-and the 1000-step limit (gymnax ``max_steps_in_episode``, reported as truncation).
-
-Physics approach (and why not MJX)
-----------------------------------
-MJX is in our stack, but it is a 3D engine: a planar lander would need planar joints or
-constraints on every body, and gymnasium draws a *new* terrain every episode. MJX geometry (a
-height field or mesh) lives in the compiled ``mjx.Model``; changing it per episode and per vmapped
-agent means batching the model itself, and MJX's soft contacts would not reproduce Box2D's rigid,
-iterative solver (the thing that decides when the lander "comes to rest"). So this module contains
-a small Box2D-2.3-style 2D solver written directly in ``jax.numpy``, shaped for this one scene:
-
-* Three rigid bodies (lander polygon of density 5, two 4x16 px legs of density 1) with Box2D's own
-  mass and inertia formulas, stepped in Box2D's order: engine impulses, integrate velocities
-  (gravity, wind force, turbulence torque), solve velocity constraints with sequential impulses
-  (accumulated, clamped, warm started across steps), integrate positions (Box2D's per-step
-  translation/rotation clamps), non-linear Gauss-Seidel position pass (Baumgarte 0.2, slop 0.005,
-  max corrections 0.2 m and 8 deg), then Box2D's island sleep test.
-* The two revolute joints are kept *exact* by working in reduced coordinates (lander x, y, angle
-  and the two leg angles, with the legs' centres following from the joint anchors). This is the
-  one deliberate departure from Box2D's maximal-coordinate solver, and the reason is
-  convergence: a 0.07 kg leg between a 4.8 kg lander and the ground is a 1:68 mass ratio, which
-  Gauss-Seidel on maximal coordinates only resolves with many iterations (gymnasium runs 180
-  velocity and 60 position iterations per step; with 24 our landings were visibly too soft and
-  crashed too often). In reduced coordinates every constraint row sees the articulated mass of
-  lander plus legs, and 10 iterations already match gymnasium's landing decelerations step by
-  step; the defaults (20 velocity, 6 position iterations; constructor arguments) were chosen on
-  paired noiseless episodes against gymnasium, where they brought the heuristic's windy-landing
-  returns from +22% to +8% of gymnasium's (400 episodes).
-  Engine impulses and forces act on the lander and are projected onto the joints by momentum.
-* Joint rows as in ``b2RevoluteJoint``: motor (speed +-0.3 rad/s, max torque
-  ``leg_spring_torque``) and the one-sided angle limits (with pybox2d's reference angle of +-0.05,
-  so the legs hang at +-0.54 after reset and settle at 0.4 joint angle), limit positions corrected
-  in the position pass.
-* The reset step (gymnasium's ``reset`` ends with ``step(0)`` under the random push) in closed
-  form: gymnasium creates the legs beside the lander with every joint 0.6 m apart and past its
-  limit, so Box2D's velocity solve moves lander and legs as one rigid body, and its position pass
-  pulls the legs in while keeping the system's centre of mass. gymnasium's post-reset state is
-  exactly affine in the push; this reproduces its slopes (spin -4.579e-4 rad/s per N) and offsets
-  to within 0.2 mm (``_reset_world_step``).
-* Contacts: the terrain is the episode's piecewise-linear height field. The two bottom vertices of
-  each leg (the only leg vertices that can reach the ground before the lander body does) are
-  tested against the terrain segment beneath them with Box2D's contact skin (polygon + edge
-  radius, 0.02 m): within the skin, a contact with a non-negative normal impulse and Coulomb
-  friction (Box2D's mixed friction sqrt(0.2 * 0.1)). Contacts are found from the positions at the
-  *start* of the world step (``b2World::Collide`` runs before the solver).
-* Leg flags are gymnasium's ``ContactListener``, event for event: every terrain chunk is its own
-  Box2D edge, and each leg-edge contact (separating-axis test against the skin, kept while the
-  broad phase's fat boxes overlap) reports BeginContact (flag set) and EndContact (flag cleared,
-  even if the leg still stands on the next chunk), in Box2D's order (newest contact first, so the
-  oldest contact's event decides). A leg that slides across a chunk boundary therefore reads 0,
-  as in gymnasium, where 37 of the heuristic's 95 windless landings (seeds 0-99) come to rest
-  with a flag cleared.
-* Continuous collision: a foot or the lander that reaches Box2D's time-of-impact distance within
-  the step raises its flag in that step (BeginContact from ``b2World::SolveTOI``). The TOI
-  sub-step stops only the leg (joints are not part of TOI islands): the leg's velocity takes the
-  foot impulse computed with the leg's own mass, and the joint passes it to the lander in the
-  next step (the momentum projection at its start), as Box2D's joint solver does. The lander is
-  not slowed in that step.
-* The lander body needs no contact *response*: touching the ground ends the episode with
-  ``game_over``. Its contact is detected with the same skin both ways (lander vertices below the
-  terrain, terrain corners inside the lander polygon).
-* "At rest" is Box2D's island sleep rule: every body below 0.01 m/s and 2 deg/s for 0.5 s, with the
-  position constraints solved.
-
-Other approximations, stated: Box2D's two-point block contact solver is replaced by
-Gauss-Seidel over the points; a foot's contact response uses only the terrain segment under it;
-after a TOI impact the leg's position is not moved off its joint as in Box2D (reduced coordinates
-keep joints exact). The tests in ``tests/test_lunar_lander.py`` measure what all this costs, on
-400 paired episodes per setting (gymnasium's episode replayed on the port from the same start
-with the same engine noise): heuristic and random-action returns, landing agreement, leg flags at
-rest, episode lengths, in four physical settings (numbers in docs/environments.md).
-
-Every function uses ``jax.lax``-friendly control flow only, and everything is vmappable over
-``EnvParams`` and keys, so each agent can have its own gravity, wind and lander physics.
+Its design (what it reproduces of gymnasium's environment, the 2D solver in reduced coordinates,
+contacts and leg flags event for event, what it approximates, and why not MJX): docs/lunar_lander.md.
+Every function uses `jax.lax`-friendly control flow only, and everything is vmappable over
+`EnvParams` and keys, so each agent can have its own gravity, wind and lander physics.
 """
 
 from __future__ import annotations
