@@ -54,6 +54,10 @@ def test_installed_lists_what_importlib_metadata_lists_without_importing(tmp_pat
                                                  "broken_plugin-0.1")
     assert {ep.name for ep in importlib.metadata.entry_points(group=plugins.ALGORITHMS)} == set(found)
     assert "broken_plugin" not in sys.modules
+    # An aggregation rule's plugin is found and named the same way, through the same registry.
+    assert federated.AGGREGATORS.known("loud") and "loud" in federated.AGGREGATORS.names()
+    with pytest.raises(plugins.PluginError, match=r"plugin 'loud' of fedjax_rl.aggregators \(broken_plugin:RULE"):
+        federated.AGGREGATORS.get("loud")
 
 
 def test_a_plugin_that_fails_to_import_is_named_and_breaks_nothing_else(tmp_path, monkeypatch, capsys):
