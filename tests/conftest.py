@@ -2,12 +2,14 @@
 must be set before jax is first imported, which is why it lives here."""
 
 import os
+import sys
 
 os.environ.setdefault("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 # Property tests (test_properties.py): few derandomized examples in CI, so its runs are
@@ -31,3 +33,20 @@ LONGEST_FIRST = ("test_td3_sac.py", "test_learning.py", "test_lunar_lander.py", 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: module order kept
+
+
+@pytest.fixture
+def example_algorithm():
+    """examples/own_algorithm's FedRDQN-min, registered from user code for the test's length."""
+    from fedjax_rl import agents
+
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "own_algorithm")
+    sys.path.insert(0, example)
+    try:
+        import fedrdqn_min
+
+        yield agents.register(fedrdqn_min.ALGORITHM)
+    finally:
+        sys.path.remove(example)
+        agents.REGISTRY.entries.pop("fedrdqn_min", None)
+        agents.REGISTRY.origins.pop("fedrdqn_min", None)

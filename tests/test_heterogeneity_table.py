@@ -219,3 +219,30 @@ def test_a_new_tables_pieces_are_estimated_from_the_same_row_of_another_table_sc
     same_k = estimate(found, "heterogeneity", "CartPole-v1/masscart", "fedrdqn", None, 40, 50_000)
     assert same_k["cpu"] == (3000.0, "from table1 CartPole-v1/masscart, CPU: 40 runs x 50,000 steps in 3,000 s")
     assert estimate(found, "heterogeneity", "Acrobot-v1/length", "fedrdqn", None, 40, 50_000)["cpu"] is None
+
+
+def test_a_challenger_maps_over_the_levels_beside_the_rows_own(mapped, example_algorithm, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    out = str(tmp_path / "out")
+    shutil.copytree(mapped["out"], out)
+    path = os.path.join(out, "heterogeneity", "CartPole-v1__length", "row.json")
+    before = json.load(open(path))
+    real_run, trained = loop.run, []
+    monkeypatch.setattr(loop, "run", lambda config, *a, **k: trained.append(config.algo) or real_run(config, *a, **k))
+    harness.reproduce("heterogeneity", out, challengers=["fedrdqn_min"], **TINY)
+    assert trained == ["fedrdqn_min"]  # one program over every level, the row's own read back
+    after = json.load(open(path))
+    for old, new in zip(before["points"], after["points"]):
+        mine = new["challengers"]["fedrdqn_min"]
+        assert mine["headline"] in new["algorithms"] and sorted(mine["tuning_minimum_mean"]) == ["0.2"]
+        assert {k: v for k, v in new["algorithms"].items() if k not in mine["labels"]} == old["algorithms"]
+        assert (new["headline"], new["chosen_omega"]) == (old["headline"], old["chosen_omega"])
+    text = open(os.path.join(out, "heterogeneity.md")).read()
+    section = text[text.index("## Challenger: FedRDQN-min"):text.index("## Per row")]
+    verdicts = [line for line in section.splitlines() if line.startswith("| CartPole-v1/length | 5 |")]
+    assert len(verdicts) == len(LEVELS) and all(any(w in line for w in stats.VERDICTS) for line in verdicts)
+    assert "**Whole table** against DQNAvg" in section and "**Whole row** CartPole-v1/length" in section
+    # The table without challengers is the same text before the challenger's section.
+    assert open(os.path.join(mapped["out"], "heterogeneity.md")).read().split("## Per row")[0] in text

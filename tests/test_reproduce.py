@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import sys
 
 import numpy as np
 import pytest
@@ -755,23 +754,6 @@ def test_old_row_records_are_upgraded_on_read_in_one_place():
     table, records = _committed("table2", "table2_reduced")
     assert all(rec["schema"] == tables.ROW_SCHEMA for rec in records.values())
     assert "engine" in records["Hopper-v4/torso"]["unrecorded"]
-
-
-@pytest.fixture
-def example_algorithm():
-    """examples/own_algorithm's FedRDQN-min, registered from user code for the test's length."""
-    from fedjax_rl import agents
-
-    example = os.path.join(os.path.dirname(__file__), "..", "examples", "own_algorithm")
-    sys.path.insert(0, example)
-    try:
-        import fedrdqn_min
-
-        yield agents.register(fedrdqn_min.ALGORITHM)
-    finally:
-        sys.path.remove(example)
-        agents.REGISTRY.entries.pop("fedrdqn_min", None)
-        agents.REGISTRY.origins.pop("fedrdqn_min", None)
 
 
 def test_a_challenger_joins_a_finished_row_which_keeps_its_numbers(reproduced, example_algorithm, tmp_path,

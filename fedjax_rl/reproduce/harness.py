@@ -369,7 +369,8 @@ def _summarize(directory: str, table: Table, row, request: dict, pieces: dict, n
     family, tuning_seeds = table.family(row), request["tuning_seeds"]
     if "max_rates" not in request:
         return summarize_row(directory, family, tuning_seeds, pieces, num_seeds, challengers=challengers)
-    return dict(points=[dict(max_rate=p, **summarize_row(directory, family, tuning_seeds, pieces, num_seeds, p))
+    return dict(points=[dict(max_rate=p, **summarize_row(directory, family, tuning_seeds, pieces, num_seeds, p,
+                                                         challengers))
                         for p in request["max_rates"]], omega_rule=OMEGA_RULE)
 
 

@@ -59,17 +59,21 @@ def level_points(table: Table, records: dict, out_dir: str):
             yield key, row, row_path, rec, point
 
 
-def comparisons(table: Table, records: dict, out_dir: str) -> list[dict]:
-    """Per finished row, level p and baseline: the level's headline FedR* against the baseline on
-    the reported seeds (stats.comparison), with both algorithms' mean Minimum."""
+def comparisons(table: Table, records: dict, out_dir: str, challenger: str | None = None) -> list[dict]:
+    """Per finished row, level p and baseline: the level's headline FedR* (or the `challenger`'s
+    headline, at the levels of the rows that ran it) against the baseline on the reported seeds
+    (stats.comparison), with both algorithms' mean Minimum."""
     out = []
     for key, row, row_path, rec, point in level_points(table, records, out_dir):
+        if challenger is not None and challenger not in point.get("challengers", {}):
+            continue
         algs = point["algorithms"]
-        robust = reported_values(row_path, rec, algs[point["headline"]])
+        ours = point if challenger is None else point["challengers"][challenger]
+        robust = reported_values(row_path, rec, algs[ours["headline"]])
         for base in table.family(row).baselines:
             baseline = reported_values(row_path, rec, algs[base])
             out.append(dict(row=key, panel=row.panel, num_agents=row.num_agents, max_rate=point["max_rate"],
-                            robust=point["headline"], omega=point["chosen_omega"], baseline=base,
+                            robust=ours["headline"], omega=ours["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
                             **stats.comparison(robust, baseline, METRICS, value_range=envs.return_range(row.env_name),
@@ -122,19 +126,52 @@ def _preamble(table: Table, records: dict) -> list[str]:
     return md
 
 
-def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
-    """The markdown: preamble, the comparisons per row, level and baseline, where FedR* is ahead,
-    and per row its omega choices, wall time and machine."""
+def table_lines(table: Table, records: dict, lines: list[dict],
+                challengers: dict[str, list[dict]] | None = None) -> list[str]:
+    """The markdown: preamble, the comparisons per row, level and baseline, where FedR* is ahead, each
+    challenger's (`challengers`: {name: its `comparisons`}), and per row its omega choices, wall time
+    and machine."""
     md = _preamble(table, records) + [
         "## FedR* − baseline, paired by seed, per level p", "",
         LEGEND.format(omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
                       range_note=range_note(rec["env_name"] for rec in records.values()),
-                      margins=margin_note(rec["env_name"] for rec in records.values())), "",
-        "| row | K | p | baseline | seeds | FedR* (headline ω) | baseline Minimum | FedR* Minimum | "
-        "Minimum: FedR* higher / lower / equal | Minimum: median difference [95% CI] | "
-        "Average: median difference [95% CI] | Sweep mean: median difference [95% CI] | "
-        f"verdict | seeds for {stats.POWER:.0%} power |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                      margins=margin_note(rec["env_name"] for rec in records.values())), ""]
+    md += _comparison_table(lines, "FedR*")
+    md += (["", "## Where FedR* pays", ""] + answer_lines(lines) + [""] + across_levels_lines(lines)
+           + [""] + whole_table_lines(table, lines) + ["", WHOLE_TABLE_LEGEND])
+    for name, theirs in (challengers or {}).items():
+        label = _challenger_label(records, name)
+        md += ["", f"## Challenger: {label} − baseline, paired by seed, per level p", "",
+               CHALLENGER_NOTE.format(label=label), "", *_comparison_table(theirs, label), "",
+               *answer_lines(theirs, label), "", *across_levels_lines(theirs, label), "",
+               *whole_table_lines(table, theirs, label)]
+    return md + _per_row(table, records)
+
+
+CHALLENGER_NOTE = (
+    "{label} ran as a challenger: a registered algorithm added beside each row's own programs, on the same seeds "
+    "(the same keys), levels, budget and settings, its omega chosen at each level by the same rule on the same "
+    "tuning seeds, and judged against the same baselines by the same rules as FedR* above; the rows' other "
+    "programs were read back, not run again.")
+
+
+def _challenger_label(records: dict, name: str) -> str:
+    return next(point["challengers"][name]["label"] for rec in records.values() for point in rec["points"]
+                if name in point.get("challengers", {}))
+
+
+def challenger_names(records: dict) -> list[str]:
+    """The challengers of the finished rows (`--challenger`), sorted."""
+    return sorted({name for rec in records.values() for point in rec["points"] for name in point.get("challengers", {})})
+
+
+def _comparison_table(lines: list[dict], robust: str) -> list[str]:
+    """The comparisons per row, level and baseline as a markdown table; `robust` names the judged algorithm."""
+    md = [f"| row | K | p | baseline | seeds | {robust} (headline ω) | baseline Minimum | {robust} Minimum | "
+          f"Minimum: {robust} higher / lower / equal | Minimum: median difference [95% CI] | "
+          "Average: median difference [95% CI] | Sweep mean: median difference [95% CI] | "
+          f"verdict | seeds for {stats.POWER:.0%} power |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for line in lines:
         md.append(f"| {line['panel']} | {line['num_agents']} | {line['max_rate']:g} | {line['baseline']} | "
                   f"{line['seeds']} | {line['robust']} | {line['baseline_minimum']:.1f} | {line['robust_minimum']:.1f} | "
@@ -142,8 +179,7 @@ def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
                   f"{line['minimum'].format()} | {line['average'].format()} | {line['sweep'].format()} | "
                   f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
                   f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |")
-    return (md + ["", "## Where FedR* pays", ""] + answer_lines(lines) + [""] + across_levels_lines(lines)
-            + [""] + whole_table_lines(table, lines) + ["", WHOLE_TABLE_LEGEND] + _per_row(table, records))
+    return md
 
 
 WHOLE_TABLE_LEGEND = (
@@ -169,7 +205,7 @@ def across_levels(lines: list[dict]) -> list[dict]:
     return out
 
 
-def whole_table_lines(table: Table, lines: list[dict]) -> list[str]:
+def whole_table_lines(table: Table, lines: list[dict], robust: str = "FedR*") -> list[str]:
     """One line per baseline beginning '**Whole table**': the sign test over (task, seed) units, each
     the mean sign of a seed's Minimum differences over its task's rows and levels (`stats.pooled_signs`
     with the task as the group), as Tables 1 and 2 judge theirs."""
@@ -180,17 +216,17 @@ def whole_table_lines(table: Table, lines: list[dict]) -> list[str]:
         tasks = [rows_by_key[line["row"]].env_name for line in mine]
         pooled = stats.pooled_signs([line["differences"] for line in mine], groups=tasks)
         md.append(f"**Whole table** against {base}, over {len({line['row'] for line in mine})} rows and "
-                  f"{len(mine)} (row, level) points, {pooled['units']} (task, seed) units: FedR* wins "
+                  f"{len(mine)} (row, level) points, {pooled['units']} (task, seed) units: {robust} wins "
                   f"{pooled['higher']} (higher at more of its task's points than lower), loses {pooled['lower']}, "
                   f"even {pooled['even']}: {stats.verdict_cell(pooled['verdict'], pooled['units'])} (the sign test "
                   "of Tables 1 and 2's whole-table line).")
     return md
 
 
-def across_levels_lines(lines: list[dict]) -> list[str]:
+def across_levels_lines(lines: list[dict], robust: str = "FedR*") -> list[str]:
     """One line per row and baseline beginning '**Whole row**': `across_levels`."""
     return [f"**Whole row** {line['row']} against {line['baseline']}, across p = {_levels(line['levels'])}: "
-            f"FedR* higher on {line['higher']} of {line['seeds']} seeds on the mean over levels, lower on "
+            f"{robust} higher on {line['higher']} of {line['seeds']} seeds on the mean over levels, lower on "
             f"{line['lower']}, equal on {line['equal']}; median {line['minimum'].format()}: "
             f"{stats.verdict_cell(line['verdict'], line['seeds'])}" + (
                 "" if line["verdict"] in (stats.AHEAD, stats.BEHIND, stats.EQUIVALENT)
@@ -199,7 +235,7 @@ def across_levels_lines(lines: list[dict]) -> list[str]:
             for line in across_levels(lines)]
 
 
-def answer_lines(lines: list[dict]) -> list[str]:
+def answer_lines(lines: list[dict], robust: str = "FedR*") -> list[str]:
     """Per row and baseline, the levels at which each verdict fell; then the counts over every point."""
     md = []
     for key in dict.fromkeys(line["row"] for line in lines):
@@ -213,7 +249,7 @@ def answer_lines(lines: list[dict]) -> list[str]:
               + ", ".join(f"{word} in {n}" for word, n in counts.items() if n) + ".")
     if not counts[stats.AHEAD]:
         undecided = counts[stats.INCONCLUSIVE] + counts[stats.TOO_FEW]
-        md.append("- FedR*'s Minimum is ahead of its baseline at no level of any finished row"
+        md.append(f"- {robust}'s Minimum is ahead of its baseline at no level of any finished row"
                   + (f" ({undecided} of the {len(lines)} comparisons undecided)." if undecided else "."))
     return md
 
@@ -224,7 +260,10 @@ def _per_row(table: Table, records: dict) -> list[str]:
     for key, rec in records.items():
         choices = "; ".join(f"p = {point['max_rate']:g}: " + ", ".join(
             f"ω={w}: {float(v):.1f}" for w, v in point["tuning_minimum_mean"].items())
-            + f" -> ω = {point['chosen_omega']:g}" for point in rec["points"])
+            + f" -> ω = {point['chosen_omega']:g}" + "".join(
+                f", {c['label']}: " + ", ".join(f"ω={w}: {float(v):.1f}" for w, v in c["tuning_minimum_mean"].items())
+                + f" -> ω = {c['chosen_omega']:g}" for c in point.get("challengers", {}).values()
+                if c["tuning_minimum_mean"]) for point in rec["points"])
         wall = "wall not recorded" if rec.get("wall_s") is None else f"wall {rec['wall_s']:,.0f} s"
         steps = "/".join(f"{n:,}" for n in sorted(set(rec["budget"]["steps_per_agent"].values())))
         md.append(f"- {key}: {steps} steps per agent; tuning-seed mean Minimum {{{choices}}}; {wall} on "
@@ -240,8 +279,11 @@ def csv_records(table: Table, records: dict, out_dir: str) -> list[dict]:
     for key, row, row_path, rec, point in level_points(table, records, out_dir):
         for label, alg in point["algorithms"].items():
             values = reported_values(row_path, rec, alg)
+            theirs = {lab: c for c in point.get("challengers", {}).values() for lab in c["labels"]}
             role = ("baseline" if label in table.family(row).baselines
-                    else "headline" if label == point["headline"] else "omega grid")
+                    else "headline" if label == point["headline"]
+                    else "omega grid" if label not in theirs
+                    else "challenger" if label == theirs[label]["headline"] else "challenger omega grid")
             out.append(dict(table=table.name, row=key, env_name=row.env_name, param=row.param,
                             num_agents=row.num_agents, max_rate=point["max_rate"], algorithm=label, role=role,
                             omega="" if alg["omega"] is None else alg["omega"], seeds=len(values["minimum"]),
@@ -296,12 +338,14 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     if not records:
         return {"rows": records, "paths": paths}
     lines = comparisons(table, records, out_dir)
+    challengers = {name: comparisons(table, records, out_dir, name) for name in challenger_names(records)}
     path = os.path.join(out_dir, f"{table.name}.md")
     with open(path, "w") as f:
-        f.write("\n".join(table_lines(table, records, lines)) + "\n")
+        f.write("\n".join(table_lines(table, records, lines, challengers)) + "\n")
     paths.append(path)
+    every = lines + [line for theirs in challengers.values() for line in theirs]
     paths += write_csvs(out_dir, {table.name: csv_records(table, records, out_dir),
-                                  f"{table.name}_comparisons": comparison_records(table, lines)})
+                                  f"{table.name}_comparisons": comparison_records(table, every)})
     if figures:
         paths.append(write_figure(table, out_dir, lines, records))
     return {"rows": records, "paths": paths}

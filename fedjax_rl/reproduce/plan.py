@@ -122,13 +122,9 @@ def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_override
 
 def check_challengers(table: Table, rows: Sequence[paper.PaperRow], names: Sequence[str]) -> tuple[Program, ...]:
     """The challenger programs for `names` (registered algorithms or installed plugins, loaded here);
-    a ValueError, before anything compiles, for a name twice, one that is already a row's program,
-    or a table whose report compares its own programs only."""
+    a ValueError, before anything compiles, for a name twice or one that is already a row's program."""
     if not names:
         return ()
-    if table.max_rates is not None:
-        raise ValueError(f"--challenger adds an algorithm to table1, table2 or beyond_sac; the {table.name} "
-                         "table's report compares its own programs only")
     if len(set(names)) != len(names):
         raise ValueError(f"challengers must be distinct, got {list(names)}")
     own = {program.algo for row in rows for program in table.family(row).programs}

@@ -37,7 +37,8 @@ class Program:
     its omega = 0 grid point (None: no omega grid; the whole program is `label`). challenger: a
     registered algorithm a request adds beside the row's own programs (`challenger_program`), judged
     against the row's baselines; one with omega grids over the request's omegas (no omega = 0 point:
-    the row's baseline is its reference) and reports the omega chosen by the row's rule."""
+    the row's baseline is its reference) and reports the omega chosen by the row's rule, per level p
+    in a table that grids over p."""
 
     name: str
     algo: str
