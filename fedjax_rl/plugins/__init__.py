@@ -7,8 +7,8 @@ the value an object of the group's kind (`agents.Algorithm`, `core.federated.Agg
 
 Two steps, kept apart so that the command line stays fast and whole:
 
-  * `names(group)` lists the installed entry points by reading the distributions' entry_points.txt
-    files: no plugin is imported, nor JAX (`fedjax-rl --help` lists them in its choices);
+  * `installed(group)` lists the installed entry points by reading the distributions' entry_points.txt
+    files: no plugin is imported, nor JAX (`fedjax-rl train --help` lists them in `--algo`'s choices);
   * `load(entry_point)` imports one, when it is asked for by name. A plugin that fails to import
     raises a `PluginError` naming it, its value and its distribution; the built-in names and every
     other plugin are untouched by it.
@@ -44,14 +44,15 @@ class EntryPoint(collections.namedtuple("EntryPoint", "group name value distribu
     __slots__ = ()
 
     def describe(self) -> str:
+        """How an error names the plugin: its name, group, value and distribution."""
         return f"plugin {self.name!r} of {self.group} ({self.value}, from {self.distribution})"
 
 
 def _metadata_dirs(path: tuple[str, ...]):
     """(directory, distribution) of every distribution's metadata on `path` (sys.path), in its order."""
-    for path in path:
+    for folder in path:
         try:
-            entries = sorted(os.scandir(path or "."), key=lambda e: e.name)
+            entries = sorted(os.scandir(folder or "."), key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:
