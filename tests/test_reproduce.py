@@ -773,8 +773,9 @@ def test_a_challenger_joins_a_finished_row_which_keeps_its_numbers(reproduced, e
     shutil.copytree(reproduced["out"], out)
     before = tables.read_row(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
     request = {**TINY, "rows": ["CartPole-v1/length"]}
-    with pytest.raises(ValueError, match=r"challenger 'fedrdqn' is already a program of these table1 rows"):
-        harness.reproduce("table1", out, challengers=["fedrdqn"], **request)
+    for taken in ("fedrdqn", "dqnavg"):  # DQNAvg is the row's omega = 0 point: its numbers would be overwritten
+        with pytest.raises(ValueError, match=rf"challenger '{taken}' is already a program of these table1 rows"):
+            harness.reproduce("table1", out, challengers=[taken], **request)
     real_run, trained = loop.run, []
     monkeypatch.setattr(loop, "run", lambda config, *a, **k: trained.append(config.algo) or real_run(config, *a, **k))
     result = harness.reproduce("table1", out, challengers=["fedrdqn_min"], **request)

@@ -122,15 +122,21 @@ def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_override
 
 def check_challengers(table: Table, rows: Sequence[paper.PaperRow], names: Sequence[str]) -> tuple[Program, ...]:
     """The challenger programs for `names` (registered algorithms or installed plugins, loaded here);
-    a ValueError, before anything compiles, for a name twice or one that is already a row's program."""
+    a ValueError, before anything compiles, for a name twice, or one that is already a row's program or
+    whose label a row's algorithm has (DQNAvg is Table 1's omega = 0 point: its numbers would be
+    overwritten)."""
     if not names:
         return ()
     if len(set(names)) != len(names):
         raise ValueError(f"challengers must be distinct, got {list(names)}")
-    own = {program.algo for row in rows for program in table.family(row).programs}
+    families = [table.family(row) for row in rows]
+    own = {program.algo for family in families for program in family.programs}
+    labels = {label for family in families for label in (family.robust_label, *family.baselines)}
     for name in names:
-        if name in own:
-            raise ValueError(f"challenger {name!r} is already a program of these {table.name} rows")
+        algorithm = agents.get(name)
+        if name in own or algorithm.label in labels:
+            raise ValueError(f"challenger {name!r} is already a program of these {table.name} rows "
+                             f"(their algorithms: {', '.join(sorted(labels))})")
     return tuple(challenger_program(agents.get(name)) for name in names)
 
 
