@@ -83,12 +83,13 @@ def parse_range(text: str) -> tuple[int, int]:
 
 @dataclasses.dataclass(frozen=True)
 class Found:
-    """A piece on disk: where, the configuration it records, and whether it finished."""
+    """A piece on disk: where, the configuration it records (and its `identity`), and whether it finished."""
 
     piece: Piece
     path: str
     record: dict
     finished: bool
+    identity: dict
 
 
 def identity(record: dict) -> dict:
@@ -106,7 +107,7 @@ def found(program_dir: str, program: str) -> list[Found]:
         first = int(record.get("first_seed", 0))
         piece = Piece(program, first, first + int(record["num_seeds"]))
         finished = run_directory.is_finished(path, record) or (path == program_dir and _whole_in_old_row(program_dir))
-        out.append(Found(piece, path, record, finished))
+        out.append(Found(piece, path, record, finished, identity(record)))
     return sorted(out, key=lambda f: (f.piece.first, f.piece.stop))
 
 
@@ -128,31 +129,32 @@ def _whole_in_old_row(program_dir: str) -> bool:
 class ProgramOnDisk:
     """One program's directory, read once: its pieces on disk (`found`) and the configuration the
     request records for the whole program, seed indices [0, total) (`expected`). A piece on disk is
-    this request's when its identity is the expected one's; the rules of the module are its methods."""
+    this request's when its identity is the expected one's (`mine`: a piece's record differs from the
+    whole program's only outside its identity); the rules of the module are its methods."""
 
     path: str
     program: str
     total: int
     expected: dict
+    mine: dict
     pieces: tuple[Found, ...]
 
     @classmethod
     def read(cls, path: str, program: str, total: int, expected: dict) -> "ProgramOnDisk":
-        return cls(path, program, total, expected, tuple(found(path, program)))
+        return cls(path, program, total, expected, identity(expected), tuple(found(path, program)))
 
     def is_mine(self, piece: Found) -> bool:
         """Whether a piece on disk holds this request's settings."""
-        return identity(piece.record) == identity(self.expected)
+        return piece.identity == self.mine
 
-    def check(self, piece: Piece, expected: dict) -> Found | None:
-        """Refuse `piece` (ValueError, before anything compiles) under the module's rules; return the
-        piece on disk of exactly this range and settings (finished: read back; unfinished: resumed), or
-        None. `expected`: the piece's recorded configuration (`records.recorded_config`)."""
-        mine = identity(expected)
+    def check(self, piece: Piece) -> Found | None:
+        """Refuse `piece` of this request's settings (ValueError, before anything compiles) under the
+        module's rules; return the piece on disk of exactly this range and settings (finished: read
+        back; unfinished: resumed), or None."""
         for other in self.pieces:
-            same = identity(other.record) == mine
+            same = self.is_mine(other)
             if other.finished and not same:
-                differences = records.config_differences(identity(other.record), mine)
+                differences = records.config_differences(other.identity, self.mine)
                 raise ValueError(f"{piece.describe()} would train with other settings than the finished "
                                  f"{other.piece.describe()} in {other.path} ({'; '.join(differences)}): the two "
                                  "could not be merged; use another --out, or the settings that piece was run with")

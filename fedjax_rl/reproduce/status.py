@@ -55,8 +55,8 @@ def _program_status(directory, table, row, program, config, grid, total, seed, r
     for f in on_disk.pieces:
         if not on_disk.is_mine(f):
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path,
-                               finished=f.finished, differences=records.config_differences(
-                                   seed_pieces.identity(f.record), seed_pieces.identity(on_disk.expected))))
+                               finished=f.finished,
+                               differences=records.config_differences(f.identity, on_disk.mine)))
         elif f.finished:
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
     for piece in on_disk.missing(piece_seeds):
