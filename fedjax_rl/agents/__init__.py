@@ -42,7 +42,7 @@ class Algorithm:
     def describe(self, agent_config) -> str:
         """Label for tables and figures: 'FedRDQN (ω=0.2)'."""
         get = agent_config.get if isinstance(agent_config, dict) else lambda k: getattr(agent_config, k)
-        return f"{self.label} (ω={get('omega'):g})" if self.fixed.get("robust") else self.label
+        return f"{self.label} (ω={get('omega'):g})" if self.has_omega else self.label
 
     @property
     def has_omega(self) -> bool:

@@ -272,16 +272,14 @@ class Aggregator:
     name: str
     rule_for: Callable[["Server"], Rule]
     robust: bool = False
-    help: str = ""
 
 
 AGGREGATORS = plugins.Registry("aggregation rule", plugins.AGGREGATORS, Aggregator, "aggregation")
 register_aggregator, get_aggregator = AGGREGATORS.register, AGGREGATORS.get
 for _aggregator in (
-    Aggregator("mean", lambda server: federated_mean, help="FedAvg, a pmean"),
-    Aggregator("median", lambda server: federated_median, robust=True, help="coordinate-wise median"),
-    Aggregator("trimmed_mean", lambda server: functools.partial(federated_trimmed_mean, trim=server.trim),
-               robust=True, help="coordinate-wise trimmed mean"),
+    Aggregator("mean", lambda server: federated_mean),
+    Aggregator("median", lambda server: federated_median, robust=True),
+    Aggregator("trimmed_mean", lambda server: functools.partial(federated_trimmed_mean, trim=server.trim), robust=True),
 ):
     register_aggregator(_aggregator, plugins.BUILT_IN)
 

@@ -29,7 +29,6 @@ import sys
 
 ALGORITHMS = "fedjax_rl.algorithms"
 AGGREGATORS = "fedjax_rl.aggregators"
-GROUPS = (ALGORITHMS, AGGREGATORS)
 
 
 class PluginError(ValueError):

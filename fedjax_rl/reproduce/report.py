@@ -372,8 +372,8 @@ def _verdict_counts(baselines, lines: list[dict], robust: str) -> list[str]:
 
 CHALLENGER_NOTE = (
     "{label} ran as a challenger in {rows} of these rows: a registered algorithm added beside the row's own "
-    "programs, on the same seeds (the same keys), budget and settings{omega}. It is judged against the same baselines, by the same rule, as {robust} above; the "
-    "row's other programs were read back, not run again.")
+    "programs, on the same seeds (the same keys), budget and settings{omega}. It is judged against the same "
+    "baselines, by the same rule, as {robust} above; the row's other programs were read back, not run again.")
 
 
 def _challenger_sections(table: Table, records: dict) -> tuple[list[str], list[dict]]:
@@ -525,7 +525,6 @@ def _wall(rec: dict) -> str:
 def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the figures from every
     finished row; trains nothing (`fedjax-rl reproduce TABLE --out DIR --report-only`)."""
-
     if table.max_rates:  # a map over the heterogeneity level: its own report
         return heterogeneity.write_outputs(table, out_dir, figures)
     records = finished_rows(table, out_dir)
