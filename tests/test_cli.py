@@ -86,29 +86,6 @@ def trained_run(tmp_path_factory):
     return out, seen["config"], stdout.getvalue()
 
 
-def _config_from_json(data: dict, like):
-    """Rebuild a TrainConfig (and its agent config) from config.json: JSON has lists where the
-    dataclasses hold tuples. fedjax_rl has no such reader (resume compares the JSON dicts). The
-    fields config.json may leave out are `engine`, recorded only where a task has a choice of engine,
-    `aggregation` and `trim`, recorded only for a rule other than the mean, and `cpu_dots` and
-    `tensorboard`, never recorded (they change no number; metrics.json says which matrix-product
-    library ran)."""
-    def build(cls, values):
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        if "engine" in fields and "engine" not in values:
-            values = {**values, "engine": None}
-        if "aggregation" in fields:
-            values = {"aggregation": "mean", "trim": fields["trim"].default, **values}
-        if "cpu_dots" in fields:
-            values = {"cpu_dots": None, "tensorboard": True, **values}
-        assert set(values) == set(fields), set(values) ^ set(fields)
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-
-    data = dict(data)
-    agent = build(type(like.agent), data.pop("agent"))
-    return build(type(like), {**data, "agent": agent})
-
-
 def _f32(values):
     return np.asarray(values, np.float32)
 
@@ -117,10 +94,11 @@ def test_written_files_hold_the_run(trained_run):
     out, config, stdout = trained_run
     # config.json: the run's TrainConfig, plus the seeds.
     written = json.loads((out / "config.json").read_text())
+    assert records.config_from_record(written) == config  # read back through the one reader of records
     assert (written.pop("num_seeds"), written.pop("seed"), written.pop("first_seed")) == (2, 0, 0)
-    assert written.pop("agent_revision") == base.REVISION  # how the agents act where no setting says
+    assert written.pop("agent_revision") == base.REVISION  # how the agents act where no other setting says
+    assert "revision" not in written["agent"]  # recorded once, as agent_revision
     assert (written.pop("run_batch"), written.pop("schema")) == (None, records.RUN_SCHEMA)  # one vmap
-    assert _config_from_json(written, config) == config
     assert (config.algo, config.agent.omega, config.num_agents, config.sync_every, config.agent.hidden_sizes) == (
         "fedrdqn", 0.2, 2, 10, (8,))
 

@@ -12,6 +12,11 @@ regenerating the files first.
 
 Regenerate (only when a change of numbers is intended, and say why in the commit):
     python tests/test_golden.py && XLA_FLAGS=--xla_cpu_max_isa=AVX2 python tests/test_golden.py
+
+The agents' revision 1 (`agents.base.REVISION`: how they acted and learned before SB3's warm-up and
+first gradient step) has its own recordings, golden_revision1_*.npz: the files as the last code of
+that revision wrote them, never regenerated. `revision=1` must reproduce them, so that a table row
+begun with revision 1 grows by new seeds of the same algorithm from today's code.
 """
 
 import os
@@ -31,8 +36,10 @@ GOLDEN_AGENT = dict(
 )
 
 
-def golden_config(algo):
+def golden_config(algo, revision=None):
     agent = dict(GOLDEN_AGENT, omega=0.2 if algo == "fedrdqn" else 0.0)
+    if revision is not None:
+        agent["revision"] = revision
     return configs.train_config(
         algo, "CartPole-v1", agent_overrides=agent, physics=("length",), num_agents=4, sync_every=10,
         steps_per_agent=60, eval_every_rounds=3, eval_episodes=2, sweep_points=3,
@@ -44,8 +51,8 @@ def _flatten(prefix, tree):
     return {prefix + jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
 
 
-def golden_arrays(algo) -> dict:
-    trainer = program.make_trainer(golden_config(algo))
+def golden_arrays(algo, revision=None) -> dict:
+    trainer = program.make_trainer(golden_config(algo, revision))
     keys = program.seed_keys(0, 2)
     # The same programs as tests/test_dqn.py's, so a full test run compiles them once (disk cache).
     if algo == "fedrdqn":
@@ -62,18 +69,30 @@ def golden_arrays(algo) -> dict:
     return out
 
 
-def _recordings(algo):
+def _recordings(name):
     out = []
     for suffix in ("", "_avx2"):
-        with np.load(os.path.join(DATA, f"golden_{algo}{suffix}.npz")) as data:
+        with np.load(os.path.join(DATA, f"golden_{name}{suffix}.npz")) as data:
             out.append(dict(data))
     return out
 
 
 @pytest.mark.parametrize("algo", ["fedrdqn", "dqnavg"])
 def test_dqn_numbers_match_golden_file(algo):
-    recordings = _recordings(algo)
-    actual = golden_arrays(algo)
+    _match(_recordings(algo), golden_arrays(algo))
+
+
+@pytest.mark.parametrize("algo", ["fedrdqn", "dqnavg"])
+def test_revision_1_reproduces_the_numbers_its_code_recorded(algo):
+    """Revision 1 from today's code against the files the last revision-1 code wrote (e8ed891, kept
+    as golden_revision1_*): the same algorithm, bit for bit on the machine that wrote them. The two
+    revisions' numbers differ (the warm-up moves every DQN number), which the golden test above shows."""
+    recordings = _recordings(f"revision1_{algo}")
+    _match(recordings, golden_arrays(algo, revision=1))
+    assert not np.array_equal(recordings[0]["curve/td_loss"], _recordings(algo)[0]["curve/td_loss"])
+
+
+def _match(recordings, actual):
     missing = sorted(set(recordings[0]) - set(actual))
     assert not missing, f"quantities no longer produced: {missing}"
     if any(all(np.array_equal(actual[k], v) for k, v in rec.items()) for rec in recordings):

@@ -802,3 +802,78 @@ def test_a_challenger_joins_a_finished_row_which_keeps_its_numbers(reproduced, e
     harness.reproduce("table1", out, challengers=["fedrdqn_min"], **request)
     harness.reproduce("table1", out, **request)
     assert trained == []
+
+
+def test_a_row_grows_at_its_chosen_omega_alone_where_asked(in_pieces, tmp_path, monkeypatch):
+    """`new_seeds_at="chosen"`: the seed a finished row gains trains the baseline and the headline omega
+    alone (2 runs, not the grid's 3), read from its row.json; the row writes those two with 3 reported
+    seeds and keeps its other omega at the 2 it has; --status estimates the narrowed piece as 2 runs.
+    A row with no headline omega yet, and a table that chooses one per level p, are refused."""
+    out = str(tmp_path / "grown")
+    shutil.copytree(in_pieces["out"], out)
+    request = {**TINY, "rows": ROWS[:1], "num_seeds": 3, "new_seeds_at": "chosen"}
+    before = in_pieces["row"]
+    chosen, headline = before["chosen_omega"], before["headline"]
+    [other] = [label for label in before["algorithms"] if label not in ("DQNAvg", headline)]
+    [row_status] = status.rows("table1", out, **{k: v for k, v in request.items() if k != "progress"})
+    [todo] = [p for p in row_status["programs"][0]["pieces"] if p["state"] == "to run"]
+    seconds, _ = todo["estimate"][machine.describe()["backend"]]  # scaled from the first piece's 3 runs to 2
+    assert todo["seeds"] == [3, 4] and seconds == pytest.approx(before["pieces"]["fedrdqn"][0]["wall_s"] * 2 / 3)
+
+    grids = []
+    real_run = loop.run
+    monkeypatch.setattr(loop, "run", lambda *a, **k: grids.append((k["first_seed"], k["grid"])) or real_run(*a, **k))
+    grown = harness.reproduce("table1", out, **request)["rows"][ROWS[0]]
+    assert grids == [(3, {"omega": [0.0, chosen]})]
+    for label in ("DQNAvg", headline):
+        assert grown["algorithms"][label]["reported"]["minimum"][:2] == before["algorithms"][label]["reported"]["minimum"]
+        assert len(grown["algorithms"][label]["reported"]["minimum"]) == 3
+    assert grown["algorithms"][other] == before["algorithms"][other]
+    assert grown["pieces"]["fedrdqn"][-1] == {**grown["pieces"]["fedrdqn"][-1], "seeds": [3, 4],
+                                              "grid": {"omega": [0.0, chosen]}}
+    assert grown["request"]["new_seeds_at"] == "chosen" and grown["seeds"]["reported"] == [1, 2, 3]
+    text = open(os.path.join(out, "table1.md")).read()
+    assert f"| {ROWS[0]} | {other} | 2 |" in text and f"| {ROWS[0]} | **{headline}** (headline) | 3 |" in text
+    # Read back as written; the whole grid again would find the seed held (its other omega keeps 2 seeds).
+    grids.clear()
+    assert harness.reproduce("table1", out, **{**request, "new_seeds_at": "grid"})["rows"][ROWS[0]] == grown
+    assert grids == []
+    assert tables.load_algorithm(os.path.join(out, "table1", "CartPole-v1__length"), grown, other)["seed_indices"] == [0, 1, 2]
+
+    with pytest.raises(ValueError, match=r"row CartPole-v1/masscart has no headline omega yet .*--new-seeds-at grid"):
+        harness.run_program("table1", out, "CartPole-v1/masscart", "fedrdqn", piece=(0, 1),
+                            **{k: v for k, v in request.items() if k not in ("rows", "progress")})
+    with pytest.raises(ValueError, match=r"new_seeds_at='chosen' needs one headline omega per row; heterogeneity"):
+        plan.Request.of("heterogeneity", new_seeds_at="chosen").plan()
+    with pytest.raises(ValueError, match=r"new_seeds_at must be one of \['grid', 'chosen'\], got 'all'"):
+        plan.Request.of("table1", new_seeds_at="all").plan()
+    args = plan.Request.of("table1", new_seeds_at="chosen").args()
+    assert args[args.index("--new-seeds-at") + 1] == "chosen"
+    assert "--new-seeds-at" not in plan.Request.of("table1").args()
+
+
+def test_a_row_grows_by_the_agent_revision_its_pieces_ran(in_pieces, tmp_path, monkeypatch):
+    """A row whose pieces ran revision 1 (records without `agent_revision`, as every committed Table 1
+    row): its new seed trains revision 1, recorded as such, unless the request sets `revision` itself,
+    which the finished pieces then refuse before compiling."""
+    out = tmp_path / "rev1"
+    shutil.copytree(in_pieces["out"], out)
+    program_dir = out / "table1" / "CartPole-v1__length" / "fedrdqn"
+    for path in program_dir.glob("seeds_*/*.json"):
+        record = json.loads(path.read_text())
+        if "agent_revision" in record:
+            path.write_text(json.dumps({k: v for k, v in record.items() if k != "agent_revision"}))
+    request = {**TINY, "rows": ROWS[:1], "num_seeds": 3}
+    revisions = []
+    real_run = loop.run
+    monkeypatch.setattr(loop, "run", lambda config, *a, **k: revisions.append(config.agent.revision)
+                        or real_run(config, *a, **k))
+    harness.reproduce("table1", str(out), **request)
+    assert revisions == [1]
+    assert json.loads((program_dir / "seeds_3-4" / "config.json").read_text())["agent_revision"] == 1
+    assert "revision" not in json.loads((program_dir / "seeds_3-4" / "config.json").read_text())["agent"]
+    explicit = {**request, "num_seeds": 4, "agent_overrides": {**TINY["agent_overrides"], "revision": 2}}
+    (out / "table1" / "CartPole-v1__length" / "row.json").unlink()
+    with pytest.raises(ValueError, match=r"\(agent_revision: 1 -> 2\)"):
+        harness.run_program("table1", str(out), ROWS[0], "fedrdqn", piece=(4, 5),
+                            **{k: v for k, v in explicit.items() if k not in ("rows", "progress")})

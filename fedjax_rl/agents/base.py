@@ -76,13 +76,17 @@ class Agent(Protocol):
     def hparams(self) -> Hyperparams: ...
 
 
-# How the agents act and learn where no setting says, recorded in every run directory
-# (training.records.recorded_config) so that runs of different revisions never resume into, merge with or
-# read back as each other. 1: every run written before this was recorded. 2: SB3's warm-up and first
-# gradient step: random actions during the first learning_starts steps (DDPG and TD3 add their
+# How the agents act and learn where no other setting says: the `revision` setting's default, recorded
+# in every run directory as `agent_revision` (training.records.recorded_config), so that runs of
+# different revisions never resume into, merge with or read back as each other. 2: SB3's warm-up and
+# first gradient step: random actions during the first learning_starts steps (DDPG and TD3 add their
 # exploration noise to them and clip, as SB3 does), DQN's epsilon counted from the first step, and the
-# first gradient step after step learning_starts, not at it.
+# first gradient step after step learning_starts, not at it. 1: the first rule, that of every run
+# recorded without the field: the policy acts from step 1 (DQN epsilon-greedy with epsilon at the step
+# taken; DDPG and SAC uniform before step learning_starts, DDPG's without noise) and the first
+# gradient step runs at step learning_starts.
 REVISION = 2
+REVISIONS = (1, 2)
 
 
 def torch_linear_init(fan_in: int):
@@ -137,6 +141,12 @@ GRADIENT_STEPS = Setting(
     "gradient_steps", 1, lambda v: None if v >= 1 or v == -1 else "must be >= 1 or -1 (= train_freq)", kind=int,
     help="gradient steps per training phase (-1: as many as environment steps since the last)")
 TARGET_UPDATE_INTERVAL = Setting("target_update_interval", 1, at_least(1), kind=int)
+AGENT_REVISION = Setting(
+    "revision", REVISION, settings.one_of(*REVISIONS), kind=int,
+    help="how the agent acts and learns where no other setting says (REVISION above): 2, SB3's warm-up and "
+         "first gradient step; 1, the first rule, so that a table row begun with it grows by the same algorithm. "
+         "A run records it as agent_revision",
+    source="(2: SB3's timing)")
 TARGET_UPDATE_RATE = Setting("target_update_rate", 1.0, interval(0, 1, low_open=True), leaf=True,
                              help="eta in theta' <- eta theta + (1 - eta) theta'; 1 is a hard copy")
 
@@ -170,25 +180,32 @@ def num_gradient_steps(config) -> int:
     return config.train_freq if config.gradient_steps == -1 else config.gradient_steps
 
 
+def revision(config) -> int:
+    """The agent revision `config` runs (`AGENT_REVISION`; REVISION for an agent that does not declare it)."""
+    return getattr(config, "revision", REVISION)
+
+
 def is_warmup(config, step: jax.Array) -> jax.Array:
     """Whether environment step `step` (1-based) acts at random: the first `learning_starts` steps,
     as SB3 (`_sample_action` draws from the action space while num_timesteps, the steps already
-    taken, is below learning_starts)."""
-    return step <= config.learning_starts
+    taken, is below learning_starts); revision 1: the steps before step `learning_starts`."""
+    return step <= config.learning_starts if revision(config) >= 2 else step < config.learning_starts
 
 
 def first_training_step(config) -> int:
     """The environment step (1-based) after which the first gradient step runs: the first multiple of
     `train_freq` above `learning_starts`, as SB3 (it trains after a rollout of train_freq steps once
-    num_timesteps > learning_starts)."""
+    num_timesteps > learning_starts); revision 1: the first at or above it (and at least the first step)."""
+    if revision(config) < 2:
+        return -(-max(1, config.learning_starts) // config.train_freq) * config.train_freq
     return (config.learning_starts // config.train_freq + 1) * config.train_freq
 
 
 def train_on_schedule(config, gradient_step, state, key, step, loss_names):
-    """After environment step `step` (1-based): if `step > learning_starts` and `step` is a multiple
-    of `train_freq` (SB3's schedule; `first_training_step`), run `gradient_step(state, key) ->
-    (state, losses tuple)` for every gradient step (a scan). Returns (state, {loss: mean over the
-    gradient steps, "trained": 1 or 0}).
+    """After environment step `step` (1-based): if `step > learning_starts` (revision 1: `>=`) and
+    `step` is a multiple of `train_freq` (SB3's schedule; `first_training_step`), run
+    `gradient_step(state, key) -> (state, losses tuple)` for every gradient step (a scan). Returns
+    (state, {loss: mean over the gradient steps, "trained": 1 or 0}).
 
     `step` must not carry the agent axis, so the conditional stays a real branch under vmap.
     """
@@ -201,7 +218,8 @@ def train_on_schedule(config, gradient_step, state, key, step, loss_names):
     def skip(state):
         return state, tuple(jnp.float32(0.0) for _ in loss_names), jnp.float32(0.0)
 
-    should_train = (step > config.learning_starts) & (step % config.train_freq == 0)
+    started = step > config.learning_starts if revision(config) >= 2 else step >= config.learning_starts
+    should_train = started & (step % config.train_freq == 0)
     state, means, trained = jax.lax.cond(should_train, train, skip, state)
     return state, {**dict(zip(loss_names, means)), "trained": trained}
 

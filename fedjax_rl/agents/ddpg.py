@@ -52,6 +52,7 @@ SETTINGS = (
     NUM_CRITICS,
     base.HIDDEN_SIZES.with_default((400, 300), _ZOO),
     base.INIT,
+    base.AGENT_REVISION,
     base.LEARNING_RATE.with_default(1e-3, _ZOO),
     base.GAMMA.with_default(0.99, "(SB3 default; RL-Zoo3 MuJoCo keeps it)"),
     base.BATCH_SIZE.with_default(64, _PAPER),
@@ -185,8 +186,11 @@ class DDPGAgent:
         noise_key, warmup_key = jax.random.split(key)
         sigma = self.config.exploration_noise if hp is None else hp.exploration_noise
         noise = sigma * jax.random.normal(noise_key, self.action_shape)
-        # SB3 adds the exploration noise to the warm-up's uniform actions too, then clips.
         warmup = jax.random.uniform(warmup_key, self.action_shape, minval=-1.0, maxval=1.0)
+        if base.revision(self.config) < 2:  # the warm-up's uniform actions without noise
+            noisy = jnp.clip(self.actor(shared.actor, obs) + noise, -1.0, 1.0)
+            return jnp.where(base.is_warmup(self.config, step), warmup, noisy)
+        # SB3 adds the exploration noise to the warm-up's uniform actions too, then clips.
         chosen = jnp.where(base.is_warmup(self.config, step), warmup, self.actor(shared.actor, obs))
         return jnp.clip(chosen + noise, -1.0, 1.0)
 

@@ -42,6 +42,7 @@ SETTINGS = (
     *robust.SETTINGS,
     base.HIDDEN_SIZES.with_default((256, 256), _ZOO),
     base.INIT,
+    base.AGENT_REVISION,
     base.LEARNING_RATE.with_default(2.3e-3, _ZOO),
     base.GAMMA.with_default(0.99, _ZOO),
     base.BATCH_SIZE.with_default(16, _PAPER),
@@ -157,15 +158,18 @@ class DQNAgent:
     def epsilon(self, step: jax.Array) -> jax.Array:
         """The exploration rate at environment step `step` (1-based): the schedule at the steps
         already taken, step - 1, as SB3 updates its exploration rate after each step from
-        num_timesteps."""
-        return linear_epsilon(self.config, step - 1, self.total_steps)
+        num_timesteps (revision 1: at `step`)."""
+        taken = step - 1 if base.revision(self.config) >= 2 else step
+        return linear_epsilon(self.config, taken, self.total_steps)
 
     def act(self, shared: DQNShared, obs: jax.Array, key: jax.Array, step: jax.Array, hp=None) -> jax.Array:
         """SB3's DQN: a uniform random action during the warm-up (the first `learning_starts` steps),
-        then epsilon-greedy."""
+        then epsilon-greedy (revision 1: epsilon-greedy from the first step)."""
         explore_key, random_action_key = jax.random.split(key)
         random_action = jax.random.randint(random_action_key, (), 0, self.num_actions)
-        explore = base.is_warmup(self.config, step) | (jax.random.uniform(explore_key) < self.epsilon(step))
+        explore = jax.random.uniform(explore_key) < self.epsilon(step)
+        if base.revision(self.config) >= 2:
+            explore = base.is_warmup(self.config, step) | explore
         return jnp.where(explore, random_action, self.greedy_action(shared, obs)).astype(jnp.int32)
 
     def env_action(self, action: jax.Array) -> jax.Array:

@@ -90,19 +90,6 @@ def _recorded(run_dir: str) -> dict:
     return recorded
 
 
-def _run_config(recorded: dict):
-    """The TrainConfig a run directory's config.json records, resolved as `fedjax-rl train` resolved it."""
-    from fedjax_rl.training import configs, records
-
-    def tuples(value):  # JSON lists back into the tuples the settings hold
-        return tuple(tuples(v) for v in value) if isinstance(value, list) else value
-
-    fields = {name: tuples(value) for name, value in recorded.items()
-              if name not in ("algo", "env_name", "agent", *records.RUN_FIELDS)}
-    agent = {name: tuples(value) for name, value in recorded["agent"].items()}
-    return configs.train_config(recorded["algo"], recorded["env_name"], agent_overrides=agent, **fields)
-
-
 def _check_drawable(env_name: str) -> None:
     if env_name not in CLASSIC and env_name not in MUJOCO:
         raise RenderError(f"cannot draw {env_name}: `render` draws {', '.join(CLASSIC)} (gymnasium's renderer) and "
@@ -179,12 +166,13 @@ def run_episode(run_dir: str, scale: float, episode_seed: int = 0, seed_index: i
     from fedjax_rl import envs
     from fedjax_rl.analysis import plots
     from fedjax_rl.core import perturb
+    from fedjax_rl.training import records
 
     recorded = _recorded(run_dir)
     _check_drawable(recorded["env_name"])
     if recorded["env_name"] in MUJOCO:
         offscreen_gl()  # before the environment imports MuJoCo
-    config = _run_config(recorded)
+    config = records.config_from_record(recorded)
     trainer, shared = _load_policy(config, recorded, run_dir, seed_index)
     env, nominal = envs.make(config.env_name, config.physics, config.engine)
     params = jax.tree.map(lambda leaf: leaf[0],

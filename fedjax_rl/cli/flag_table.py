@@ -109,7 +109,7 @@ def flag_table() -> dict:
         "reproduce": {"tables": sorted(tables.TABLES), "seeds": plan.DEFAULT_SEEDS,
                       "tuning_seeds": plan.DEFAULT_TUNING_SEEDS,
                       "omegas": ",".join(f"{w:g}" for w in plan.DEFAULT_OMEGAS),
-                      "cpu_run_batch": plan.CPU_RUN_BATCH,
+                      "cpu_run_batch": plan.CPU_RUN_BATCH, "new_seeds_at": list(plan.NEW_SEEDS_AT),
                       # The tables whose defaults are their own (`plan.table_defaults`).
                       "table_defaults": {name: _shown_defaults(plan.table_defaults(table))
                                          for name, table in sorted(tables.TABLES.items())

@@ -114,20 +114,22 @@ TABLE = {'train': [{'dest': 'algo',
  'set_help': 'override a setting of the algorithm, repeatable: --set learning_rate=1e-3 --set '
              'hidden_sizes=64,64. DQN: batch_size, buffer_size, exploration_final_eps, exploration_fraction, '
              'exploration_initial_eps, gamma, gradient_steps, hidden_sizes, init, learning_rate, '
-             'learning_starts, max_grad_norm, omega, target_update_interval, target_update_rate, tau, '
-             'train_freq. DDPG: batch_size, buffer_size, exploration_noise, gamma, gradient_steps, '
-             'hidden_sizes, init, learning_rate, learning_starts, num_critics, omega, target_update_rate, '
-             'tau, train_freq. TD3: batch_size, buffer_size, exploration_noise, gamma, gradient_steps, '
-             'hidden_sizes, init, learning_rate, learning_starts, num_critics, omega, policy_delay, '
-             'target_noise_clip, target_policy_noise, target_update_rate, tau, train_freq. SAC: batch_size, '
-             'buffer_size, gamma, gradient_steps, hidden_sizes, init, initial_alpha, learning_rate, '
-             'learning_starts, num_critics, omega, target_update_rate, tau, train_freq. (default: none; each '
-             "setting's default depends on the algorithm and the task, see fedjax_rl/training/configs.py)",
+             'learning_starts, max_grad_norm, omega, revision, target_update_interval, target_update_rate, '
+             'tau, train_freq. DDPG: batch_size, buffer_size, exploration_noise, gamma, gradient_steps, '
+             'hidden_sizes, init, learning_rate, learning_starts, num_critics, omega, revision, '
+             'target_update_rate, tau, train_freq. TD3: batch_size, buffer_size, exploration_noise, gamma, '
+             'gradient_steps, hidden_sizes, init, learning_rate, learning_starts, num_critics, omega, '
+             'policy_delay, revision, target_noise_clip, target_policy_noise, target_update_rate, tau, '
+             'train_freq. SAC: batch_size, buffer_size, gamma, gradient_steps, hidden_sizes, init, '
+             'initial_alpha, learning_rate, learning_starts, num_critics, omega, revision, '
+             "target_update_rate, tau, train_freq. (default: none; each setting's default depends on the "
+             'algorithm and the task, see fedjax_rl/training/configs.py)',
  'reproduce': {'tables': ['beyond_sac', 'heterogeneity', 'table1', 'table2'],
                'seeds': 5,
                'tuning_seeds': 3,
                'omegas': '0.01,0.05,0.1,0.2',
                'cpu_run_batch': 20,
+               'new_seeds_at': ['grid', 'chosen'],
                'table_defaults': {'heterogeneity': {'seeds': 10,
                                                     'tuning_seeds': 2,
                                                     'omegas': '0.05,0.1',

@@ -99,7 +99,7 @@ def run(args) -> None:
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        max_rates=max_rates, budget=args.budget, seed=args.seed, run_batch=run_batch,
-                       challengers=tuple(args.challenger),
+                       challengers=tuple(args.challenger), new_seeds_at=args.new_seeds_at,
                        agent_overrides=agent_overrides(args.table, args.set, rows) or None,
                        train_overrides={**_switches(args, ("tensorboard",)), **run_settings(args.set_run)}
                        or None)
@@ -164,6 +164,11 @@ def add_parser(sub) -> None:
                         "beside its own programs, on the same seeds, budget and settings, tuned by the same omega "
                         "rule if it has omega, and judged against the row's baselines; a finished row's programs "
                         "are read back, not run again; repeatable (default: none)")
+    p.add_argument("--new-seeds-at", choices=table["new_seeds_at"], default="grid",
+                   help="what the seeds a finished row gains train: its whole omega grid, or only the baseline and "
+                        "the headline omega the row chose on its tuning seeds (read from its row.json), which is "
+                        "all a confirmatory verdict reads; the row's other omegas keep the seeds they have "
+                        "(default: grid)")
     p.add_argument("--budget", default="paper",
                    help="'paper' (RL-Zoo3 steps) or a fraction in (0, 1] of it (default: paper)")
     p.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")

@@ -30,7 +30,7 @@ from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary
 from fedjax_rl.reproduce.tables import (
     OMEGA_RULE, ROW_RESULT, ROW_SCHEMA, Family, Program, Table, chosen_omega, first_point_dir, grid_points, read_row,
-    load_program_run, load_run, row_dir)
+    load_program_run, load_run, pieces_holding, row_dir)
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
 
@@ -58,8 +58,10 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
                   challengers: Sequence[Program] = ()) -> dict:
     """Per-algorithm tuning/reported numbers of a finished row, read from its metrics.json files
     (so the tables equal the files), and the headline omega chosen on the tuning seeds. `family`:
-    the row's programs (`Table.family`). `pieces`: {program: its seed pieces' directories relative
-    to ROW/PROGRAM/, in seed order} (None: each program's own directory);
+    the row's programs (`Table.family`). `pieces`: {program: its seed pieces' records, in seed order
+    (row.json's: "dir" relative to ROW/PROGRAM/, and "grid" where a piece trained a part of the
+    program's; each algorithm reads the pieces that hold it, `tables.pieces_holding`)} (None: each
+    program's own directory);
     `num_seeds`: the row's seeds, [0, num_seeds) (None: all its pieces hold). `max_rate`: the
     heterogeneity level p of a program gridded over it (None: no such grid): that level's points.
     `challengers`: programs beside the row's own, each with its numbers among the algorithms and,
@@ -69,6 +71,10 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
         tuning_min.update(_read_program(directory, program, pieces, tuning_seeds, num_seeds, max_rate, algorithms))
     chosen = chosen_omega(tuning_min)
     headline = agents.get(family.programs[0].algo).describe({"omega": chosen})
+    seeds = {label: len(algorithms[label]["reported"]["minimum"]) for label in (headline, *family.baselines)}
+    if len(set(seeds.values())) > 1:
+        raise ValueError(f"{directory}: the headline and the baselines hold different seeds ({seeds}); a piece "
+                         "that trained a part of the grid left out the omega this row chose")
     out = dict(algorithms=algorithms, tuning_minimum_mean=tuning_min, chosen_omega=chosen,
                headline=headline, omega_rule=OMEGA_RULE)
     if challengers:
@@ -91,7 +97,7 @@ def _read_program(directory: str, program: Program, pieces: dict | None, tuning_
     program_pieces = (pieces or {}).get(program.name)
     grid = None
     if program.zero_label or program.challenger:
-        first = os.path.join(directory, program.name, (program_pieces or [""])[0])
+        first = os.path.join(directory, program.name, program_pieces[0]["dir"] if program_pieces else "")
         with open(os.path.join(first, "config.json")) as f:
             grid = (json.load(f)["grid"] or {}).get("omega")
     if grid is not None:
@@ -103,7 +109,9 @@ def _read_program(directory: str, program: Program, pieces: dict | None, tuning_
                  None)]
     tuning_min = {}
     for label, rel, omega in runs:
-        final = load_program_run(directory, rel, program_pieces)["final"]
+        held = None if program_pieces is None else [
+            piece["dir"] for piece in pieces_holding(program_pieces, None if omega is None else {"omega": omega})]
+        final = load_program_run(directory, rel, held)["final"]
         avg, mn = (np.asarray(final[name], float)[:num_seeds] for name in ("local_average", "local_minimum"))
         into[label] = dict(
             dir=rel, omega=omega,
@@ -115,10 +123,11 @@ def _read_program(directory: str, program: Program, pieces: dict | None, tuning_
 
 
 # A row's identity: its request without the number of reported seeds, which may grow (new pieces of
-# new seeds; the tuning seeds, and with them the headline omega, stay), and without its challengers,
-# which a request may add (the row's own programs are read back, the challenger's trained).
+# new seeds; the tuning seeds, and with them the headline omega, stay), without its challengers,
+# which a request may add (the row's own programs are read back, the challenger's trained), and without
+# what its new seeds train (`Request.new_seeds_at`: the row's algorithms stay, some hold fewer seeds).
 CHALLENGERS = "challengers"
-_GROWS = ("num_seeds", CHALLENGERS)
+_GROWS = ("num_seeds", CHALLENGERS, "new_seeds_at")
 
 
 def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[str]]:
@@ -175,17 +184,18 @@ def program_on_disk(directory: str, program: Program, config, grid, total: int, 
     return seed_pieces.ProgramOnDisk.read(os.path.join(directory, program.name), program.name, total, whole)
 
 
-def program_pieces(directory: str, program: Program, config, grid, total: int, seed: int, run_batch,
+def program_pieces(directory: str, planned: Planned, total: int, seed: int, run_batch,
                    piece_seeds: int | None = None, only: tuple[int, int] | None = None) -> list[PieceRun]:
     """The pieces of one program of a row still to run for seed indices [0, total), or exactly the
     piece `only` = (first, stop), each checked (`ProgramOnDisk.check`: it refuses overlaps and settings
-    that could not merge) before anything compiles."""
-    on_disk = program_on_disk(directory, program, config, grid, total, seed, run_batch)
+    that could not merge) before anything compiles; each trains `planned.piece_grid`."""
+    program, config = planned.program, planned.config
+    on_disk = program_on_disk(directory, program, config, planned.grid, total, seed, run_batch)
     pieces = [seed_pieces.Piece(program.name, *only)] if only is not None else on_disk.missing(piece_seeds)
     out = []
     for piece in pieces:
         on_disk.check(piece)
-        out.append(PieceRun(program, config, grid, piece, on_disk.location(piece)))
+        out.append(PieceRun(program, config, planned.piece_grid, piece, on_disk.location(piece)))
     return out
 
 
@@ -210,10 +220,10 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
     [selected] = plan.rows
     directory = row_dir(out_dir, plan.table, selected)
     row_finished(os.path.join(directory, ROW_RESULT), plan.record)  # refuses a row finished with other settings
-    by_name = {programs[0].name: programs for programs in plan.programs[selected.key]}
+    by_name = {planned.program.name: planned for planned in plan.at(out_dir).programs[selected.key]}
     if program not in by_name:
         raise ValueError(f"program must be one of {list(by_name)} for {plan.table.name}, got {program!r}")
-    runs = program_pieces(directory, *by_name[program], plan.total_seeds, plan.seed, plan.run_batch, piece_seeds,
+    runs = program_pieces(directory, by_name[program], plan.total_seeds, plan.seed, plan.run_batch, piece_seeds,
                           piece)
     return [_run_piece(run, plan.seed, plan.run_batch, progress) for run in runs]
 
@@ -222,14 +232,22 @@ def pieces_left(out_dir: str, plan: Plan, piece_seeds: int | None = None) -> dic
     """{row key: every piece of its programs still to run} for the plan's rows that are not finished
     (a finished row has no entry), each piece checked (`program_pieces`) before anything compiles: what
     `reproduce` trains and what an executor starts."""
-    left = {}
-    for row in plan.rows:
-        directory = row_dir(out_dir, plan.table, row)
-        if not row_finished(os.path.join(directory, ROW_RESULT), plan.record):
-            left[row.key] = [run for program, config, grid in plan.programs[row.key]
-                             for run in program_pieces(directory, program, config, grid, plan.total_seeds, plan.seed,
-                                                       plan.run_batch, piece_seeds)]
-    return left
+    return _pieces_of(out_dir, unfinished(out_dir, plan), piece_seeds)
+
+
+def unfinished(out_dir: str, plan: Plan) -> Plan:
+    """The plan's rows that are not finished in `out_dir`, resolved against it (`Plan.at`); a ValueError
+    for a row finished with other settings."""
+    rows = [row for row in plan.rows
+            if not row_finished(os.path.join(row_dir(out_dir, plan.table, row), ROW_RESULT), plan.record)]
+    return plan._replace(rows=rows).at(out_dir)
+
+
+def _pieces_of(out_dir: str, plan: Plan, piece_seeds: int | None) -> dict[str, list[PieceRun]]:
+    return {row.key: [run for planned in plan.programs[row.key]
+                      for run in program_pieces(row_dir(out_dir, plan.table, row), planned, plan.total_seeds,
+                                                plan.seed, plan.run_batch, piece_seeds)]
+            for row in plan.rows}
 
 
 def reproduce(
@@ -248,6 +266,7 @@ def reproduce(
     piece_seeds: int | None = None,
     max_rates: Sequence[float] | None = None,
     challengers: Sequence[str] = (),
+    new_seeds_at: str = "grid",
 ) -> dict:
     """Run the requested rows of `table_name` (those without a row.json of at least the requested
     seeds), then rebuild the table and figures from every finished row in `out_dir`. Each program
@@ -258,14 +277,16 @@ def reproduce(
     (`loop.run`); "auto" is `default_run_batch()`. `num_seeds`, `tuning_seeds`, `omegas` and
     (a table with a heterogeneity grid) `max_rates`, the levels p: None is the table's default
     (`table_defaults`: 5, 3 and 0.01-0.2 for the paper's tables; `heterogeneity`: 10, 2, 0.05 and 0.1).
+    `new_seeds_at`: what a finished row's new seeds train (`plan.Request`).
     Returns {"rows": {key: row record}, "paths": [written files]}."""
     plan = Request(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
-                   run_batch, max_rates, tuple(challengers)).plan()
-    table, selected, request, plans, run_batch = plan.table, plan.rows, plan.record, plan.programs, plan.run_batch
+                   run_batch, max_rates, tuple(challengers), new_seeds_at).plan()
+    table, selected, request, run_batch = plan.table, plan.rows, plan.record, plan.run_batch
     tuning_seeds, num_total = request["tuning_seeds"], plan.total_seeds
-    work = pieces_left(out_dir, plan, piece_seeds)
-    todo = [row for row in selected if row.key in work]
-    bar = _rows_bar(table, selected, work, plans) if progress else None
+    resolved = unfinished(out_dir, plan)
+    work = _pieces_of(out_dir, resolved, piece_seeds)
+    todo, plans = resolved.rows, resolved.programs
+    bar = _rows_bar(table, selected, work, plan.programs) if progress else None
     for index, row in enumerate(todo):
         directory = row_dir(out_dir, table, row)
         os.makedirs(directory, exist_ok=True)
@@ -292,7 +313,7 @@ def _rows_bar(table: Table, selected: list, work: dict, plans: dict):
     unfinished row's by the pieces it has still to run."""
     from tqdm.auto import tqdm
 
-    done_rows = sum(c.num_evals for r in selected if r.key not in work for _, c, _ in plans[r.key])
+    done_rows = sum(planned.config.num_evals for r in selected if r.key not in work for planned in plans[r.key])
     total = done_rows + sum(run.config.num_evals for runs in work.values() for run in runs)
     return tqdm(total=total, initial=done_rows, unit="block",
                 desc=f"{table.name}: {len(selected) - len(work)}/{len(selected)} rows done")
@@ -334,7 +355,7 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
     read in this process."""
 
     pieces, batches, walls, resumed = {}, {}, [], 0
-    for program, config, grid in programs:
+    for program, config, grid, _ in programs:
         on_disk = program_on_disk(directory, program, config, grid, num_total, seed, run_batch)
         covering = on_disk.covered()
         pieces[program.name] = [_piece_record(on_disk.path, found, grid) for found in covering]
@@ -348,17 +369,16 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
         schema=ROW_SCHEMA, table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
         seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_seeds)),
                    note="indices into training.program.seed_keys(seed, tuning + reported)"),
-        budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _ in programs},
-                    paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, _, _ in programs}),
-        configs={p.name: dict(config=records.config_to_dict(c), grid=g) for p, c, g in programs},
+        budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _, _ in programs},
+                    paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, *_ in programs}),
+        configs={p.name: dict(config=records.config_to_dict(c), grid=g) for p, c, g, _ in programs},
         # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
         run_batch=batches, pieces=pieces,
         versions=versions(), machine=describe_machine(), resumed_blocks=resumed,
         # Over every process that worked on the row (None if a resumed checkpoint did not record its time).
         wall_s=None if None in walls else sum(walls),
         wall_s_this_process=time.time() - start,
-        **_summarize(directory, table, row, request, {k: [p["dir"] for p in v] for k, v in pieces.items()}, num_seeds,
-                     [p for p, _, _ in programs if p.challenger]),
+        **_summarize(directory, table, row, request, pieces, num_seeds, [p for p, *_ in programs if p.challenger]),
     )
 
 
@@ -380,13 +400,16 @@ def _one_or_all(values: list):
 
 def _piece_record(program_dir: str, found, grid) -> dict:
     """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine it ran on and its
-    wall time, from its own metrics (None where its metrics record no machine)."""
-    first_point = os.path.join(found.path, first_point_dir(grid)) if grid else found.path
+    wall time, from its own metrics (None where its metrics record no machine); and its grid where it
+    trained a part of the program's `grid` (`tables.pieces_holding` reads it)."""
+    own = found.record.get("grid")
+    first_point = os.path.join(found.path, first_point_dir(own)) if own else found.path
     metrics = load_run(first_point)
     rel = os.path.relpath(found.path, program_dir)
+    part = {} if own == (grid and {k: list(map(float, v)) for k, v in grid.items()}) else {"grid": own}
     return dict(dir="" if rel == "." else rel, seeds=[found.piece.first, found.piece.stop],
                 machine=machine_summary(metrics["machine"]) if "machine" in metrics else None,
-                wall_s=metrics.get("timing", {}).get("wall_s"))
+                wall_s=metrics.get("timing", {}).get("wall_s"), **part)
 
 
 def _write_row(directory: str, record: dict) -> None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from fedjax_rl import agents
 from fedjax_rl.reproduce import paper
@@ -78,10 +79,26 @@ def check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
     return tuple(sorted(omegas))
 
 
+# What the seeds a finished row gains train (`Request.new_seeds_at`): its programs' whole grids, or only
+# what a confirmatory verdict reads, the baseline and the omega the row chose on its tuning seeds.
+NEW_SEEDS_AT = ("grid", "chosen")
+
+
+class Planned(NamedTuple):
+    """One program of a row as a request runs it: its config, its whole grid (None: none), which every
+    piece's grid is a part of, and the grid a piece still to run trains (`Plan.at`: the whole grid, or the
+    part `new_seeds_at` = "chosen" leaves)."""
+
+    program: Program
+    config: Any
+    grid: dict | None
+    piece_grid: dict | None
+
+
 def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
                  agent_overrides: dict | None = None, train_overrides: dict | None = None,
-                 max_rates: Sequence[float] | None = None, challengers: Sequence[Program] = ()) -> list[tuple]:
-    """[(Program, TrainConfig, grid or None)] for one row; raises a ValueError naming what this
+                 max_rates: Sequence[float] | None = None, challengers: Sequence[Program] = ()) -> list[Planned]:
+    """The `Planned` programs of one row; raises a ValueError naming what this
     installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling.
     `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
     p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
@@ -99,7 +116,7 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
             tuned = program.zero_label or (program.challenger and agents.get(program.algo).has_omega)
             grid = {**({"max_rate": [float(p) for p in max_rates]} if max_rates is not None else {}),
                     **({"omega": [0.0, *omegas] if program.zero_label else list(omegas)} if tuned else {})} or None
-            out.append((program, config, grid))
+            out.append(Planned(program, config, grid, grid))
     except ValueError as error:
         hint = f" ({table.missing_hint})" if table.missing_hint else ""
         raise ValueError(f"{table.name} row {row.key} cannot run in this installation: {error}{hint}") from None
@@ -107,14 +124,17 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
 
 
 def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides,
-                   max_rates=None, challengers: Sequence[str] = ()) -> dict:
+                   max_rates=None, challengers: Sequence[str] = (), new_seeds_at: str = "grid") -> dict:
     """What a row records of the request it ran (another request on a finished row is refused). Run
     settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
     `max_rates` only for a table with a heterogeneity grid (the paper tables' rows record no levels);
-    `challengers` only when there are some (a row without records none, and may gain them)."""
+    `challengers` only when there are some (a row without records none, and may gain them);
+    `new_seeds_at` only when it is not the whole grid."""
     extra = {} if max_rates is None else {"max_rates": list(max_rates)}
     if challengers:
         extra["challengers"] = sorted(challengers)
+    if new_seeds_at != "grid":
+        extra["new_seeds_at"] = new_seeds_at
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
                                       train_overrides=configs.identity_fields(train_overrides or {}), **extra)))
@@ -163,8 +183,8 @@ def check_max_rates(table: Table, max_rates) -> tuple[float, ...] | None:
 
 class Plan(NamedTuple):
     """A request resolved: its table, the selected rows in the paper's order, the record each row
-    keeps of the request (`request_record`), each row's programs {row key: [(Program, TrainConfig,
-    grid or None)]}, the runs vmapped at a time (None: all), and the first seed."""
+    keeps of the request (`request_record`), each row's programs {row key: [`Planned`]}, the runs
+    vmapped at a time (None: all), and the first seed. `at` resolves it against the rows on disk."""
 
     table: Table
     rows: list
@@ -178,13 +198,73 @@ class Plan(NamedTuple):
         """Tuning and reported seeds: the seed indices [0, total) every program of a row holds."""
         return self.record["tuning_seeds"] + self.record["num_seeds"]
 
+    def at(self, out_dir: str) -> "Plan":
+        """The plan as it runs on the rows in `out_dir` (a reading of files; nothing compiles): a row
+        grows by the algorithm its finished pieces ran (their agent revision, unless the request sets
+        `revision`), and with `new_seeds_at` = "chosen" a piece still to run trains the baseline and the
+        row's headline omega alone, read from its row.json; a row without one is refused (ValueError)."""
+        from fedjax_rl.reproduce import tables
+
+        programs = {}
+        for row in self.rows:
+            directory = tables.row_dir(out_dir, self.table, row)
+            path = os.path.join(directory, tables.ROW_RESULT)
+            written = tables.read_row(path) if os.path.exists(path) else None
+            programs[row.key] = [self._on_disk(directory, row, written, planned) for planned in self.programs[row.key]]
+        return self._replace(programs=programs)
+
+    def _on_disk(self, directory: str, row, written: dict | None, planned: Planned) -> Planned:
+        config = same_revision(os.path.join(directory, planned.program.name), planned, self.total_seeds, self.seed,
+                               self.record["agent_overrides"])
+        piece_grid = planned.grid
+        if self.record.get("new_seeds_at") == "chosen" and planned.grid and "omega" in planned.grid:
+            if written is None:
+                raise ValueError(f"{self.table.name} row {row.key} has no headline omega yet (no "
+                                 f"{os.path.join(directory, 'row.json')}): its tuning seeds choose it, so run the row "
+                                 "with its whole grid first (--new-seeds-at grid)")
+            program = planned.program
+            chosen = (written["chosen_omega"] if program.zero_label
+                      else written.get("challengers", {}).get(program.name, {}).get("chosen_omega"))
+            if chosen is None:
+                raise ValueError(f"{self.table.name} row {row.key} has no headline omega for {program.label} yet: "
+                                 "run it with its whole grid first (--new-seeds-at grid)")
+            piece_grid = {"omega": [0.0, float(chosen)] if program.zero_label else [float(chosen)]}
+        return planned._replace(config=config, piece_grid=piece_grid)
+
+
+def same_revision(program_dir: str, planned: Planned, total: int, seed: int, agent_overrides: dict):
+    """`planned.config` at the agent revision its program's finished pieces in `program_dir` ran, where
+    they all ran one other than the config's and otherwise hold its settings: a row grows by the same
+    algorithm. A request that sets `revision` itself keeps it (the pieces then refuse to merge)."""
+    from fedjax_rl.agents.base import AGENT_REVISION
+    from fedjax_rl.reproduce import seed_pieces
+    from fedjax_rl.training import records
+
+    config = planned.config
+    if AGENT_REVISION.name in agent_overrides or not hasattr(config.agent, AGENT_REVISION.name):
+        return config
+
+    def settings_of(identity: dict) -> dict:
+        return {k: v for k, v in identity.items() if k != "agent_revision"}
+
+    expected = records.recorded_config(config, total, seed, planned.grid)[0]
+    mine = settings_of(seed_pieces.identity(expected))
+    revisions = {f.identity["agent_revision"] for f in seed_pieces.found(program_dir, planned.program.name)
+                 if f.finished and settings_of(f.identity) == mine}
+    if len(revisions) != 1 or revisions == {expected["agent_revision"]}:
+        return config
+    return config.replace(agent=config.agent.replace(**{AGENT_REVISION.name: revisions.pop()}))
+
 
 @dataclasses.dataclass(frozen=True)
 class Request:
     """What `fedjax-rl reproduce TABLE` asks for, as `harness.reproduce` takes it: None for
     `num_seeds`, `tuning_seeds`, `omegas` or `max_rates` is the table's default (`table_defaults`),
     `budget` is 'paper' or a fraction of it, `run_batch` "auto" is `default_run_batch()`.
-    `agent_overrides` / `train_overrides` replace the paper's settings of every program."""
+    `agent_overrides` / `train_overrides` replace the paper's settings of every program.
+    `new_seeds_at`: what the seeds a finished row gains train (NEW_SEEDS_AT): "grid", every program's whole
+    omega grid; "chosen", the baseline and the headline omega the row chose on its tuning seeds alone,
+    which is what a confirmatory verdict reads (`Plan.at`)."""
 
     table: str
     rows: Sequence[str] | None = None
@@ -198,6 +278,7 @@ class Request:
     run_batch: int | str | None = "auto"
     max_rates: Sequence[float] | None = None
     challengers: Sequence[str] = ()
+    new_seeds_at: str = "grid"
 
     @classmethod
     def of(cls, table: str, **settings) -> "Request":
@@ -227,10 +308,15 @@ class Request:
             raise ValueError(f"num_seeds (reported seeds) must be >= 1, got {num_seeds}")
         if tuning_seeds < 1:
             raise ValueError(f"tuning_seeds must be >= 1 (the headline omega is chosen on them), got {tuning_seeds}")
+        if self.new_seeds_at not in NEW_SEEDS_AT:
+            raise ValueError(f"new_seeds_at must be one of {list(NEW_SEEDS_AT)}, got {self.new_seeds_at!r}")
+        if self.new_seeds_at == "chosen" and max_rates is not None:
+            raise ValueError(f"new_seeds_at='chosen' needs one headline omega per row; {table.name} chooses one per "
+                             "heterogeneity level p, so its new seeds train the whole grid (--new-seeds-at grid)")
         selected = select_rows(table, self.rows)
         challengers = check_challengers(table, selected, self.challengers)
         record = request_record(budget, num_seeds, tuning_seeds, omegas, self.seed, self.agent_overrides,
-                                self.train_overrides, max_rates, [c.name for c in challengers])
+                                self.train_overrides, max_rates, [c.name for c in challengers], self.new_seeds_at)
         programs = {row.key: row_programs(table, row, budget, omegas, self.agent_overrides, self.train_overrides,
                                           max_rates, challengers) for row in selected}
         return Plan(table, selected, record, programs, run_batch, self.seed)
@@ -254,6 +340,8 @@ class Request:
                 args += [flag, spell(value)]
         for name in self.challengers:
             args += ["--challenger", name]
+        if self.new_seeds_at != "grid":
+            args += ["--new-seeds-at", self.new_seeds_at]
         args += ["--budget", repr(parse_budget(self.budget)), "--seed", str(int(self.seed)),
                  "--run-batch", spell_run_batch(self.run_batch)]
         table = get_table(self.table)

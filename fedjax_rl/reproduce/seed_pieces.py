@@ -24,14 +24,18 @@ Rules, checked before anything compiles (`ProgramOnDisk.check`):
   piece wrote), or an unfinished piece's of another range (resume that one instead), naming both;
 - a piece of exactly a finished piece's range and settings is that piece: read back, not trained.
 
-A piece's identity is its program's recorded configuration without its seed range and its batching
-(`run_batch` changes rounding, not the algorithm, so a GPU's piece and a CPU's merge).
+A piece's identity is its program's recorded configuration without its seed range, its batching
+(`run_batch` changes rounding, not the algorithm, so a GPU's piece and a CPU's merge) and its grid: a
+piece may train a part of its program's grid (`grid_fits`: a confirmatory piece trains the baseline
+and the row's headline omega alone), and each grid point then reads the pieces that hold it
+(`ProgramOnDisk.covered`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import glob
+import json
 import os
 
 from fedjax_rl.training import records, run_directory
@@ -39,7 +43,7 @@ from fedjax_rl.reproduce.tables import ROW_RESULT, read_row
 
 PIECE_PREFIX = run_directory.NESTED_RUN_PREFIX  # seeds_A-B
 # What a piece's recorded configuration holds beyond its program's identity (`identity`).
-_NOT_IDENTITY = ("num_seeds", "first_seed", "run_batch")
+_NOT_IDENTITY = ("num_seeds", "first_seed", "run_batch", "grid")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +101,19 @@ def identity(record: dict) -> dict:
     return {k: v for k, v in records.as_recorded(record).items() if k not in _NOT_IDENTITY}
 
 
+def grid_fits(part: dict | None, whole: dict | None) -> bool:
+    """Whether a piece's grid `part` is a part of its program's grid `whole`: the same axes, in the same
+    order, each holding some of the program's values (no grid fits only no grid)."""
+    part, whole = part or {}, whole or {}
+    return list(part) == list(whole) and all(set(map(float, part[axis])) <= set(map(float, whole[axis]))
+                                             for axis in whole)
+
+
+def holds(grid: dict | None, point: dict | None) -> bool:
+    """Whether a piece of grid `grid` trains the grid point `point` ({axis: value}; None: every piece)."""
+    return point is None or all(float(value) in map(float, (grid or {}).get(axis, ())) for axis, value in point.items())
+
+
 def found(program_dir: str, program: str) -> list[Found]:
     """Every piece under ROW/PROGRAM/ (the directory itself and its seeds_A-B/), by first seed."""
     out = []
@@ -112,17 +129,19 @@ def found(program_dir: str, program: str) -> list[Found]:
 
 
 def _whole_in_old_row(program_dir: str) -> bool:
-    """Whether a row that lists no pieces (`tables.upgrade_row`: it ran each program whole) holds this
-    program whole, reading its numbers from this directory. Such rows' program directories may lack
-    their finished.json (the committed Table 1 rows keep only the grid points' metrics), yet the row
-    finished, so its program did, and the row can grow by new seeds."""
+    """Whether the row holds this program's directory itself as a finished piece: it lists it among its
+    pieces (dir ""), or lists no pieces at all (`tables.upgrade_row`: it ran each program whole) and
+    reads this program's numbers from it. Such directories may lack their finished.json (the committed
+    Table 1 rows keep only the grid points' metrics), yet the row finished, so its program did, and the
+    row can grow by new seeds."""
     path = os.path.join(os.path.dirname(program_dir), ROW_RESULT)
     if not os.path.exists(path):
         return False
     record = read_row(path)
     name = os.path.basename(program_dir)
-    return not record["pieces"] and any(
-        algorithm["dir"].partition("/")[0] == name for algorithm in record["algorithms"].values())
+    if record["pieces"]:
+        return any(piece["dir"] == "" for piece in record["pieces"].get(name, ()))
+    return any(algorithm["dir"].partition("/")[0] == name for algorithm in record["algorithms"].values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +163,17 @@ class ProgramOnDisk:
         return cls(path, program, total, expected, identity(expected), tuple(found(path, program)))
 
     def is_mine(self, piece: Found) -> bool:
-        """Whether a piece on disk holds this request's settings."""
-        return piece.identity == self.mine
+        """Whether a piece on disk holds this request's settings (and a part of its grid)."""
+        return piece.identity == self.mine and grid_fits(piece.record.get("grid"), self.expected.get("grid"))
+
+    def differences(self, piece: Found) -> list[str]:
+        """What keeps a piece on disk from being this request's: its settings that differ, and its grid
+        where it is not a part of the program's."""
+        lines = records.config_differences(piece.identity, self.mine)
+        theirs, ours = piece.record.get("grid"), self.expected.get("grid")
+        if not grid_fits(theirs, ours):
+            lines.append(f"grid: {json.dumps(theirs)} is not a part of {json.dumps(ours)}")
+        return lines
 
     def check(self, piece: Piece) -> Found | None:
         """Refuse `piece` of this request's settings (ValueError, before anything compiles) under the
@@ -154,7 +182,7 @@ class ProgramOnDisk:
         for other in self.pieces:
             same = self.is_mine(other)
             if other.finished and not same:
-                differences = records.config_differences(other.identity, self.mine)
+                differences = self.differences(other)
                 raise ValueError(f"{piece.describe()} would train with other settings than the finished "
                                  f"{other.piece.describe()} in {other.path} ({'; '.join(differences)}): the two "
                                  "could not be merged; use another --out, or the settings that piece was run with")
@@ -183,10 +211,12 @@ class ProgramOnDisk:
             return self.path
         return os.path.join(self.path, piece.dir_name)
 
-    def covered(self) -> list[Found]:
+    def covered(self, point: dict | None = None) -> list[Found]:
         """The finished pieces of these settings that tile seed indices [0, n) from 0 without a gap, in
-        order (empty: seed 0 is not finished). n, the seeds a row can report, is the last one's stop."""
-        finished = {f.piece.first: f for f in self.pieces if f.finished and self.is_mine(f)}
+        order (empty: seed 0 is not finished); with `point` ({axis: value} of the grid), only pieces that
+        train that point. n, the seeds a row can report (of that point), is the last one's stop."""
+        finished = {f.piece.first: f for f in self.pieces
+                    if f.finished and self.is_mine(f) and holds(f.record.get("grid"), point)}
         out, at = [], 0
         while at in finished:
             out.append(finished[at])

@@ -9,7 +9,6 @@ import os
 from fedjax_rl.reproduce import harness, seed_pieces, tables
 from fedjax_rl.reproduce.plan import Request
 from fedjax_rl.reproduce.tables import ROW_RESULT
-from fedjax_rl.training import records
 from fedjax_rl.training.machine import summary as machine_summary
 
 
@@ -23,7 +22,7 @@ def rows(table_name: str, out_dir: str, piece_seeds: int | None = None, **reques
     from fedjax_rl.reproduce import costs
 
     plan = Request.of(table_name, **request).plan()
-    table, selected, request, plans, run_batch = plan.table, plan.rows, plan.record, plan.programs, plan.run_batch
+    table, selected, request, run_batch = plan.table, plan.rows, plan.record, plan.run_batch
     total, seed = plan.total_seeds, plan.seed
     measured = costs.measurements(costs.default_sources(out_dir))
     row_states = []
@@ -36,27 +35,28 @@ def rows(table_name: str, out_dir: str, piece_seeds: int | None = None, **reques
                                    machine=machine_summary(record["machine"]),
                                    seeds=len(record["seeds"]["tuning"]) + len(record["seeds"]["reported"])))
             continue
-        programs = [_program_status(directory, table, row, *plan, total, seed, run_batch, piece_seeds, measured)
-                    for plan in plans[row.key]]
+        resolved = plan._replace(rows=[row]).at(out_dir).programs[row.key]
+        programs = [_program_status(directory, table, row, planned, total, seed, run_batch, piece_seeds, measured)
+                    for planned in resolved]
         started = any(p["state"] != "not started" for p in programs)
         row_states.append(dict(row=row.key, state="in progress" if started else "not started", programs=programs))
     return row_states
 
 
-def _program_status(directory, table, row, program, config, grid, total, seed, run_batch, piece_seeds,
-                    measured) -> dict:
+def _program_status(directory, table, row, planned, total, seed, run_batch, piece_seeds, measured) -> dict:
     """One program's pieces on disk and still to run (`rows`)."""
     from fedjax_rl.reproduce import costs
     from fedjax_rl.training import run_directory
 
-    on_disk = harness.program_on_disk(directory, program, config, grid, total, seed, run_batch)
-    points = tables.grid_points(grid)
+    program, config = planned.program, planned.config
+    on_disk = harness.program_on_disk(directory, program, config, planned.grid, total, seed, run_batch)
+    points = tables.grid_points(planned.piece_grid)
     pieces = []
     for f in on_disk.pieces:
         if not on_disk.is_mine(f):
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="other settings", path=f.path,
                                finished=f.finished,
-                               differences=records.config_differences(f.identity, on_disk.mine)))
+                               differences=on_disk.differences(f)))
         elif f.finished:
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
     for piece in on_disk.missing(piece_seeds):

@@ -281,11 +281,29 @@ def load_program_run(row_path: str, rel: str, pieces: list[str] | None = None) -
     return merge_runs([load_run(os.path.join(row_path, program, piece, point)) for piece in (pieces or [""])])
 
 
+def pieces_holding(pieces: list[dict], point: dict | None) -> list[dict]:
+    """The pieces of a row's program (row.json's "pieces" records, in seed order) that hold the grid
+    point `point` ({axis: value}; None: every piece), as far as they run on from seed 0 without one that
+    lacks it: a piece that trained a part of the grid records it ("grid"), a piece of the whole grid
+    does not. A point's seeds are those pieces' seeds."""
+    out = []
+    for piece in pieces:
+        grid = piece.get("grid")
+        if grid is not None and point is not None and any(
+                float(value) not in map(float, grid.get(axis, ())) for axis, value in point.items()):
+            break
+        out.append(piece)
+    return out
+
+
 def load_algorithm(row_path: str, record: dict, label: str) -> dict:
     """The merged metrics of algorithm `label` ("DDPGAvg(1)", "FedRDDPG (ω=0.1)") of the finished row
-    whose row.json is `record`, over the seed pieces it lists."""
-    rel = record["algorithms"][label]["dir"]
+    whose row.json is `record`, over the seed pieces it lists that hold it."""
+    algorithm = record["algorithms"][label]
+    rel = algorithm["dir"]
     pieces = record["pieces"].get(rel.partition("/")[0])
+    if pieces is not None:
+        pieces = pieces_holding(pieces, None if algorithm["omega"] is None else {"omega": algorithm["omega"]})
     run = load_program_run(row_path, rel, None if pieces is None else [p["dir"] for p in pieces])
     if pieces is None:
         return run

@@ -11,17 +11,39 @@ import json
 import math
 from collections.abc import Sequence
 
-from fedjax_rl import envs
-from fedjax_rl.agents.base import REVISION
+from fedjax_rl import agents, envs
+from fedjax_rl.agents.base import AGENT_REVISION, revision
 from fedjax_rl.training import configs
+
+REVISION_NAME = AGENT_REVISION.name  # the agent setting recorded as the run's `agent_revision`
 
 
 def config_to_dict(config) -> dict:
     """What a run directory records as its configuration: every setting but those that change no
     number (`configs.NOT_IDENTITY`): `cpu_dots`, which only rounds differently (like another CPU;
     the library a run used is in its metrics.json, "cpu_dots"), and `tensorboard`. A run resumes and
-    reads back with either value of them."""
-    return configs.identity_fields(dataclasses.asdict(config))
+    reads back with either value of them. The agent's `revision` is recorded once, as the run's
+    `agent_revision` (`recorded_config`), where records of every version keep it."""
+    fields = configs.identity_fields(dataclasses.asdict(config))
+    fields["agent"] = {k: v for k, v in fields["agent"].items() if k != REVISION_NAME}
+    return fields
+
+
+def config_from_record(recorded: dict):
+    """The TrainConfig a run directory's config.json records, resolved as `fedjax-rl train` resolved it
+    (the record in its canonical form, `as_recorded`, so a record of any version reads)."""
+    recorded = as_recorded(recorded)
+
+    def tuples(value):  # JSON lists back into the tuples the settings hold
+        return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+
+    fields = {name: tuples(value) for name, value in recorded.items()
+              if name not in ("algo", "env_name", "agent", *RUN_FIELDS)}
+    agent = {name: tuples(value) for name, value in recorded["agent"].items()}
+    declared = {s.name for s in agents.get(recorded["algo"]).config.SETTINGS}
+    if REVISION_NAME in declared:
+        agent[REVISION_NAME] = recorded["agent_revision"]
+    return configs.train_config(recorded["algo"], recorded["env_name"], agent_overrides=agent, **fields)
 
 
 def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,
@@ -29,7 +51,7 @@ def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
     run_batch that shapes the program: None when every run fits in one vmap."""
     config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, "first_seed": first_seed,
-                   "agent_revision": REVISION, "schema": RUN_SCHEMA}
+                   "agent_revision": revision(config.agent), "schema": RUN_SCHEMA}
     num_runs = num_seeds
     if grid:
         config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
@@ -72,7 +94,7 @@ RUN_SCHEMA = 2
 # a top-level field. The engine, which depends on the task, is filled in `as_recorded`.
 UNRECORDED_BEFORE = {
     ("agent", "init"): "flax",  # network initialisation (agents.base.INIT)
-    ("agent_revision",): 1,  # how the agents act and learn, where no setting says (agents.base.REVISION)
+    ("agent_revision",): 1,  # how the agents act and learn, where no other setting says (agents.base.REVISION)
     ("aggregation",): "mean",  # FedAvg, the only rule before the rule was a setting
     ("run_batch",): None,  # every run in one vmap
     ("first_seed",): 0,  # a run from seed index 0: a whole program, not a later piece
