@@ -41,9 +41,9 @@ def _point_configs(table_name: str, row_key: str, budget=1.0, omegas=(0.05, 0.1)
     table = get_table(table_name)
     [row] = plan.select_rows(table, [row_key])
     out = {}
-    for program, config, grid in plan.row_programs(table, row, budget, omegas, max_rates=max_rates):
-        points = loop.grid_configs(config, grid) if grid else [config]
-        out[program.name] = {(p.max_rate, p.agent.omega): p for p in points}
+    for planned in plan.row_programs(table, row, budget, omegas, max_rates=max_rates):
+        points = loop.grid_configs(planned.config, planned.grid) if planned.grid else [planned.config]
+        out[planned.program.name] = {(p.max_rate, p.agent.omega): p for p in points}
     return out
 
 

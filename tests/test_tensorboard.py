@@ -122,4 +122,4 @@ def test_reproduce_no_tensorboard_reaches_the_runs_and_not_the_rows_record(monke
     table = tables.get_table("table1")
     programs = plan.row_programs(table, plan.select_rows(table, None)[0], 0.01, [0.1],
                                       train_overrides={"tensorboard": False})
-    assert all(config.tensorboard is False for _, config, _ in programs)
+    assert all(planned.config.tensorboard is False for planned in programs)
