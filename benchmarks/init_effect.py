@@ -78,7 +78,7 @@ def compare(arm: dict, baseline: dict) -> dict:
         x, y = np.asarray(arm[metric]), np.asarray(baseline[metric])
         interval = stats.difference(x, y, paired=True)
         out[metric] = dict(difference=interval.estimate, low=interval.low, high=interval.high,
-                           verdict=stats.verdict(interval, stats.decidable(len(x))),
+                           verdict=stats.comparison({metric: x}, {metric: y}, (metric,), decide_on=metric)["verdict"],
                            seeds_better=int((x > y).sum()), seeds_worse=int((x < y).sum()),
                            seeds_for_power=stats.seeds_for_power(x, y))
     return out

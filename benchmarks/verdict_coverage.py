@@ -1,8 +1,21 @@
 """How often a verdict is false when the two algorithms are equal, and how often it is given when they
-differ: the coverage study behind `fedjax_rl.analysis.stats.METHOD`, `MIN_SEEDS`, `PLAN_QUANTILE` and
-`AGGREGATE_CONFIDENCE`.
+differ: the coverage study behind `fedjax_rl.analysis.stats`'s verdict rule, `MIN_SEEDS`,
+`PLAN_DELIVERY` and `AGGREGATE_CONFIDENCE`.
 
-Rule part (`--part rule`, the tables' rule today). The median paired difference with its
+Sign part (`--part sign`, the tables' rule). A row's and a table's question: does the robust algorithm
+do better on more seeds than it does worse? `stats.sign_test` with ties set aside, whose false rate is
+computed (`stats.sign_level`); checked here on kinds of data whose wins and losses are equally likely
+(SIGN_NULL: the exchangeable pairs, one-size and committed differences with random signs, skewed and
+lopsided differences with median 0, and differences tied on most seeds), with its power against the
+exact `stats.rule_power`; "equivalent" at a median on the margin against `stats.equivalence_level`;
+the whole-table test on tables of those kinds; and what `stats.seeds_for_power` delivers, exactly
+(`stats.planned_power`), over pilots of `stats.PLAN_PILOTS` seeds, P(higher | untied) in
+`stats.PLAN_HIGHER` and tie rates `stats.PLAN_TIES`: per cell, and per pilot count over the grid
+weighted by how often a pilot gets a figure (`stats.PLAN_DELIVERY`), which is what the plan's expected
+power promises.
+
+Rule part (`--part rule`): a rule about the median difference alone (the order-statistic interval,
+ties counting against a direction). The median paired difference with its
 order-statistic interval (`stats.comparison`, the tables' call), beside the rule it replaced (the hull of
 Student t and bootstrap-t at nominal 97%, about the mean) and Student t, on the kinds of data RL results
 have (KINDS): two exchangeable algorithms (the same distribution of returns per seed: normal,
@@ -53,6 +66,7 @@ tables print P's measured rate beside it.
 Unpaired part. `fedjax-rl compare` on runs with other seed keys: the tables' rule on two independent
 samples of n each (normal, t3, skewed).
 
+    nice .venv/bin/python benchmarks/verdict_coverage.py --part sign        # the tables' rule
     nice .venv/bin/python benchmarks/verdict_coverage.py                    # every part, about 30 CPU-minutes
     nice .venv/bin/python benchmarks/verdict_coverage.py --part aggregate   # one part
     .venv/bin/python benchmarks/verdict_coverage.py --summary               # REPRODUCTION.md's tables
@@ -397,10 +411,10 @@ def equal_means_collapsing_baseline(shape: tuple, rng: np.random.Generator) -> n
 
 
 def _rule_decided(d: np.ndarray) -> np.ndarray:
-    """The tables' call (stats.comparison's verdict, without the seeds-for-power plan) decides ahead/behind."""
-    n = d.shape[-1]
-    words = stats.verdict(stats.difference(d, np.zeros_like(d)), stats.decidable(n))
-    return np.isin(words, (stats.AHEAD, stats.BEHIND))
+    """The median rule: the median difference's order-statistic interval excludes 0 (ties count against
+    a direction)."""
+    interval = stats.difference(d, np.zeros_like(d))
+    return ((interval.low > 0) | (interval.high < 0)) & (stats.order_rank(d.shape[-1]) > 0)
 
 
 def _hull_decided(d: np.ndarray, seed: int) -> np.ndarray:
@@ -413,12 +427,12 @@ def _t_decided(d: np.ndarray) -> np.ndarray:
 
 
 def rule_part(datasets: int, pool: np.ndarray) -> dict:
-    """The median rule's false ahead/behind rates (and the replaced rule's, and Student t's) per kind and
-    seed count; power; the equivalence level; the whole-table and across-levels tests; the seeds plan."""
+    """The median rule's false ahead/behind rates (and the mean's hull's, and Student t's) per kind and
+    seed count; power; the equivalence level; the whole-table and across-levels tests."""
     out = dict(settings=dict(seeds=RULE_SEEDS, datasets=datasets, hull_datasets=datasets // HULL_DATASETS_SHARE,
                              chunk=RULE_CHUNK, hull_reps=REPS_STUDY, method=stats.METHOD,
                              confidence=stats.CONFIDENCE, min_seeds=stats.MIN_SEEDS,
-                             equivalence_confidence=stats.EQUIVALENCE_CONFIDENCE, plan_quantile=stats.PLAN_QUANTILE))
+                             equivalence_confidence=stats.EQUIVALENCE_CONFIDENCE))
     null = {}
     for kind_index, kind in enumerate(KINDS + ("equal means, collapsing baseline",)):
         for n in RULE_SEEDS:
@@ -450,7 +464,6 @@ def rule_part(datasets: int, pool: np.ndarray) -> dict:
     out["equivalence"] = equivalence_level(datasets)
     out["whole_table"] = whole_table_level(datasets, pool)
     out["across_levels"] = across_levels_level(datasets)
-    out["plan"] = plan_delivery(datasets)
     return out
 
 
@@ -464,7 +477,8 @@ def equivalence_level(datasets: int) -> dict:
             rng = np.random.default_rng([23, len(name), n])
             d = draw_fn(rng, (datasets, n))
             zero = np.zeros_like(d)
-            words = stats.verdict(stats.difference(d, zero), stats.decidable(n),
+            interval = stats.difference(d, zero)
+            words = stats.verdict(interval.low > 0, interval.high < 0, stats.order_rank(n) > 0,
                                   stats.difference(d, zero, confidence=stats.EQUIVALENCE_CONFIDENCE), margin=1.0)
             out.setdefault(name, {})[str(n)] = float(np.mean(words == stats.EQUIVALENT))
     print("equivalent said at the margin: " + "; ".join(f"{k}: " + " ".join(f"{v:.3f}" for v in c.values())
@@ -481,17 +495,18 @@ SHARED_SIGN = 0.5
 WHOLE_TABLE_KINDS = tuple(kind for kind in KINDS if kind != "ties at 0")
 
 
-def whole_table_level(datasets: int, pool: np.ndarray) -> dict:
+def whole_table_level(datasets: int, pool: np.ndarray, kinds: tuple = WHOLE_TABLE_KINDS, draw=None) -> dict:
     """The whole-table sign test's false ahead/behind rate (`stats.pooled_signs`, a task's rows grouped) on
-    tables of algorithms as likely to win as to lose: each row of one of WHOLE_TABLE_KINDS, or of a mix;
+    tables of algorithms as likely to win as to lose: each row of one of `kinds` (drawn by `draw`), or of a mix;
     a task's rows share their sign at a seed with probability SHARED_SIGN (a fair coin per task and seed;
     each row's |difference| its own), as rows that share their seeds' keys may: P(difference > 0) stays
     at most 1/2 in every row, the null. Beside it, the same tables with every row counted as its own unit (no grouping): what pooling
     dependent rows would say."""
+    draw = draw or rule_differences
     out = {}
     for tasks, per_task, seeds in TABLE_SHAPES:
         cell, ungrouped = {}, {}
-        for kind in (*WHOLE_TABLE_KINDS, "mix"):
+        for kind in (*kinds, "mix"):
             hits, naive = [], []
             for c in range(datasets // RULE_CHUNK):
                 rng = np.random.default_rng([24, tasks, per_task, seeds, len(kind), c])
@@ -499,8 +514,7 @@ def whole_table_level(datasets: int, pool: np.ndarray) -> dict:
                 for t in range(tasks):
                     shared = rng.choice([-1.0, 1.0], size=(RULE_CHUNK, seeds))
                     for _ in range(per_task):
-                        own = rule_differences(WHOLE_TABLE_KINDS[t % len(WHOLE_TABLE_KINDS)] if kind == "mix" else kind,
-                                               (RULE_CHUNK, seeds), rng, pool)
+                        own = draw(kinds[t % len(kinds)] if kind == "mix" else kind, (RULE_CHUNK, seeds), rng, pool)
                         if per_task > 1:  # half the time the row takes its task's sign at that seed
                             own = np.where(rng.random(own.shape) < SHARED_SIGN, shared * np.abs(own), own)
                         table.append(own)
@@ -530,29 +544,118 @@ def across_levels_level(datasets: int, levels: int = 5) -> dict:
     return out
 
 
-def plan_delivery(datasets: int) -> dict:
-    """What `stats.seeds_for_power` delivers from pilots of 4, 5 and 10 seeds for normal differences of
-    0.5, 0.8 and 1.2 standard deviations: exactly (`stats.planned_power`) and by simulated pilots (the
-    realised power at each pilot's figure is the rule's exact power there, `stats.sign_power`)."""
-    out = {}
-    for pilots in (4, 5, 10):
-        for effect in (0.5, 0.8, 1.2):
-            higher = float(scipy.stats.norm.cdf(effect))
-            exact = stats.planned_power(pilots, higher)
-            rng = np.random.default_rng([26, pilots, int(effect * 10)])
-            realised, planned = [], 0
-            for pilot in rng.normal(size=(datasets // 20, pilots)) + effect:
-                count = stats.seeds_for_power(pilot, np.zeros(pilots))
-                if count is not None:
-                    planned += 1
-                    realised.append(stats.sign_power(count, higher) if (pilot > 0).sum() * 2 >= pilots else 0.0)
-            out[f"{pilots} pilots, {effect:g} sd"] = dict(
-                higher=higher, exact_planned=exact["planned"], exact_power=exact["power"],
-                simulated_planned=planned / (datasets // 20), simulated_power=float(np.mean(realised)) if realised else 0.0,
-                pilots_simulated=datasets // 20)
-    print("plan: " + "; ".join(f"{k}: {v['exact_power']:.2f} ({v['simulated_power']:.2f} simulated), "
-                               f"{v['exact_planned']:.0%} planned" for k, v in out.items()), flush=True)
+# Paired differences whose wins and losses are equally likely: the sign rule's nulls.
+SIGN_NULL = EXCHANGEABLE + ("one size", "committed, random signs", "skewed (ln 2 - Exp(1))",
+                            "rare gain, frequent loss", "ties at 0, even signs", "tied on 90%")
+SIGN_SEEDS = (4, 5, 6, 8, 10, 12, 16, 20, 25)
+
+
+def sign_differences(kind: str, shape: tuple, rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+    """Paired differences of one SIGN_NULL kind: P(difference > 0) = P(difference < 0)."""
+    if kind == "ties at 0, even signs":  # equal on 60% of the seeds, +3 on 20%, -1 on 20%
+        u = rng.random(shape)
+        return np.where(u < 0.6, 0.0, np.where(u < 0.8, 3.0, -1.0))
+    if kind == "tied on 90%":  # both at a task's cap on most seeds, +-(1..100) on the rest
+        u = rng.random(shape)
+        return np.where(u < 0.9, 0.0, rng.integers(1, 101, size=shape) * np.where(u < 0.95, 1.0, -1.0))
+    return rule_differences(kind, shape, rng, pool)
+
+
+def _sign_decided(d: np.ndarray) -> np.ndarray:
+    """The tables' verdict (stats.comparison's direction) says ahead or behind, per dataset."""
+    ahead, behind = stats.sign_test((d > 0).sum(-1), (d < 0).sum(-1))
+    return (ahead | behind) & stats.decidable(d.shape[-1])
+
+
+def sign_part(datasets: int, pool: np.ndarray) -> dict:
+    """The sign rule's false ahead/behind rates per null kind and seed count against its computed bound;
+    its power for normal differences against the exact one; 'equivalent' at the margin against its
+    computed rate; the whole-table test; what a seed plan delivers, per target."""
+    out = dict(settings=dict(seeds=SIGN_SEEDS, datasets=datasets, chunk=RULE_CHUNK, rule=stats.RULE,
+                             confidence=stats.CONFIDENCE, min_seeds=stats.MIN_SEEDS,
+                             equivalence_confidence=stats.EQUIVALENCE_CONFIDENCE, power=stats.POWER,
+                             plan_pilots=stats.PLAN_PILOTS, plan_higher=stats.PLAN_HIGHER, plan_ties=stats.PLAN_TIES))
+    null = {}
+    for kind_index, kind in enumerate(SIGN_NULL):
+        for n in SIGN_SEEDS:
+            hits = [_sign_decided(sign_differences(kind, (RULE_CHUNK, n), np.random.default_rng([31, kind_index, n, c]),
+                                                   pool)) for c in range(datasets // RULE_CHUNK)]
+            null.setdefault(kind, {})[str(n)] = dict(**_rates(hits), bound=stats.sign_level(n))
+        print(f"sign {kind:28s} " + " ".join(f"n={n}: {null[kind][str(n)]['rate']:.3f}" for n in SIGN_SEEDS), flush=True)
+    out["null"] = null
+    power = {}
+    for shift in (0.5, 1.0):
+        for n in SIGN_SEEDS:
+            d = np.random.default_rng([32, int(shift * 10), n]).normal(size=(datasets // 4, n)) + shift
+            power.setdefault(f"shift {shift:g}", {})[str(n)] = dict(
+                rule=float(_sign_decided(d).mean()), exact=stats.rule_power(n, float(scipy.stats.norm.cdf(shift))))
+    out["power_normal"] = power
+    equivalence = {}
+    for name, draw_fn in (("normal around the margin", lambda rng, shape: 1.0 + rng.normal(size=shape)),
+                          ("ties at the margin", lambda rng, shape: rng.integers(0, 3, size=shape).astype(float))):
+        for n in SIGN_SEEDS:
+            d = draw_fn(np.random.default_rng([33, len(name), n]), (datasets, n))
+            zero = np.zeros_like(d)
+            ahead, behind = stats.sign_test((d > 0).sum(-1), (d < 0).sum(-1))
+            words = stats.verdict(ahead, behind, stats.decidable(n),
+                                  stats.difference(d, zero, confidence=stats.EQUIVALENCE_CONFIDENCE), margin=1.0)
+            equivalence.setdefault(name, {})[str(n)] = dict(rate=float(np.mean(words == stats.EQUIVALENT)),
+                                                            computed=stats.equivalence_level(n))
+    out["equivalence"] = equivalence
+    out["whole_table"] = whole_table_level(datasets, pool, SIGN_NULL, sign_differences)
+    out["plan"] = plan_grid()
     return out
+
+
+def plan_grid() -> dict:
+    """Exactly what `stats.planned_seeds` delivers (`stats.planned_power`) per pilot count, P(higher) and
+    tie rate; per pilot count, the grid's mean power weighted by how often a pilot gets a figure (what
+    the plan's expected power promises, `stats.expected_power`) and the share of pilots planned."""
+    cells, by_pilots = {}, {}
+    for pilots in stats.PLAN_PILOTS:
+        mine = []
+        for higher in stats.PLAN_HIGHER:
+            for tie in stats.PLAN_TIES:
+                cell = stats.planned_power(pilots, higher, tie)
+                cells[f"{pilots} pilots, P(higher) {higher:g}, ties {tie:g}"] = cell
+                mine.append(cell)
+        planned = sum(c["planned"] for c in mine)
+        by_pilots[str(pilots)] = dict(power=sum(c["planned"] * c["power"] for c in mine) / planned,
+                                      planned=planned / len(mine), smallest_cell=min(c["power"] for c in mine))
+        print(f"plan from {pilots} pilots: delivers {by_pilots[str(pilots)]['power']:.3f} on the grid, "
+              f"{by_pilots[str(pilots)]['planned']:.0%} of pilots planned", flush=True)
+    powers = [v["power"] for v in by_pilots.values()]
+    return dict(mean=float(np.mean(powers)), smallest=float(np.min(powers)), by_pilots=by_pilots, cells=cells)
+
+
+def sign_summary(sign: dict) -> list[str]:
+    """REPRODUCTION.md's tables of the sign part."""
+    seeds = [str(n) for n in sign["settings"]["seeds"]]
+    lines = [f"Ahead/behind said where wins and losses are equally likely ({sign['settings']['datasets']:,} datasets "
+             "per cell), and the computed bound (stats.sign_level):", "",
+             "| kind | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
+    for kind, cells in sign["null"].items():
+        lines.append(f"| {kind} | " + " | ".join(f"{cells[n]['rate']:.1%}" for n in seeds) + " |")
+    first = next(iter(sign["null"].values()))
+    lines.append("| bound | " + " | ".join(f"{first[n]['bound']:.1%}" for n in seeds) + " |")
+    lines += ["", "Power for normal differences (simulated / exact):", "",
+              "| shift | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
+    for shift, cells in sign["power_normal"].items():
+        lines.append(f"| {shift} sd | " + " | ".join(f"{cells[n]['rule']:.0%} / {cells[n]['exact']:.0%}" for n in seeds) + " |")
+    lines += ["", "'Equivalent' said where the median difference lies on the margin (simulated / computed): " + "; ".join(
+        f"{k}: " + ", ".join(f"n = {n} {v['rate']:.1%} / {v['computed']:.1%}" for n, v in c.items())
+        for k, c in sign["equivalence"].items())]
+    lines += ["", "Whole-table sign test, false ahead/behind (largest over the kinds; a task's rows grouped, as "
+              "the tables do, and not): " + "; ".join(
+        f"{shape}: {max(v['rate'] for v in cell.values()):.1%}" for shape, cell in sign["whole_table"].items())]
+    plan = sign["plan"]
+    lines += ["", f"What a plan for {sign['settings']['power']:.0%} power delivers (exact): per pilot count, over the "
+              f"grid P(higher | untied) {sign['settings']['plan_higher']} x ties {sign['settings']['plan_ties']} "
+              "weighted by how often a pilot gets a figure, and the hardest cell:", "",
+              "| pilots | power at the planned count | pilots planned | hardest cell |", "| ---: | ---: | ---: | ---: |"]
+    for pilots, v in plan["by_pilots"].items():
+        lines.append(f"| {pilots} | {v['power']:.1%} | {v['planned']:.0%} | {v['smallest_cell']:.1%} |")
+    return lines
 
 
 def rule_summary(rule: dict) -> list[str]:
@@ -580,11 +683,6 @@ def rule_summary(rule: dict) -> list[str]:
         f"{shape}: {max(v['rate'] for v in cell.values()):.1%}" for shape, cell in rule["whole_table"].items())]
     lines += ["", "Across levels (per-seed mean over 5 dependent levels): " + ", ".join(
         f"n = {n}: {v:.1%}" for n, v in rule["across_levels"].items())]
-    lines += ["", "| pilots, true difference | P(higher) | pilots given a figure (exact / simulated) | "
-              "realised power at the figure (exact / simulated) |", "| --- | ---: | ---: | ---: |"]
-    for key, v in rule["plan"].items():
-        lines.append(f"| {key} | {v['higher']:.2f} | {v['exact_planned']:.0%} / {v['simulated_planned']:.0%} | "
-                     f"{v['exact_power']:.0%} / {v['simulated_power']:.0%} |")
     return lines
 
 
@@ -594,8 +692,9 @@ def summary(record: dict) -> str:
     the aggregates and the unpaired rule."""
     paired, names = record["paired"], [c[0] for c in record["settings"]["candidates"]]
     seeds = [str(n) for n in record["settings"]["seeds"]]
-    lines = (rule_summary(record["rule"]) + ["", "The first study, which chose the replaced rule:", ""]
-             if "rule" in record else [])
+    lines = sign_summary(record["sign"]) + [""] if "sign" in record else []
+    lines += (rule_summary(record["rule"]) + ["", "The first study, of rules for the mean:", ""]
+              if "rule" in record else [])
     lines += ["False verdicts between equal algorithms (share of datasets whose interval excludes 0; "
              f"{paired['normal'][seeds[0]]['null']['datasets']:,} datasets per cell, standard error at most "
              f"{max(c['null'][m]['se'] for d in paired.values() for c in d.values() for m in names):.1%}):", "",
@@ -658,7 +757,7 @@ def summary(record: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", default="all", choices=("all", "rule", "paired", "reps", "aggregate", "unpaired"))
+    parser.add_argument("--part", default="all", choices=("all", "sign", "rule", "paired", "reps", "aggregate", "unpaired"))
     parser.add_argument("--datasets", type=int, default=20_000, help="null datasets per distribution and n "
                         "(power: a quarter as many; default 20000)")
     parser.add_argument("--aggregate-datasets", type=int, default=1500, help="simulated tables per committed "
@@ -678,9 +777,11 @@ def main() -> None:
             record = json.load(f)
     comparisons = committed_comparisons()
     pool, pool_summary = committed_pool(comparisons)
+    if args.part in ("all", "sign"):
+        record["sign"] = sign_part(args.datasets, pool)
     if args.part in ("all", "rule"):
         record["rule"] = rule_part(args.datasets, pool)
-    if args.part != "rule":  # the first study's settings, which its parts below ran with
+    if args.part not in ("rule", "sign"):  # the first study's settings, which its parts below ran with
         record["committed_pool"] = pool_summary
         record["settings"] = dict(seeds=SEEDS, shifts_in_sd=SHIFTS, study_reps=REPS_STUDY, chunk=CHUNK,
                                   level_held=LEVEL_HELD, confidence=stats.CONFIDENCE,

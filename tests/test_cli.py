@@ -209,7 +209,7 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     # seeds have no 95% Mann-Whitney interval (P(U = 0) = 1/20 > 2.5%) but a 90% one (1/20 <= 5%), from
     # the smallest to the largest difference, [-13, +16]: inside CartPole's margin of +-22.6, equivalent.
     assert "3 vs 3 (unpaired)" in unpaired and "| equivalent " in unpaired
-    assert "fewer than 6 paired seeds" in out and "seeds for 80% power" in out
+    assert "too few seeds below 6 seeds" in out and "seeds for 80% power" in out
     # Only a run with omega > 0 is compared against a baseline: one run alone prints no differences.
     assert commands.main(["compare", base]) == 0
     assert "−" not in capsys.readouterr().out
@@ -564,3 +564,12 @@ def test_train_warns_before_connecting_to_a_public_coordinator(monkeypatch, caps
     if warns:
         text = commands._format_warning(risks[0].message, risks[0].category, "", 0)
         assert text.startswith(f"fedjax-rl: warning: the coordinator {address} is at a public address")
+
+
+def test_the_demo_compares_at_a_seed_count_a_verdict_can_read():
+    """`make demo`'s comparison is the first verdict a new user sees: at fewer than stats.MIN_SEEDS seeds
+    it could only ever say "too few seeds"."""
+    from fedjax_rl.analysis import stats
+
+    args = commands.build_parser().parse_args(["demo"])
+    assert args.seeds == commands.DEMO_SEEDS >= stats.MIN_SEEDS

@@ -65,7 +65,7 @@ def test_reproduction_notebook_runs_and_agrees_with_the_committed_table(monkeypa
             np.testing.assert_allclose([interval.estimate, interval.low, interval.high],
                                        [float(row[k]) for k in ("minimum_median_difference", "minimum_low", "minimum_high")],
                                        rtol=1e-12, atol=1e-12)
-            assert namespace["stats"].verdict(interval, namespace["stats"].decidable(len(record["seeds"]["reported"]))) == row["verdict"]
+            assert namespace["judged"](record, baseline)["verdict"] == row["verdict"]
 
     # The heterogeneity table: the notebook's per-seed differences, paired by seed at each level, average to
     # the committed table's mean difference and have its median, and every level of every finished row is there.

@@ -285,10 +285,12 @@ def test_table2_reports_the_baseline_the_paper_does_not():
     assert (front["minimum_low"], front["minimum_high"]) == (-np.inf, np.inf)
     assert front["minimum_median_difference"] == pytest.approx((369.4 + 744.7) / 2, abs=0.05)
     assert front["coverage_at_least"] == 1.0 and front["confidence"] == 0.95
-    # What to run next: both seeds higher. Planned for the 20% quantile of P(higher)'s posterior,
-    # Beta(2.5, 0.5): 0.697, at which 51 seeds decide 80% of the time (stats.sign_power).
-    assert front["seeds_for_power"] == stats.seeds_for_power([744.7, 369.4], [0.0, 0.0]) == 51
-    assert "**too few seeds** (2 < 6) | about 51 |" in text
+    # What to run next: both seeds higher, none tied: the fewest seeds whose power, averaged over the
+    # effects these two signs leave likely, reaches 80% (stats.expected_power).
+    planned = stats.planned_seeds(2, 0, 0)
+    assert front["seeds_for_power"] == stats.seeds_for_power([744.7, 369.4], [0.0, 0.0]) == planned
+    assert stats.expected_power(planned, 2, 0, 0) >= stats.POWER > stats.expected_power(planned - 1, 2, 0, 0)
+    assert f"**too few seeds** (2 < 6) | about {planned} |" in text
     assert "FedRDDPG is ahead in 0, behind in 0, inconclusive in 0, too few seeds in 8 of 8 rows" in text
 
 

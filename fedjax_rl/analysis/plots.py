@@ -261,7 +261,7 @@ def differences_table(runs: list[dict]) -> str:
     finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
     robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
     baselines = [r for r in finished if r["config"]["agent"].get("omega", 0.0) == 0]
-    rows = []
+    rows, counts = [], []
     for rob in robust:
         for base in (b for b in baselines if _task(b) == _task(rob)):
             paired = _seeds_paired(rob, base)
@@ -273,29 +273,34 @@ def differences_table(runs: list[dict]) -> str:
                                     value_range=envs.return_range(env) if listed else None,
                                     margin=envs.equivalence_margin(env) if listed else None)
             m, n = len(x["minimum"]), len(y["minimum"])
+            counts.append(min(m, n))
             improvement = f"{line['minimum_improvement']:.2f} / {line['average_improvement']:.2f}"
             rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
                          f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", line["minimum"].format(),
-                         line["average"].format(), improvement, line["verdict"], stats.seeds_cell(line["verdict"], line["seeds_for_power"])))
+                         line["average"].format(), improvement,
+                         line["verdict"] + stats.margin_words(line["verdict"], line["within_margin"]),
+                         stats.seeds_cell(line)))
     if not rows:
         return ""
     header = ("task", "difference", "seeds", "Minimum: median [95% CI]", "Average: median [95% CI]",
               "P(robust > baseline) Min / Avg", "verdict", f"seeds for {stats.POWER:.0%} power")
     return _text_table(header, rows) + "\n" + DIFFERENCES_NOTE.format(
-        min_seeds=stats.MIN_SEEDS, power=stats.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE, **stats.MEASURED)
+        min_seeds=stats.MIN_SEEDS, power=stats.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE,
+        rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, sorted(set(counts)))))
 
 
 DIFFERENCES_NOTE = (
-    "Robust minus baseline: the median of the per-seed differences with its 95% order-statistic interval (the sign "
-    "test inverted; unpaired: the Hodges-Lehmann shift with its Mann-Whitney interval), distribution-free, and "
-    "P(robust > baseline) over all seed pairs (ties 1/2). The verdict is about the median difference on Minimum: "
-    "ahead / behind when the interval excludes 0, equivalent when its {equivalence_level:.0%} interval lies inside "
-    "the task's margin (fedjax_rl.envs.equivalence_margin), too few seeds where no interval can exclude 0 (fewer "
-    "than {min_seeds} paired seeds), else inconclusive. On simulated seeds of algorithms whose median difference is "
-    "0 (normal, collapsing, capped, three-valued, one-size and skewed differences; benchmarks/verdict_coverage.py) "
-    "it said ahead or behind in at most {rule_false_rate:.1%} of cases at 4 to 20 seeds. Seeds for {power:.0%} "
-    "power: for an undecided Minimum, about how many seeds would decide it that often, planned for this rule and a "
-    "conservative effect. See fedjax_rl/analysis/stats.py.")
+    "Robust minus baseline: the median of the per-seed differences with its 95% order-statistic interval "
+    "(unpaired: the Hodges-Lehmann shift with its Mann-Whitney interval), distribution-free, and P(robust > "
+    "baseline) over all seed pairs (ties 1/2). The verdict asks whether robust does better on more seeds than it "
+    "does worse, on Minimum: paired, ahead / behind when, of the seeds that are not equal, it is higher (lower) on "
+    "more than a fair coin gives with probability 2.5% (the sign test with ties set aside; unpaired, when the "
+    "shift's interval excludes 0); otherwise equivalent when the median's {equivalence_level:.0%} interval lies "
+    "strictly inside the task's margin (fedjax_rl.envs.equivalence_margin); too few seeds below {min_seeds} seeds; "
+    "else inconclusive. Where winning and losing are equally likely it says ahead or behind in at most "
+    "{rule_level:.1%} of cases at these seed counts ({counts}), whatever the ties (computed: stats.sign_level). "
+    "Seeds for {power:.0%} power: for an undecided Minimum, about how many seeds would decide it that often. See "
+    "fedjax_rl/analysis/stats.py.")
 
 
 def _text_table(header: tuple, rows: list[tuple]) -> str:

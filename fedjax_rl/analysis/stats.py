@@ -8,27 +8,36 @@ Agarwal et al., "Deep Reinforcement Learning at the Edge of the Statistical Prec
 its `rliable` library: paired differences with confidence intervals, the interquartile mean (IQM) across
 tasks with a stratified bootstrap, and the probability of improvement P(X > Y).
 
-What a verdict is about. Per-seed returns are skewed, capped at a task's maximum, collapse on some
-seeds and repeat values, and no test of a *mean* holds its level over every such distribution at any
-seed count (Bahadur and Savage, 1956): a rare collapsed seed moves a mean further than 5-20 seeds can
-show. So the verdicts are about the **median paired difference** (robust minus baseline on the same
-seed): *ahead* means the robust algorithm is higher on more than half of the seeds one could draw. Its
-interval is the distribution-free order-statistic interval [d_(k), d_(n+1-k)] (the sign test inverted:
-exact for any distribution, conservative where values tie), so the verdict's level holds by
-construction, and the seed count below which no verdict is possible follows from it: 2 (1/2)^n <= 5%
-first at n = 6 (`MIN_SEEDS`). Unpaired samples (runs with other seed keys) get the Hodges-Lehmann shift
-with its exact Mann-Whitney interval. `benchmarks/verdict_coverage.py` measures the levels on the kinds
-of data the issue tracker listed (REPRODUCTION.md, "How the tables judge a comparison").
+What a verdict asks. Per-seed returns are skewed, capped at a task's maximum, collapse on some seeds
+and repeat values; where both algorithms reach a task's cap (CartPole's 500) a seed ties and says
+nothing about which is better. The question a row and a table answer alike (rliable's probability of
+improvement, paired): **does the robust algorithm do better than the baseline on more seeds than it
+does worse?** *Ahead* where, of the seeds that are not tied, it is higher on more than a fair coin
+gives with probability 2.5% (`sign_test`: the sign test with ties set aside, exact given the number
+of ties whatever the values' distribution; its false rate at every seed count is computed,
+`sign_level`), *behind* likewise; the whole table (`pooled_signs`) asks it over its (task, seed)
+units. With fewer than 6 seeds no count of wins can decide ((1/2)^5 > 2.5%: `MIN_SEEDS`). The share
+of wins comes with its Clopper-Pearson interval (`win_share`), the inversion of the same test. No
+test of a *mean* holds its level over every such distribution at any seed count (Bahadur and Savage,
+1956): a rare collapsed seed moves a mean further than 5-20 seeds can show.
 
-*Equivalent*: the same interval at 90% (two one-sided tests at 5%) lies inside +-margin, a margin per
-task declared before looking (`fedjax_rl.envs.equivalence_margin`). The whole-table verdict
-(`pooled_signs`) is the sign test over a table's (task, seed) units.
+The size of the difference is the **median paired difference** with its distribution-free
+order-statistic interval [d_(k), d_(n+1-k)] (`median_interval`). *Equivalent*, said only where no
+direction is found: that interval at 90% (two one-sided tests at 5%) lies strictly inside
++-margin, a margin per task declared before looking (`fedjax_rl.envs.equivalence_margin`); how often
+that is said of a median exactly on the margin is computed too (`equivalence_level`). A direction
+found whose size lies inside the margin reads "ahead, within the margin". Unpaired samples (runs
+with other seed keys) get the Hodges-Lehmann shift with its exact Mann-Whitney interval, which
+decides their direction. `benchmarks/verdict_coverage.py` checks the levels on the kinds of data
+RL seeds give and measures what a seed plan (`seeds_for_power`) delivers (REPRODUCTION.md, "How the
+tables judge a comparison").
 
 The mean-based intervals (Student t, percentile bootstrap, BCa, bootstrap-t and their hull) stay for the
 coverage study and for readers who want a mean's interval; they decide nothing in the tables.
 
-Each function takes per-seed values on the last axis; leading axes are independent datasets (the
-study passes thousands at once through the same code the tables call with one). Bootstrap resamples
+The interval and test functions take per-seed values on the last axis; leading axes are independent
+datasets (the study passes thousands at once through the same code the tables call with one).
+`comparison` and `seeds_for_power` judge one dataset. Bootstrap resamples
 draw from `np.random.default_rng(seed)` (default `SEED`); quantiles of resampled statistics are read by
 the inverted empirical CDF (numpy's "inverted_cdf"), so small cases can be enumerated by hand
 (tests/test_stats.py).
@@ -51,7 +60,8 @@ SEED = 0
 MEDIAN, T, PERCENTILE, BCA, BOOTSTRAP_T, T_AND_BOOTSTRAP_T = (
     "median", "t", "percentile", "bca", "bootstrap-t", "t+bootstrap-t")
 METHODS = (MEDIAN, T, PERCENTILE, BCA, BOOTSTRAP_T, T_AND_BOOTSTRAP_T)
-METHOD = MEDIAN  # the verdicts' interval (module docstring)
+METHOD = MEDIAN  # the size's interval (module docstring)
+RULE = "sign test, ties set aside"  # the verdicts' direction test (module docstring)
 # The nominal level at which the hull of Student t and bootstrap-t held 95% for a mean on the
 # distributions the first coverage study drew (normal, t3, 1 - Exp(1), the committed differences); kept
 # so that the study can set the verdicts it replaced beside the median's.
@@ -68,29 +78,27 @@ METHOD_NAMES = {
 # "Equivalent" reads the same interval at this level: two one-sided 5% tests (TOST) against +-margin.
 EQUIVALENCE_CONFIDENCE = 0.90
 POWER = 0.8  # seeds_for_power's target
-# seeds_for_power plans for this quantile of P(robust higher on a seed)'s posterior given the pilot's signs
-# (Jeffreys prior), not for its point estimate: 4-5 pilot signs say little, and a plan for the estimate
-# delivered 69% realised power where it promised 80% (5 pilots, P = 0.79, a normal difference of 0.8
-# standard deviations); at this quantile it delivers PLAN_DELIVERS (exact, `planned_power`).
-PLAN_QUANTILE = 0.2
+PLAN_LIMIT = 2000  # the most seeds a plan considers
 AHEAD, BEHIND, EQUIVALENT, INCONCLUSIVE, TOO_FEW = "ahead", "behind", "equivalent", "inconclusive", "too few seeds"
 VERDICTS = (AHEAD, BEHIND, EQUIVALENT, INCONCLUSIVE, TOO_FEW)
 # What benchmarks/verdict_coverage.py measured (benchmarks/results/verdict_coverage.json; tests/test_stats.py
-# checks these against it), quoted by the tables and `fedjax-rl compare`: the rule's largest false
-# ahead/behind rate over every kind of data and seed count; the replaced rule's (the mean's hull at 97%)
-# on the kinds it failed; the largest rate at which "equivalent" was said of a median difference at the
-# margin; the whole-table test's largest false rate; the rule's power at 10 seeds for a normal difference
-# of 1 standard deviation.
-MEASURED = dict(rule_false_rate=0.0443, hull_false_rate=0.1258, equivalence_false_rate=0.0307,
-                whole_table_false_rate=0.0404, rule_power_10=0.516,
-                # The first study's, for the across-rows IQM: the largest rate at which its difference's
-                # interval at AGGREGATE_CONFIDENCE and at nominal 95% excluded 0, and P(X > Y)'s excluded
-                # 1/2, on tables of equal algorithms shaped like the committed ones.
+# checks these against it), quoted by the tables and `fedjax-rl compare`, where no formula gives it: the
+# largest false ahead/behind rate of a rule for the mean (the hull of Student t and bootstrap-t at 97%)
+# on data whose mean difference is 0; for the across-rows IQM, the largest rate at which its difference's
+# interval at AGGREGATE_CONFIDENCE and at nominal 95% excluded 0, and P(X > Y)'s excluded 1/2, on tables
+# of equal algorithms shaped like the committed ones. The rule's own levels are computed (`sign_level`,
+# `equivalence_level`), not measured.
+MEASURED = dict(hull_false_rate=0.1258,
                 aggregate_false_rate=0.054, aggregate_nominal_false_rate=0.142, improvement_excludes_half=0.086,
                 aggregate_shapes="8 rows x 5 seeds and 6 rows x 4")
-# What seeds_for_power delivers from 5 pilot seeds of a normal difference of 0.8 standard deviations
-# (P(higher) = 0.79): the rule's mean power at the planned count (`planned_power`, exact).
-PLAN_DELIVERS = 0.82
+# The effects a seed plan assumes (`expected_power`), and on whose grid the coverage study measures
+# what it delivers (`planned_power`, exact) from pilots of PLAN_PILOTS seeds: over the grid, weighted by
+# how often a pilot gets a figure, the mean power at the planned count, and the smallest such mean for
+# one pilot count.
+PLAN_PILOTS = (4, 5, 8, 12, 20)
+PLAN_HIGHER = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
+PLAN_TIES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+PLAN_DELIVERY = dict(mean=0.803, smallest=0.802)
 
 # The across-rows IQM difference's stratified percentile interval is too narrow at its nominal level
 # with 4-5 seeds per row (each row's resamples spread (n-1)/n as much as its seeds): on simulated
@@ -187,10 +195,11 @@ def shift_interval(x, y, confidence: float = CONFIDENCE) -> Interval:
 
 
 def decidable(num_seeds: int, other_seeds: int | None = None) -> bool:
-    """Whether METHOD's interval can exclude 0 at all: `num_seeds` paired seeds, or `num_seeds` against
-    `other_seeds` unpaired. Where it cannot, the verdict is 'too few seeds'."""
+    """Whether the rule can decide a direction at all: `num_seeds` paired seeds (the sign test needs
+    MIN_SEEDS of them, untied), or `num_seeds` against `other_seeds` unpaired (the shift's Mann-Whitney
+    interval). Where it cannot, the verdict is 'too few seeds'."""
     if other_seeds is None:
-        return order_rank(num_seeds) > 0
+        return critical_wins(num_seeds) is not None
     return mann_whitney_rank(num_seeds, other_seeds) > 0
 
 
@@ -402,32 +411,102 @@ def _unpaired(x, y, method, confidence, reps, seed) -> Interval:
     return Interval(_scalar(estimate), _scalar(low), _scalar(high))
 
 
-def verdict(interval: Interval, can_decide=True, equivalence: Interval | None = None, margin: float | None = None):
-    """The word for robust - baseline: 'ahead' if `interval` lies above 0, 'behind' if below;
-    otherwise 'equivalent' if `equivalence` (the same interval at EQUIVALENCE_CONFIDENCE) lies inside
-    (-margin, +margin); otherwise 'too few seeds' where the rule could not have excluded 0 at this seed
-    count (`can_decide`, `decidable`), else 'inconclusive'. Intervals over many datasets (and
-    `can_decide` as an array) give an array of words."""
-    low, high, can_decide = np.asarray(interval.low), np.asarray(interval.high), np.asarray(can_decide)
+def critical_wins(decided: int, confidence: float = CONFIDENCE) -> int | None:
+    """The fewest wins of `decided` untied units at which the sign test says ahead: the smallest w with
+    P(Binomial(decided, 1/2) >= w) <= (1 - confidence) / 2; None where even decided of decided is not
+    enough (fewer than MIN_SEEDS untied units at 95%)."""
+    wins = int(_critical_array(decided, confidence)[-1])
+    return wins if wins <= decided else None
+
+
+def sign_test(higher, lower, confidence: float = CONFIDENCE) -> tuple:
+    """(ahead, behind) of the sign test with ties set aside: of the `higher` + `lower` units that are not
+    even, the robust algorithm wins more (fewer) than a fair coin gives with probability
+    (1 - confidence) / 2. Exact given how many units are even, whatever the values' distribution:
+    the question is whether it wins more often than it loses (module docstring). Arrays broadcast."""
+    higher, lower = np.asarray(higher), np.asarray(lower)
+    decided, tail = higher + lower, (1 - confidence) / 2 * (1 + 1e-9)
+    ahead = scipy.stats.binom.sf(higher - 1, decided, 0.5) <= tail
+    behind = scipy.stats.binom.sf(lower - 1, decided, 0.5) <= tail
+    return ahead, behind
+
+
+def win_share(higher, lower, confidence: float = CONFIDENCE) -> Interval:
+    """The share of wins among the units that are not even, with its Clopper-Pearson interval: the
+    inversion of the same binomial test (`sign_test` says ahead exactly where the interval lies above
+    1/2); [0, 1] around nan where no unit is decided."""
+    higher, lower = np.asarray(higher), np.asarray(lower)
+    decided, tail = higher + lower, (1 - confidence) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(higher > 0, scipy.stats.beta.ppf(tail, higher, decided - higher + 1), 0.0)
+        high = np.where(higher < decided, scipy.stats.beta.ppf(1 - tail, higher + 1, decided - higher), 1.0)
+        return Interval(_scalar(higher / np.where(decided > 0, decided, np.nan)), _scalar(low), _scalar(high))
+
+
+@functools.lru_cache(maxsize=None)
+def sign_level(units: int, confidence: float = CONFIDENCE) -> float:
+    """The largest probability, over every distribution with P(win) = P(loss), that the sign test says
+    ahead or behind with `units` units: computed, not measured. Given m untied units it is exactly
+    2 P(Binomial(m, 1/2) >= critical_wins(m)); ties move m anywhere from 0 to `units`, so the largest over m."""
+    rates = [0.0]
+    for m in range(1, units + 1):
+        w = critical_wins(m, confidence)
+        if w is not None:
+            rates.append(2 * float(scipy.stats.binom.sf(w - 1, m, 0.5)))
+    return max(rates)
+
+
+def equivalence_level(num_seeds: int) -> float:
+    """How often, at most, 'equivalent' is said of a comparison whose median difference lies exactly on
+    the margin, with `num_seeds` seeds: the 90% interval must then exclude the margin on its side, which
+    it does with probability P(Binomial(n, 1/2) <= k - 1), k = order_rank(n, EQUIVALENCE_CONFIDENCE);
+    computed, not measured (ties only lower it)."""
+    k = order_rank(num_seeds, EQUIVALENCE_CONFIDENCE)
+    return 0.0 if k == 0 else float(scipy.stats.binom.cdf(k - 1, num_seeds, 0.5))
+
+
+def verdict(ahead, behind, can_decide=True, equivalence: Interval | None = None, margin: float | None = None):
+    """The word for robust - baseline: 'ahead' or 'behind' where the direction test says so (paired:
+    `sign_test`; unpaired: the shift's interval excludes 0); otherwise 'equivalent' if `equivalence`
+    (the median difference's interval at EQUIVALENCE_CONFIDENCE) lies strictly inside (-margin, +margin);
+    otherwise 'too few seeds' where no test could have decided at this seed count (`can_decide`,
+    `decidable`), else 'inconclusive'. A direction found is said even where the size is inside the margin
+    too (`comparison`'s "within_margin" says so). Arrays of datasets give an array of words."""
+    ahead, behind, can_decide = np.asarray(ahead), np.asarray(behind), np.asarray(can_decide)
     words = np.where(can_decide, INCONCLUSIVE, TOO_FEW).astype(object)
     if margin is not None and equivalence is not None:
-        inside = (np.asarray(equivalence.low) > -margin) & (np.asarray(equivalence.high) < margin)
-        words = np.where(inside, EQUIVALENT, words)
-    words = np.where(can_decide & (low > 0), AHEAD, np.where(can_decide & (high < 0), BEHIND, words))
+        words = np.where(inside_margin(equivalence, margin), EQUIVALENT, words)
+    words = np.where(can_decide & ahead, AHEAD, np.where(can_decide & behind, BEHIND, words))
     return str(words) if words.ndim == 0 else words.astype(str)
 
 
-def verdict_cell(word: str, num_seeds: int) -> str:
-    """A verdict as the tables print it: bold, with the seed count where too few decide anything."""
-    return f"**{word}**" + (f" ({num_seeds} < {MIN_SEEDS})" if word == TOO_FEW and num_seeds < MIN_SEEDS else "")
+def inside_margin(interval: Interval, margin: float):
+    """Whether `interval` lies strictly inside (-margin, +margin): an end on either bound is not inside."""
+    if not (np.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0, got {margin}")
+    return (np.asarray(interval.low) > -margin) & (np.asarray(interval.high) < margin)
 
 
-def seeds_cell(verdict_word: str, seeds_needed: int | None) -> str:
-    """About how many seeds an undecided comparison needs (`seeds_for_power`), as the tables print
-    it; '—' for a decided one."""
-    if verdict_word in (AHEAD, BEHIND, EQUIVALENT):
+def verdict_cell(word: str, num_seeds: int, within_margin: bool = False) -> str:
+    """A verdict as the tables print it: bold, with the seed count where too few decide anything, and
+    'within the margin' where a direction was found but its size lies inside the margin (`margin_words`)."""
+    return (f"**{word}**" + (f" ({num_seeds} < {MIN_SEEDS})" if word == TOO_FEW and num_seeds < MIN_SEEDS else "")
+            + margin_words(word, within_margin))
+
+
+def margin_words(word: str, within_margin: bool) -> str:
+    """', within the margin' after a direction found whose size lies inside the margin; else nothing."""
+    return ", within the margin" if within_margin and word in (AHEAD, BEHIND) else ""
+
+
+def seeds_cell(line: dict) -> str:
+    """About how many seeds an undecided comparison (a `comparison` line) needs (`seeds_for_power`), as
+    the tables print it; '—' for a decided one."""
+    if line["verdict"] in (AHEAD, BEHIND, EQUIVALENT):
         return "—"
-    return "no direction seen" if seeds_needed is None else f"about {seeds_needed}"
+    if line["seeds_for_power"] is not None:
+        return f"about {line['seeds_for_power']}"
+    return f"more than {PLAN_LIMIT:,}" if line["direction_seen"] else "no direction seen"
 
 
 def t_test_power(n: int, effect: float, confidence: float = CONFIDENCE, paired: bool = True) -> float:
@@ -441,58 +520,117 @@ def t_test_power(n: int, effect: float, confidence: float = CONFIDENCE, paired: 
 
 
 def sign_power(n: int, higher: float, confidence: float = CONFIDENCE) -> float:
-    """The probability that the verdicts' interval over n paired seeds lies above 0 when each seed's
-    difference is positive with probability `higher`: it does when at most k - 1 of the n are <= 0
-    (`order_rank`), a binomial tail. Exact for every distribution of the differences."""
-    k = order_rank(n, confidence)
-    return 0.0 if k == 0 else float(scipy.stats.binom.sf(n - k, n, higher))
+    """The probability that the rule says ahead over n paired seeds without ties when each seed's
+    difference is positive with probability `higher`: `rule_power` with no ties, a binomial tail."""
+    return rule_power(n, higher, 0.0, confidence)
 
 
-@functools.lru_cache(maxsize=None)
-def _plan(higher: float, power: float, confidence: float, limit: int) -> int | None:
-    """The fewest seeds (from MIN_SEEDS) at which `sign_power` reaches `power`, or None up to `limit`.
-    Power is not monotone in n (the binomial's steps), so this is the first n, not every n after it."""
-    if higher <= 0.5:
+def rule_power(n: int, higher, tie=0.0, confidence: float = CONFIDENCE):
+    """The probability that the rule says ahead over n paired seeds when a seed ties with probability
+    `tie` and an untied one is a win with probability `higher`: over m untied seeds ~ Binomial(n, 1 -
+    tie), the chance of at least `critical_wins(m)` wins ~ Binomial(m, higher). Exact for every
+    distribution of the differences. Scalars give a float; arrays the grid [tie, higher]."""
+    scalar = np.ndim(higher) == 0 and np.ndim(tie) == 0
+    higher, tie = np.atleast_1d(np.asarray(higher, float)), np.atleast_1d(np.asarray(tie, float))
+    m = np.arange(n + 1)
+    untied = scipy.stats.binom.pmf(m[None, :], n, 1 - tie[:, None])  # [tie, m]
+    decides = scipy.stats.binom.sf(_critical_array(n, confidence)[:, None] - 1, m[:, None], higher[None, :])
+    grid = untied @ decides  # [tie, higher]
+    return float(grid[0, 0]) if scalar else grid
+
+
+@functools.lru_cache(maxsize=64)
+def _critical_array(n: int, confidence: float) -> np.ndarray:
+    """critical_wins(m) for m = 0..n, and m + 1 (more wins than there are) where none decides: one above
+    the binomial's inverse survival function at the tail (scipy's isf, the smallest k with
+    P(X > k) <= tail)."""
+    m = np.arange(n + 1)
+    return np.minimum(scipy.stats.binom.isf((1 - confidence) / 2 * (1 + 1e-9), m, 0.5) + 1, m + 1)
+
+
+# What a seed plan assumes before it sees the pilot's seeds (`expected_power`): P(higher) among untied seeds
+# one of PLAN_HIGHER, in either direction, and the tie rate one of PLAN_TIES, all alike. Over effects drawn
+# so, the power the plan expects is the power it delivers on average, for every pilot it plans for (the
+# law of total expectation); the coverage study checks it (`PLAN_DELIVERY`).
+def _plan_prior() -> tuple[np.ndarray, np.ndarray]:
+    """(P(higher) of the pilot's majority: winning in the first half, losing in the second; tie rates)."""
+    higher = np.asarray(PLAN_HIGHER, float)
+    return np.r_[higher, 1 - higher], np.asarray(PLAN_TIES, float)
+
+
+def expected_power(n: int, wins: float, losses: float, ties: float, confidence: float = CONFIDENCE) -> float:
+    """The rule's power at n seeds in the direction most of a pilot's untied seeds point, averaged over
+    what the pilot says of the effect: the plan's prior (`_plan_prior`: P(higher) 0.6-0.9 either way, ties
+    0-60%, on PLAN_HIGHER x PLAN_TIES) weighted by the pilot's likelihood, P(higher)^majority (1 - P(higher))^minority (1 - tie)^untied
+    tie^ties. The part of the prior where the pilot's direction is wrong adds almost no power, so a pilot
+    that cannot tell the direction expects little, whatever the count."""
+    major, minor = max(wins, losses), min(wins, losses)
+    higher, tie = _plan_prior()
+    with np.errstate(divide="ignore"):  # no ties possible (a tie rate of 0) where the pilot has some: weight 0
+        log_weight = (major * np.log(higher) + minor * np.log(1 - higher))[None, :] + (
+            (major + minor) * np.log(1 - tie) + (ties * np.log(tie) if ties > 0 else 0.0))[:, None]
+    weight = np.exp(log_weight - log_weight.max())
+    return float(np.sum(weight * rule_power(n, higher, tie, confidence)) / weight.sum())
+
+
+def _plan(wins: float, losses: float, ties: float, target: float, confidence: float, limit: int) -> int | None:
+    """The fewest seeds (from MIN_SEEDS) whose expected power reaches `target`: an exponential search for
+    a bracket, then bisection (the expected power is an average over the prior, so it rises with n but for
+    the binomial's small steps: the figure is "about"); None where even `limit` seeds do not."""
+    if wins == losses or expected_power(limit, wins, losses, ties, confidence) < target:
         return None
-    counts = np.arange(MIN_SEEDS, limit + 1)
-    ranks = np.array([order_rank(int(n), confidence) for n in counts])
-    reached = np.flatnonzero(scipy.stats.binom.sf(counts - ranks, counts, higher) >= power)
-    return int(counts[reached[0]]) if reached.size else None
+    low, high = MIN_SEEDS - 1, MIN_SEEDS
+    while expected_power(high, wins, losses, ties, confidence) < target:
+        low, high = high, min(limit, 2 * high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if expected_power(middle, wins, losses, ties, confidence) >= target:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def planned_seeds(wins: int, losses: int, ties: int, power: float = POWER, confidence: float = CONFIDENCE,
+                  limit: int = PLAN_LIMIT) -> int | None:
+    """About how many seeds would decide a comparison whose pilot seeds went `wins` / `losses` / `ties`
+    with probability `power` (`expected_power`); None where the pilot shows no direction (as many losses
+    as wins) or is too unsure of it for any count up to `limit` to get there."""
+    return _plan(wins, losses, ties, power, confidence, limit)
 
 
 def seeds_for_power(x, y, paired: bool = True, power: float = POWER, confidence: float = CONFIDENCE,
-                    limit: int = 2000) -> int | None:
-    """About how many seeds would decide the comparison of x and y with probability `power`, planned
-    for the rule the tables use (`sign_power`) and for a conservative effect: P(robust higher on a
-    seed) at the PLAN_QUANTILE of its posterior given the pilot's signs (Jeffreys prior), in the
-    direction most of them point. A pilot cannot tell the direction, and gets None, where that quantile
-    is not above 1/2, or where no n <= `limit` gets there. Unpaired values plan for P(X > Y) over the
-    pairs of seeds, counted as if from min(m, n) independent signs (an approximation, not measured)."""
-    x, y = _values(x, "x"), _values(y, "y")
+                    limit: int = PLAN_LIMIT) -> int | None:
+    """`planned_seeds` for the pilot seeds x and y (one dataset: values on the last axis, the same count
+    paired). Unpaired values plan from P(X > Y) over the pairs of seeds, counted as if from min(m, n)
+    independent untied signs (an approximation, not measured)."""
+    x, y = _one_dataset(x, "x"), _one_dataset(y, "y")
     if paired:
+        if x.shape != y.shape:
+            raise ValueError(f"paired values need one per seed on both sides, got {x.size} and {y.size}")
         d = x - y
-        wins, losses, n = int((d > 0).sum()), int((d < 0).sum()), d.size
-    else:
-        n = min(x.size, y.size)
-        share = float(_pairwise_improvement(x, y))
-        wins, losses = share * n, (1 - share) * n
-    higher = scipy.stats.beta.ppf(PLAN_QUANTILE, max(wins, losses) + 0.5, n - max(wins, losses) + 0.5)
-    return _plan(float(higher), power, confidence, limit)
+        return planned_seeds(int((d > 0).sum()), int((d < 0).sum()), int((d == 0).sum()), power, confidence, limit)
+    n = min(x.size, y.size)
+    share = float(_pairwise_improvement(x, y))
+    return _plan(share * n, (1 - share) * n, 0.0, power, confidence, limit)
 
 
-def planned_power(pilot_seeds: int, higher: float, power: float = POWER, confidence: float = CONFIDENCE) -> dict:
-    """What `seeds_for_power` delivers, exactly: over every outcome of `pilot_seeds` pilot signs drawn
-    with P(higher) = `higher` (no ties), the share of pilots that get a figure, and the mean power the
-    rule then has at that figure with the true `higher` (0 where the pilot points the wrong way)."""
+def planned_power(pilot_seeds: int, higher: float, tie: float = 0.0, power: float = POWER,
+                  confidence: float = CONFIDENCE) -> dict:
+    """What `planned_seeds` delivers, exactly: over every outcome (wins, losses, ties) of `pilot_seeds`
+    pilot seeds drawn with P(tie) = `tie` and P(higher | untied) = `higher`, the share of pilots that get
+    a figure, and the mean power the rule then has at that figure with the true `higher` and `tie` (0
+    where the pilot points the wrong way)."""
     planned, delivered = 0.0, 0.0
-    for wins in range(pilot_seeds + 1):
-        chance = scipy.stats.binom.pmf(wins, pilot_seeds, higher)
-        count = seeds_for_power(np.r_[np.ones(wins), -np.ones(pilot_seeds - wins)], np.zeros(pilot_seeds),
-                                power=power, confidence=confidence)
-        if count is not None:
-            planned += chance
-            right_way = wins >= pilot_seeds - wins
-            delivered += chance * (sign_power(count, higher, confidence) if right_way else 0.0)
+    for ties in range(pilot_seeds + 1):
+        for wins in range(pilot_seeds - ties + 1):
+            losses = pilot_seeds - ties - wins
+            chance = scipy.stats.multinomial.pmf([wins, losses, ties], pilot_seeds,
+                                                 [(1 - tie) * higher, (1 - tie) * (1 - higher), tie])
+            count = planned_seeds(wins, losses, ties, power, confidence)
+            if count is not None and chance > 0:
+                planned += chance
+                delivered += chance * (rule_power(count, higher, tie, confidence) if wins > losses else 0.0)
     return dict(planned=planned, power=delivered / planned if planned else 0.0)
 
 
@@ -506,50 +644,76 @@ def probability_of_improvement(x, y) -> float:
 def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: bool = True, decide_on: str = "minimum",
                value_range: tuple[float, float] | None = None, margin: float | None = None) -> dict:
     """How the tables and `fedjax-rl compare` judge robust against baseline from their seeds' values
-    ({metric: per-seed values}, paired by seed or not): per metric the median difference with its
-    interval (`difference`, within what the task's `value_range` of returns allows), the difference of
-    the means (a description, and what the paper's numbers are) and P(robust > baseline); on
-    `decide_on`, its per-seed differences and the seeds where robust is higher, lower and equal (paired),
-    the verdict (with
-    'equivalent' against the task's `margin`, where it has one) and, for an undecided comparison, about
-    how many seeds would decide it (`seeds_for_power`)."""
-    x, y = robust[decide_on], baseline[decide_on]
-    line = dict(seeds=min(len(x), len(y)), margin=margin)
+    ({metric: per-seed values, one dataset}, paired by seed or not). Per metric: the median difference
+    with its interval (`difference`, within what the task's `value_range` of returns allows), the
+    difference of the means (a description, and what the paper's numbers are) and P(robust >
+    baseline). On `decide_on`: paired, the per-seed differences, the seeds where robust is higher,
+    lower and equal, and the share of wins among the untied ones with its interval ("win_share"); the
+    verdict (`verdict`: the direction by `sign_test`, paired, or by the shift's interval, unpaired;
+    'equivalent' against the task's `margin`, where it has one; "within_margin" where a direction was
+    found whose size lies inside it); for an undecided comparison, about how many seeds would decide it
+    (`seeds_for_power`)."""
+    x, y = _one_dataset(robust[decide_on], f"robust {decide_on}"), _one_dataset(baseline[decide_on], f"baseline {decide_on}")
+    if paired and x.size != y.size:
+        raise ValueError(f"paired values need one per seed on both sides, got {x.size} and {y.size}")
+    if margin is not None and not (np.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0 (or None: no equivalence), got {margin}")
+    line = dict(seeds=min(x.size, y.size), margin=margin)
     for metric in metrics:
         line[metric] = difference(robust[metric], baseline[metric], paired=paired, value_range=value_range)
         line[f"{metric}_mean"] = float(np.mean(robust[metric]) - np.mean(baseline[metric]))
         line[f"{metric}_improvement"] = probability_of_improvement(robust[metric], baseline[metric])
     if paired:
-        d = np.asarray(x, float) - np.asarray(y, float)
+        d = x - y
         line.update(differences=d, higher=int((d > 0).sum()), lower=int((d < 0).sum()), equal=int((d == 0).sum()))
+        line["win_share"] = win_share(line["higher"], line["lower"])
+        ahead, behind = sign_test(line["higher"], line["lower"])
+    else:
+        shift = line[decide_on] if decide_on in metrics else difference(x, y, paired=False, value_range=value_range)
+        ahead, behind = shift.low > 0, shift.high < 0
     line["equivalence"] = (None if margin is None else
                            difference(x, y, paired=paired, confidence=EQUIVALENCE_CONFIDENCE, value_range=value_range))
-    line["verdict"] = verdict(line[decide_on], decidable(len(x), None if paired else len(y)),
-                              line["equivalence"], margin)
+    line["verdict"] = verdict(ahead, behind, decidable(x.size, None if paired else y.size), line["equivalence"], margin)
+    line["within_margin"] = bool(line["equivalence"] is not None and inside_margin(line["equivalence"], margin))
     line["seeds_for_power"] = (None if line["verdict"] in (AHEAD, BEHIND, EQUIVALENT)
                                else seeds_for_power(x, y, paired=paired))
+    line["direction_seen"] = (line["higher"] != line["lower"] if paired
+                              else line[f"{decide_on}_improvement"] != 0.5 if decide_on in metrics
+                              else probability_of_improvement(x, y) != 0.5)
     return line
+
+
+def _one_dataset(values, name: str) -> np.ndarray:
+    """Per-seed values of one dataset (a 1-d array of finite values); a ValueError naming `name` otherwise."""
+    values = _values(values, name)
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be one dataset of per-seed values (1-d), got shape {values.shape}")
+    return values
 
 
 def pooled_signs(differences: Sequence, groups: Sequence | None = None, confidence: float = CONFIDENCE,
                  seeds: Sequence | None = None) -> dict:
-    """A verdict for a whole table: the sign test over its independent units. `differences[r]` holds row
-    r's per-seed robust - baseline (leading axes: datasets); rows with the same `groups[r]` (a task's rows,
-    which share their seeds' keys) make one unit per seed, valued by the mean sign of their differences at
-    that seed; rows of different groups are independent. `seeds[r]` names row r's seeds (their indices),
-    for rows of a group that hold different seeds (one row with confirmatory seeds, the other without):
-    a unit is then a (group, seed index), valued over the rows that hold that seed; without `seeds` a
-    group's rows must hold the same seeds in the same order. Of the units where one algorithm is higher (on
-    more of the group's rows), 'ahead' where the robust one is so on more of them than a fair coin would give
-    with P <= (1 - confidence) / 2, 'behind' likewise (the sign test with ties set aside, exact given the
-    number of units that are not even); 'too few seeds' below MIN_SEEDS units. What it decides: whether,
-    over the (task, seed) units one could draw, the robust algorithm wins more often than it loses. Signs
-    need no common scale. The share of wins among the units that are not even comes with its
-    Clopper-Pearson interval, the inversion of the same binomial test."""
+    """A verdict for a whole table: the rows' rule (`sign_test`) over the table's independent units.
+    `differences[r]` holds row r's per-seed robust - baseline (leading axes: datasets); rows with the
+    same `groups[r]` (a task's rows, which share their seeds' keys) make one unit per seed, valued by the
+    mean sign of their differences at that seed; rows of different groups are independent. `seeds[r]`
+    names row r's seeds (their indices), for rows of a group that hold different seeds (one row with
+    confirmatory seeds, the other without): a unit is then a (group, seed index), valued over the rows
+    that hold that seed; without `seeds` a group's rows must hold the same seeds in the same order. The
+    question is a row's: whether, over the (task, seed) units one could draw, the robust algorithm wins
+    more often than it loses ('ahead'), less often ('behind'), exact given the number of units that are
+    not even; 'too few seeds' below MIN_SEEDS units. Signs need no common scale. The share of wins among
+    the units that are not even comes with its Clopper-Pearson interval (`win_share`)."""
+    if len(differences) == 0:
+        raise ValueError("pooled_signs needs at least one row of differences, got none")
     rows = [_values(r, f"row {i}") for i, r in enumerate(differences)]
     groups = list(range(len(rows))) if groups is None else list(groups)
+    if len(groups) != len(rows):
+        raise ValueError(f"groups must name one group per row: {len(rows)} rows, {len(groups)} groups")
     if seeds is not None:
         seeds = [list(s) for s in seeds]
+        if len(seeds) != len(rows):
+            raise ValueError(f"seeds must name each row's seeds: {len(rows)} rows, {len(seeds)} seed lists")
         for i, (row, keys) in enumerate(zip(rows, seeds)):
             if len(keys) != row.shape[-1] or len(set(keys)) != len(keys):
                 raise ValueError(f"row {i} needs one distinct seed index per value: {row.shape[-1]} values, "
@@ -571,21 +735,15 @@ def pooled_signs(differences: Sequence, groups: Sequence | None = None, confiden
     values = np.concatenate(units, axis=-1)
     n = values.shape[-1]
     higher, lower = (values > 0).sum(-1), (values < 0).sum(-1)
-    decided = higher + lower
-    tail = (1 - confidence) / 2
-    ahead = scipy.stats.binom.sf(higher - 1, decided, 0.5) <= tail * (1 + 1e-9)
-    behind = scipy.stats.binom.sf(lower - 1, decided, 0.5) <= tail * (1 + 1e-9)
+    ahead, behind = sign_test(higher, lower, confidence)
     words = np.where(ahead, AHEAD, np.where(behind, BEHIND, INCONCLUSIVE if n >= MIN_SEEDS else TOO_FEW))
-    with np.errstate(invalid="ignore", divide="ignore"):  # no unit decided: the share is unknown
-        low = np.where(higher > 0, scipy.stats.beta.ppf(tail, higher, decided - higher + 1), 0.0)
-        high = np.where(higher < decided, scipy.stats.beta.ppf(1 - tail, higher + 1, decided - higher), 1.0)
-        share = Interval(_scalar(higher / decided), _scalar(low), _scalar(high))
 
     def count(array):
         return int(array) if np.ndim(array) == 0 else array
 
     return dict(units=n, rows=len(rows), groups=len(dict.fromkeys(groups)), higher=count(higher), lower=count(lower),
-                even=count(n - decided), win_share=share, verdict=str(words) if words.ndim == 0 else words)
+                even=count(n - higher - lower), win_share=win_share(higher, lower, confidence),
+                verdict=str(words) if words.ndim == 0 else words)
 
 
 def iqm(values, axis: int = -1) -> np.ndarray | float:

@@ -29,7 +29,8 @@ from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
-                                       load_program_run, margin_note, ran_on, range_note, row_dir, write_csvs)
+                                       load_program_run, margin_note, ran_on, range_note, row_dir, share_cell,
+                                       write_csvs)
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -91,13 +92,15 @@ LEGEND = (
     "FedR* − baseline with its 95% interval (the order-statistic interval, distribution-free; fedjax_rl/analysis/stats.py "
     "and REPRODUCTION.md, \"How the tables judge a comparison\"), on Minimum and Average over the K local "
     "environments and on the robustness sweep's mean return over 0.1m-1.9m. {range_note}FedR* is the level's "
-    "headline: the omega chosen on the tuning seeds at that level ({omega_rule}). **Verdict** (on Minimum's median "
-    "difference): *ahead* if the interval lies above 0, *behind* if below, *equivalent* if its 90% interval lies "
-    "inside ± the task's margin ({margins}), *too few seeds* below {min_seeds}, *inconclusive* otherwise. **Seeds "
-    "for {power:.0%} power**: about how many seeds would decide it that often (planned for this rule, for a "
-    "conservative effect). **Across levels**: per row, each seed's Minimum differences averaged over the levels (a "
-    "seed's levels share its keys, so they are not independent; its mean over them is one value per seed), and "
-    "the same median rule on those means.")
+    "headline: the omega chosen on the tuning seeds at that level ({omega_rule}). **Verdict** (Tables 1 and 2's "
+    "rule, on Minimum): *ahead* if, of the seeds that are not equal, FedR* is higher on more than a fair coin gives "
+    "with probability 2.5% (the sign test with ties set aside), *behind* likewise; otherwise *equivalent* if the "
+    "median difference's 90% interval lies strictly inside ± the task's margin ({margins}); *too few seeds* below "
+    "{min_seeds}; *inconclusive* otherwise. **Seeds for {power:.0%} power**: about how many seeds would decide it "
+    "that often (the verdict's exact power with the wins and ties the seeds show, averaged over what they say of "
+    "both). **Across levels**: per row, each seed's Minimum differences averaged over the levels (a seed's levels "
+    "share its keys, so they are not independent; its mean over them is one value per seed), and the same rule on "
+    "those means.")
 
 
 def _preamble(table: Table, records: dict) -> list[str]:
@@ -168,17 +171,17 @@ def challenger_names(records: dict) -> list[str]:
 def _comparison_table(lines: list[dict], robust: str) -> list[str]:
     """The comparisons per row, level and baseline as a markdown table; `robust` names the judged algorithm."""
     md = [f"| row | K | p | baseline | seeds | {robust} (headline ω) | baseline Minimum | {robust} Minimum | "
-          f"Minimum: {robust} higher / lower / equal | Minimum: median difference [95% CI] | "
+          f"Minimum: {robust} higher / lower / equal | Minimum: share of wins [95% CI] | Minimum: median difference [95% CI] | "
           "Average: median difference [95% CI] | Sweep mean: median difference [95% CI] | "
           f"verdict | seeds for {stats.POWER:.0%} power |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for line in lines:
         md.append(f"| {line['panel']} | {line['num_agents']} | {line['max_rate']:g} | {line['baseline']} | "
                   f"{line['seeds']} | {line['robust']} | {line['baseline_minimum']:.1f} | {line['robust_minimum']:.1f} | "
-                  f"{line['higher']} / {line['lower']} / {line['equal']} | "
+                  f"{line['higher']} / {line['lower']} / {line['equal']} | {share_cell(line['win_share'])} | "
                   f"{line['minimum'].format()} | {line['average'].format()} | {line['sweep'].format()} | "
-                  f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
-                  f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |")
+                  f"{stats.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | "
+                  f"{stats.seeds_cell(line)} |")
     return md
 
 
@@ -187,8 +190,8 @@ WHOLE_TABLE_LEGEND = (
     "independent and cannot be pooled as separate draws. Per row, each seed gives one value, its mean Minimum "
     "difference over the levels, and the median rule of the rows judges those values; for the table, each (task, "
     "seed) unit is won, lost or even by the mean sign of its differences over the task's rows and levels, and the "
-    "whole-table sign test of Tables 1 and 2 (ties set aside) judges the units. Both are exact whatever the shape "
-    "of the differences.")
+    "whole-table sign test of Tables 1 and 2 (ties set aside) judges the units: a row's question over the table. "
+    "Both are exact whatever the shape of the differences.")
 
 
 def across_levels(lines: list[dict]) -> list[dict]:
@@ -228,10 +231,9 @@ def across_levels_lines(lines: list[dict], robust: str = "FedR*") -> list[str]:
     return [f"**Whole row** {line['row']} against {line['baseline']}, across p = {_levels(line['levels'])}: "
             f"{robust} higher on {line['higher']} of {line['seeds']} seeds on the mean over levels, lower on "
             f"{line['lower']}, equal on {line['equal']}; median {line['minimum'].format()}: "
-            f"{stats.verdict_cell(line['verdict'], line['seeds'])}" + (
+            f"{stats.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])}" + (
                 "" if line["verdict"] in (stats.AHEAD, stats.BEHIND, stats.EQUIVALENT)
-                else " (no direction seen to plan seeds for)" if line["seeds_for_power"] is None
-                else f" (about {line['seeds_for_power']} seeds for {stats.POWER:.0%} power)") + "."
+                else f" (seeds for {stats.POWER:.0%} power: {stats.seeds_cell(line)})") + "."
             for line in across_levels(lines)]
 
 

@@ -18,7 +18,7 @@ from fedjax_rl.analysis import stats
 from fedjax_rl.reproduce import heterogeneity, paper
 from fedjax_rl.reproduce.tables import (
     EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, margin_note,
-    ran_on, range_note, row_dir, seed_runs, seed_sets, write_csvs)
+    plan_words, ran_on, range_note, row_dir, seed_runs, seed_sets, share_cell, write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -58,50 +58,55 @@ NORMALISATION_BEYOND = (
 
 
 COMPARISON_LEGEND = (
-    "Per row and baseline, over the reported seeds, paired by seed: on Minimum, on how many seeds {robust} is "
-    "higher / lower / equal; on Minimum and Average, the median of the per-seed differences with its 95% interval, "
-    "the order-statistic interval [d_(k), d_(n+1-k)] (the sign test inverted: distribution-free, exact whatever the "
-    "shape of the differences, conservative where they tie; fedjax_rl/analysis/stats.py); and the mean difference on "
-    "Minimum, a description (the paper's numbers are means), judged by nothing. {range_note}**What the verdict is "
-    "about**: the median paired difference on Minimum (the paper's claim), that is, whether {robust} is higher "
-    "than the baseline on more than half of the seeds one could draw. Not the mean: no test of a mean holds its "
-    "level on every kind of data RL seeds give (a collapse on one seed in ten moves a mean more than 5-20 seeds "
-    "can show; REPRODUCTION.md). **Verdict**: *ahead* if the interval lies above 0, *behind* if below; "
-    "*equivalent* if the same interval at {equivalence_level:.0%} (two one-sided tests at 5%) lies inside "
-    "± the task's margin, 5% of the way from a random policy to gymnasium's solved return, declared before "
-    "looking ({margins}; fedjax_rl.envs.equivalence_margin); *too few seeds* below {min_seeds} seeds, where no "
-    "distribution-free interval can exclude 0 (2 (1/2)^n > 5%); otherwise *inconclusive*. On simulated seeds "
-    "(benchmarks/verdict_coverage.py: exchangeable algorithms whose returns are normal, collapsing, capped, "
-    "three-valued, differences of one size, this project's own differences, and median-0 differences of other "
-    "shapes) the rule said ahead or behind in at most {rule_false_rate:.1%} of datasets at 4 to 20 seeds, and "
-    "equivalent at the margin in at most {equivalence_false_rate:.1%}; the mean's rule these tables used before "
-    "did in up to {hull_false_rate:.0%}. **Seeds for {power:.0%} power**: for an undecided comparison, about how "
-    "many seeds would decide it that often, planned for this rule (a binomial count) and for a conservative "
-    "effect (the {plan_quantile:.0%} quantile of P(higher)'s posterior from the seeds' signs): from 5 pilot seeds "
-    "of a normal difference of 0.8 standard deviations the figure delivers {plan_delivers:.0%} on average.")
+    "Per row and baseline, over the reported seeds, paired by seed, on Minimum: on how many seeds {robust} is "
+    "higher / lower / equal, and its share of wins among the seeds that are not equal, with its Clopper-Pearson 95% "
+    "interval; on Minimum and Average, the median of the per-seed differences with its 95% interval, the "
+    "order-statistic interval [d_(k), d_(n+1-k)] (distribution-free, exact whatever the shape of the differences; "
+    "fedjax_rl/analysis/stats.py), the size of a typical difference; and the mean difference on Minimum, a "
+    "description (the paper's numbers are means), judged by nothing. {range_note}**What the verdict asks**: does "
+    "{robust} do better than the baseline on more seeds than it does worse, on Minimum (the paper's claim)? A seed "
+    "where both reach the same return (CartPole's cap of 500 on most seeds) says nothing either way and is set "
+    "aside. **Verdict**: *ahead* if, of the seeds that are not equal, {robust} is higher on more than a fair coin "
+    "gives with probability 2.5% (the sign test with ties set aside: exact given the number of ties, whatever the "
+    "returns' distribution), *behind* likewise; otherwise *equivalent* if the median difference's interval at "
+    "{equivalence_level:.0%} (two one-sided tests at 5%) lies strictly inside ± the task's margin, 5% of the way "
+    "from a random policy to gymnasium's solved return, declared before looking ({margins}; "
+    "fedjax_rl.envs.equivalence_margin); *too few seeds* below {min_seeds} seeds, where no count of wins decides; "
+    "otherwise *inconclusive*. A direction found whose typical size lies inside the margin too reads *ahead, "
+    "within the margin*. **Levels, computed** (stats.sign_level, stats.equivalence_level): where winning and losing "
+    "are equally likely, the verdict says ahead or behind in at most {rule_level:.1%} of datasets at these seed "
+    "counts ({counts}), whatever the tie rate; *equivalent* is said of a median difference exactly on the margin "
+    "in at most {equivalence_rate:.1%}. A rule for the mean (the hull of Student t and bootstrap-t intervals) said "
+    "ahead or behind of equal means in up to {hull_false_rate:.0%} of simulated datasets "
+    "(benchmarks/verdict_coverage.py). **Seeds for {power:.0%} power**: for an undecided comparison, about how many "
+    "seeds would decide it that often: the verdict's exact power given wins and ties, averaged over effects with "
+    "P(higher) {plan_higher} among untied seeds, either way, and {plan_ties} ties, each weighted by how likely it "
+    "makes the seeds seen. Over those effects the figure delivers {plan_mean:.0%} power on average (exact; at least "
+    "{plan_smallest:.0%} from pilots of each of {plan_pilots} seeds; less where the effect is weakest); *more than "
+    "2,000* where the seeds are too unsure of the direction for any count to get there.")
 
 
-def comparison_legend(robust: str, env_names: Sequence[str]) -> str:
-    """COMPARISON_LEGEND for these tasks, with the measured numbers it quotes."""
-    env_names = list(env_names)
+def comparison_legend(robust: str, env_names: Sequence[str], seed_counts: Sequence[int]) -> str:
+    """COMPARISON_LEGEND for these tasks and seed counts, with the levels it quotes computed for them."""
+    env_names, counts = list(env_names), sorted(set(seed_counts))
     return COMPARISON_LEGEND.format(
         robust=robust, range_note=range_note(env_names), margins=margin_note(env_names),
         equivalence_level=stats.EQUIVALENCE_CONFIDENCE, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
-        plan_quantile=stats.PLAN_QUANTILE, plan_delivers=stats.PLAN_DELIVERS, **stats.MEASURED)
+        rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, counts)),
+        equivalence_rate=max(stats.equivalence_level(n) for n in counts), **plan_words(),
+        hull_false_rate=stats.MEASURED["hull_false_rate"])
 
 
 WHOLE_TABLE_LEGEND = (
-    "**Whole table**: the sign test over the table's independent units. A unit is one task at one reported seed: "
-    "a task's rows (two perturbed parameters) share their seeds' keys, so they are not independent draws and "
-    "count as one unit, on which {robust} wins where it is higher on more of the task's rows than lower, loses "
-    "the other way, and is even otherwise; different tasks' runs are independent. *Ahead* if, of the units that "
-    "are not even, {robust} wins more than a fair coin gives with probability 2.5% or less, *behind* likewise (the "
-    "sign test with ties set aside: exact given how many units are even). What it decides: whether {robust} wins "
-    "more often than it loses over the (task, seed) units one could draw; signs need no common scale across tasks. "
-    "On simulated tables of exchangeable algorithms (the kinds above with P(higher) = P(lower); 4 tasks x 2 rows "
-    "whose signs agree more often than chance at 5 and 20 seeds, 3 x 2 x 4, and 8 independent rows x 5) it said "
-    "ahead or behind in at most {whole_table_false_rate:.1%} of them; counting each row as its own unit instead "
-    "did in up to 8%. The share of wins comes with its Clopper-Pearson 95% interval.")
+    "**Whole table**: a row's question and test over the table's independent units. A unit is one task at one "
+    "reported seed: a task's rows (two perturbed parameters) share their seeds' keys, so they are not independent "
+    "draws and count as one unit, on which {robust} wins where it is higher on more of the task's rows than lower, "
+    "loses the other way, and is even otherwise; different tasks' runs are independent. *Ahead* if, of the units "
+    "that are not even, {robust} wins more than a fair coin gives with probability 2.5% or less, *behind* likewise "
+    "(the sign test with ties set aside, as in a row). Where winning and losing are equally likely it says ahead or "
+    "behind in at most {whole_level:.1%} of tables of {units} units (computed, stats.sign_level); counting each row "
+    "as its own unit instead said so in up to 8% of simulated tables whose rows share their signs "
+    "(benchmarks/verdict_coverage.py). The share of wins comes with its Clopper-Pearson 95% interval.")
 
 
 def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: str | None = None,
@@ -111,7 +116,7 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: st
     out, then (`legend`) what the test is. `robust`: the algorithm the lines judge (default: the
     table's FedR*)."""
     robust = robust or table.robust_label
-    md = []
+    md, units = [], []
     for base in table.baselines:
         mine = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
         if not mine:
@@ -125,9 +130,12 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: st
                   f"of {pooled['groups']} tasks), {robust} wins {pooled['higher']}, loses {pooled['lower']}, "
                   f"even {pooled['even']}; {share}: {stats.verdict_cell(pooled['verdict'], pooled['units'])}.")
         md.append("")
+        units.append(pooled["units"])
     if not md:
         return []
-    return ["", *md, WHOLE_TABLE_LEGEND.format(robust=robust, **stats.MEASURED)] if legend else ["", *md[:-1]]
+    return (["", *md, WHOLE_TABLE_LEGEND.format(robust=robust, units=max(units),
+                                                whole_level=stats.sign_level(max(units)))]
+            if legend else ["", *md[:-1]])
 
 
 AGGREGATE_LEGEND = (
@@ -322,7 +330,7 @@ def _comparison_section(table: Table, records: dict) -> tuple[list[str], list[di
     lines = comparisons(table, records)
     robust = table.robust_label
     md = ["", f"## {robust} (headline ω) − baseline, paired by seed", "",
-          comparison_legend(robust, [records[line["row"]]["env_name"] for line in lines])
+          comparison_legend(robust, [records[line["row"]]["env_name"] for line in lines], [line["seeds"] for line in lines])
           + (" Paper: the paper's own Minimum difference in that row (a difference of means); sign agrees: our "
              "mean difference has the paper's sign." if table.in_paper else ""), "",
           *_comparison_head(robust, table.in_paper)]
@@ -338,10 +346,10 @@ def _comparison_cells(line: dict, paper_columns: bool) -> str:
     paper_diff = line["paper_minimum_difference"]
     agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
     return (f"| {line['row']} | {line['baseline']} | {_seeds_cell(line)} | "
-            f"{line['higher']} / {line['lower']} / {line['equal']} | {line['minimum'].format()} | "
-            f"{line['average'].format()} | {line['minimum_mean']:+.1f} | "
-            f"{stats.verdict_cell(line['verdict'], line['seeds'])} | "
-            f"{stats.seeds_cell(line['verdict'], line['seeds_for_power'])} |"
+            f"{line['higher']} / {line['lower']} / {line['equal']} | {share_cell(line['win_share'])} | "
+            f"{line['minimum'].format()} | {line['average'].format()} | {line['minimum_mean']:+.1f} | "
+            f"{stats.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | "
+            f"{stats.seeds_cell(line)} |"
             + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if paper_columns else ""))
 
 
@@ -352,10 +360,14 @@ def _comparison_csv(table: Table, line: dict) -> dict:
 
 
 def _comparison_head(robust: str, paper_columns: bool) -> list[str]:
-    return [f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: median difference [95% CI] | "
-            f"Average: median difference [95% CI] | Minimum: mean difference | verdict | seeds for {stats.POWER:.0%} power |"
+    return [f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: share of wins [95% CI] | "
+            "Minimum: median difference [95% CI] | Average: median difference [95% CI] | Minimum: mean difference | "
+            f"verdict | seeds for {stats.POWER:.0%} power |"
             + (" paper's Minimum difference | sign agrees |" if paper_columns else ""),
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if paper_columns else "")]
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if paper_columns else "")]
+
+
+
 
 
 def _verdict_counts(baselines, lines: list[dict], robust: str) -> list[str]:

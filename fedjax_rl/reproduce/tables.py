@@ -373,11 +373,31 @@ def margin_note(env_names) -> str:
                                  "nothing there is called equivalent" if without else ""))
 
 
+def plan_words() -> dict:
+    """The seed plan's measured delivery (`stats.PLAN_DELIVERY`) as the legends word it."""
+    def span(values, unit=""):
+        return f"{values[0]:g}{unit}-{values[-1]:g}{unit}" if len(values) > 1 else f"{values[0]:g}{unit}"
+
+    return dict(plan_pilots=", ".join(map(str, stats.PLAN_PILOTS)), plan_higher=span(stats.PLAN_HIGHER),
+                plan_ties=span([100 * t for t in stats.PLAN_TIES], "%"), plan_mean=stats.PLAN_DELIVERY["mean"],
+                plan_smallest=stats.PLAN_DELIVERY["smallest"])
+
+
+def share_cell(interval: stats.Interval) -> str:
+    """The share of wins among the untied seeds with its interval, as the tables print it; '—' where every
+    seed tied."""
+    if not np.isfinite(interval.estimate):
+        return "—"
+    return f"{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+
+
 def comparison_record(table_name: str, line: dict, metrics) -> dict:
     """A `stats.comparison` line as a comparisons-CSV record: per metric the median difference with its
     interval, the mean difference and P(robust > baseline); on the deciding metric the seeds higher,
-    lower and equal, the equivalence interval and margin; the verdict, the seeds for power, and the
-    rule with its level (`coverage_at_least`: the interval's exact coverage at that seed count)."""
+    lower and equal, the share of wins among the untied ones with its interval, the equivalence interval
+    and margin; the verdict (with `within_margin`), the seeds for power, and the rule with its levels
+    (`false_rate_at_most`: the direction test's largest false rate at that seed count, `stats.sign_level`;
+    `coverage_at_least`: the median interval's exact coverage)."""
     record = dict(table=table_name, **{k: line[k] for k in ("row", "num_agents", "max_rate", "robust", "omega",
                                                               "baseline", "seeds") if k in line})
     for metric in metrics:
@@ -386,11 +406,15 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
                        f"{metric}_high": interval.high, f"{metric}_mean_difference": line[f"{metric}_mean"],
                        f"{metric}_improvement": line[f"{metric}_improvement"]})
     equivalence = line["equivalence"]
-    record.update(higher=line["higher"], lower=line["lower"], equal=line["equal"], margin=line["margin"],
+    share = line["win_share"]
+    record.update(higher=line["higher"], lower=line["lower"], equal=line["equal"], win_share=share.estimate,
+                  win_share_low=share.low, win_share_high=share.high, margin=line["margin"],
                   equivalence_low=None if equivalence is None else equivalence.low,
                   equivalence_high=None if equivalence is None else equivalence.high,
-                  verdict=line["verdict"], seeds_for_power=line["seeds_for_power"], method=stats.METHOD,
-                  confidence=stats.CONFIDENCE, coverage_at_least=round(stats.order_coverage(line["seeds"]), 6))
+                  verdict=line["verdict"], within_margin=line["within_margin"],
+                  seeds_for_power=line["seeds_for_power"], method=stats.RULE, confidence=stats.CONFIDENCE,
+                  false_rate_at_most=round(stats.sign_level(line["seeds"]), 6),
+                  coverage_at_least=round(stats.order_coverage(line["seeds"]), 6))
     return record
 
 
