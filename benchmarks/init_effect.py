@@ -20,14 +20,15 @@ Run the arms (each prints where it writes), then summarise:
     fedjax-rl train --algo ddpgavg1 --env Pendulum-v1 --param m --set init=torch --seeds 12 --out runs/init_study/pendulum_torch
     fedjax-rl train --algo ddpgavg1 --env Pendulum-v1 --param m --set init=flax --seeds 12 --out runs/init_study/pendulum_flax
     python benchmarks/init_effect.py --runs runs/init_study
+    python benchmarks/init_effect.py --from-results    # the comparisons again from the recorded arms, by today's rule
 
 The old-timing arms (`cartpole_oldtiming`, `pendulum_oldtiming`) ran the same commands from the
 commit before the change (77f349b), without `--set init=...`; they are compared where present.
 
 Writes benchmarks/results/init_effect.{json,md}: per arm and seed the local Minimum, Average and the
-robustness sweep's mean, and per comparison the paired difference with the verdicts' interval
-(`fedjax_rl.analysis.stats.difference`, `verdict`) and the seeds a difference of the observed size would need
-for 80% power (`stats.seeds_for_power`).
+robustness sweep's mean, and per comparison the median paired difference with its interval
+(`fedjax_rl.analysis.stats.difference`), the verdict (`stats.comparison`) and the seeds that would decide it
+80% of the time (`stats.seeds_for_power`).
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ def markdown(arms: dict, results: list[dict], info: dict) -> str:
         lines.append(f"| {name} | {arm['init']} | {arm['learning_starts']:,} | {len(arm['local_minimum'])} | "
                      f"{np.mean(arm['local_minimum']):.1f} | {np.mean(arm['local_average']):.1f} | "
                      f"{np.mean(arm['sweep_mean']):.1f} | {arm['wall_s']:.0f} |")
-    lines += ["", f"Paired differences by seed: the {stats.METHOD_NAMES[stats.METHOD]} at "
-              f"{stats.CONFIDENCE:.0%} (the tables' rule); seeds better/worse; seeds for 80% power.", "",
+    lines += ["", f"Paired by seed: the median difference with its {stats.CONFIDENCE:.0%} order-statistic interval; "
+              f"the verdict ({stats.RULE}, as the tables judge); seeds better / worse; seeds for 80% power.", "",
               "| task | comparison | metric | difference [interval] | verdict | better / worse | seeds for 80% power |",
               "| --- | --- | --- | --- | --- | ---: | ---: |"]
     for r in results:
@@ -109,10 +110,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default="runs/init_study", help="directory holding the arms' run directories")
     parser.add_argument("--out", default="benchmarks/results/init_effect", help="output path without extension")
+    parser.add_argument("--from-results", action="store_true",
+                        help="compare the arms recorded in OUT.json again (training nothing), by today's rule")
     args = parser.parse_args()
-    info = machine()
-    names = {name for _, _, a, b in COMPARISONS for name in (a, b)}
-    arms = {name: arm for name in sorted(names) if (arm := read_arm(os.path.join(args.runs, name)))}
+    if args.from_results:
+        with open(args.out + ".json") as f:
+            recorded = json.load(f)
+        info, arms = recorded["machine"], recorded["arms"]
+    else:
+        info = machine()
+        names = {name for _, _, a, b in COMPARISONS for name in (a, b)}
+        arms = {name: arm for name in sorted(names) if (arm := read_arm(os.path.join(args.runs, name)))}
     results = [dict(task=task, name=name, arm=a, baseline=b, metrics=compare(arms[a], arms[b]))
                for task, name, a, b in COMPARISONS if a in arms and b in arms]
     text = markdown(arms, results, info)
