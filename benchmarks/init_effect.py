@@ -27,8 +27,8 @@ commit before the change (77f349b), without `--set init=...`; they are compared 
 
 Writes benchmarks/results/init_effect.{json,md}: per arm and seed the local Minimum, Average and the
 robustness sweep's mean, and per comparison the median paired difference with its interval
-(`fedjax_rl.analysis.stats.difference`), the verdict (`stats.comparison`) and the seeds that would decide it
-80% of the time (`stats.seeds_for_power`).
+(`fedjax_rl.analysis.stats.difference`), the verdict (`judge.comparison`) and the seeds that would decide it
+80% of the time (`power.seeds_for_power`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import os
 import numpy as np
 
 from benchmarks.common import machine, machine_line
-from fedjax_rl.analysis import stats
+from fedjax_rl.analysis import judge, power, stats
 
 METRICS = {"local_minimum": "Minimum", "local_average": "Average", "sweep_mean": "sweep mean (0.1m-1.9m)"}
 COMPARISONS = (  # (task, name, arm, baseline arm)
@@ -79,9 +79,9 @@ def compare(arm: dict, baseline: dict) -> dict:
         x, y = np.asarray(arm[metric]), np.asarray(baseline[metric])
         interval = stats.difference(x, y, paired=True)
         out[metric] = dict(difference=interval.estimate, low=interval.low, high=interval.high,
-                           verdict=stats.comparison({metric: x}, {metric: y}, (metric,), decide_on=metric)["verdict"],
+                           verdict=judge.comparison({metric: x}, {metric: y}, (metric,), decide_on=metric)["verdict"],
                            seeds_better=int((x > y).sum()), seeds_worse=int((x < y).sum()),
-                           seeds_for_power=stats.seeds_for_power(x, y))
+                           seeds_for_power=power.seeds_for_power(x, y))
     return out
 
 

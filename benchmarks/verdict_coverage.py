@@ -7,16 +7,16 @@ do better on more seeds than it does worse? `stats.sign_test` with ties set asid
 computed (`stats.sign_level`); checked here on kinds of data whose wins and losses are equally likely
 (SIGN_NULL: the exchangeable pairs, one-size and committed differences with random signs, skewed and
 lopsided differences with median 0, and differences tied on most seeds), with its power against the
-exact `stats.rule_power`; "equivalent" at a median on the margin against `stats.equivalence_level`;
-the whole-table test on tables of those kinds; and what `stats.seeds_for_power` delivers, exactly
-(`stats.planned_power`), over pilots of `stats.PLAN_PILOTS` seeds, P(higher | untied) in
-`stats.PLAN_HIGHER` and tie rates `stats.PLAN_TIES`: per cell, and per pilot count over the grid
-weighted by how often a pilot gets a figure (`stats.PLAN_DELIVERY`), which is what the plan's expected
+exact `power.rule_power`; "equivalent" at a median on the margin against `stats.equivalence_level`;
+the whole-table test on tables of those kinds; and what `power.seeds_for_power` delivers, exactly
+(`power.planned_power`), over pilots of `power.PLAN_PILOTS` seeds, P(higher | untied) in
+`power.PLAN_HIGHER` and tie rates `power.PLAN_TIES`: per cell, and per pilot count over the grid
+weighted by how often a pilot gets a figure (`power.PLAN_DELIVERY`), which is what the plan's expected
 power promises.
 
 Rule part (`--part rule`): a rule about the median difference alone (the order-statistic interval,
 ties counting against a direction). The median paired difference with its
-order-statistic interval (`stats.comparison`, the tables' call), beside the rule it replaced (the hull of
+order-statistic interval (`judge.comparison`, the tables' call), beside the rule it replaced (the hull of
 Student t and bootstrap-t at nominal 97%, about the mean) and Student t, on the kinds of data RL results
 have (KINDS): two exchangeable algorithms (the same distribution of returns per seed: normal,
 collapsing on a tenth of the seeds, capped at a task's maximum with few distinct values, three values,
@@ -26,7 +26,7 @@ ties at 0). Also: the issue's case of equal means and different shapes (the base
 tenth of its seeds and is otherwise a little better), a null for a mean but not for a median; the
 level of "equivalent" at a median difference on the margin; the whole-table sign test on tables of
 those kinds; the per-seed level average of the heterogeneity table; and what `seeds_for_power`
-delivers from 4, 5 and 10 pilot seeds, exactly (`stats.planned_power`) and by simulation.
+delivers from 4, 5 and 10 pilot seeds, exactly (`power.planned_power`) and by simulation.
 
 The sections below describe the first study (`--part paired`, `reps`, `aggregate`, `unpaired`), which
 chose the replaced rule and still sets `AGGREGATE_CONFIDENCE`; their results stay in the file.
@@ -45,7 +45,7 @@ from four distributions, each with mean 0 and variance 1:
 Each dataset goes through `stats.difference(d, 0, paired=True, ...)`, the call the tables make,
 batched (`fedjax_rl.analysis.stats` takes datasets on leading axes), for each of CANDIDATES: the percentile
 bootstrap, BCa, Student t and the bootstrap-t at nominal 95%, the hull of Student t and bootstrap-t at
-95% and 96%, and the tables' rule of the time (the hull at stats.HULL_CONFIDENCE, no verdict below 4
+95% and 96%, and the tables' rule of the time (the hull at mean_intervals.HULL_CONFIDENCE, no verdict below 4
 seeds). The false-verdict rate is the share of datasets whose interval excludes 0; the
 power is the same share when every d_i is shifted by SHIFTS standard deviations. `held` picks the
 hull's nominal level: the smallest whose largest rate over the distributions at n >= 4 is within 2
@@ -60,7 +60,7 @@ improvement, on simulated tables shaped like each committed one (its rows, its s
 both algorithms drawn from the same row distribution (so both the IQM difference and P(X > Y) - 1/2
 are 0): per row, normal with the row's mean and standard deviation, or resampled from the row's own
 normalised scores (both algorithms' pooled). The IQM difference's interval is read at nominal levels
-AGGREGATE_LEVELS (the smallest within 2 standard errors of 5% is stats.AGGREGATE_CONFIDENCE); the
+AGGREGATE_LEVELS (the smallest within 2 standard errors of 5% is aggregate.AGGREGATE_CONFIDENCE); the
 tables print P's measured rate beside it.
 
 Unpaired part. `fedjax-rl compare` on runs with other seed keys: the tables' rule on two independent
@@ -89,7 +89,8 @@ import scipy.stats
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine  # noqa: E402
 
-from fedjax_rl.analysis import stats  # noqa: E402
+from fedjax_rl.analysis import aggregate, power, stats  # noqa: E402
+import mean_intervals  # noqa: E402
 from fedjax_rl.reproduce import report, tables
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -162,17 +163,17 @@ def decided(interval: stats.Interval, zero: float = 0.0) -> np.ndarray:
 
 # (name, method, nominal level): the four methods at 95%, and the hull of Student t and bootstrap-t at
 # rising nominal levels, to find the one that holds 95%; TABLES is the rule the tables then used.
-CANDIDATES = ((stats.T, stats.T, 0.95), (stats.PERCENTILE, stats.PERCENTILE, 0.95), (stats.BCA, stats.BCA, 0.95),
-              (stats.BOOTSTRAP_T, stats.BOOTSTRAP_T, 0.95),
-              *((f"{stats.T_AND_BOOTSTRAP_T} at {level:.0%}", stats.T_AND_BOOTSTRAP_T, level) for level in (0.95, 0.96)),
-              (TABLES := "tables' rule", stats.T_AND_BOOTSTRAP_T, stats.HULL_CONFIDENCE))
-HULL_LEVELS = {0.95: f"{stats.T_AND_BOOTSTRAP_T} at 95%", 0.96: f"{stats.T_AND_BOOTSTRAP_T} at 96%",
-               stats.HULL_CONFIDENCE: TABLES}
+CANDIDATES = ((mean_intervals.T, mean_intervals.T, 0.95), (mean_intervals.PERCENTILE, mean_intervals.PERCENTILE, 0.95), (mean_intervals.BCA, mean_intervals.BCA, 0.95),
+              (mean_intervals.BOOTSTRAP_T, mean_intervals.BOOTSTRAP_T, 0.95),
+              *((f"{mean_intervals.T_AND_BOOTSTRAP_T} at {level:.0%}", mean_intervals.T_AND_BOOTSTRAP_T, level) for level in (0.95, 0.96)),
+              (TABLES := "tables' rule", mean_intervals.T_AND_BOOTSTRAP_T, mean_intervals.HULL_CONFIDENCE))
+HULL_LEVELS = {0.95: f"{mean_intervals.T_AND_BOOTSTRAP_T} at 95%", 0.96: f"{mean_intervals.T_AND_BOOTSTRAP_T} at 96%",
+               mean_intervals.HULL_CONFIDENCE: TABLES}
 
 
 def interval_of(d: np.ndarray, method: str | None, level: float | None, reps: int, seed: int) -> stats.Interval:
     """The candidate's interval of the paired differences d (robust - baseline, baseline 0)."""
-    return stats.difference(d, np.zeros_like(d), method=method, confidence=level, reps=reps, seed=seed)
+    return mean_intervals.difference(d, np.zeros_like(d), method=method, confidence=level, reps=reps, seed=seed)
 
 
 def paired_part(datasets: int, pool: np.ndarray, reps: int) -> dict:
@@ -220,19 +221,19 @@ def held(paired: dict) -> dict:
 
 
 def reps_part(pool: np.ndarray, chunks: int = 20, chunk: int = 100) -> dict:
-    """The same datasets with REPS_STUDY and with the tables' stats.REPS resamples."""
+    """The same datasets with REPS_STUDY and with the tables' aggregate.REPS resamples."""
     out = {}
     for distribution in ("normal", "skewed"):
         for n in (4, 6, 10):
             cell = {}
             for name, method, level in CANDIDATES:
-                if method == stats.T:
+                if method == mean_intervals.T:
                     continue  # no resamples
                 few, full = [], []
                 for c in range(chunks):
                     d = draw(distribution, (chunk, n), np.random.default_rng([99, n, c]), pool)
                     few.append(decided(interval_of(d, method, level, REPS_STUDY, c)))
-                    full.append(decided(interval_of(d, method, level, stats.REPS, c)))
+                    full.append(decided(interval_of(d, method, level, aggregate.REPS, c)))
                 cell[name] = dict(rate_study_reps=_rates(few), rate_table_reps=_rates(full),
                                   verdicts_differing=float(np.mean(np.concatenate(few) != np.concatenate(full))),
                                   datasets=chunks * chunk)
@@ -240,7 +241,7 @@ def reps_part(pool: np.ndarray, chunks: int = 20, chunk: int = 100) -> dict:
             print(f"reps {distribution:7s} n={n:2d} " + " ".join(
                 f"{m}: {v['rate_study_reps']['rate']:.3f} vs {v['rate_table_reps']['rate']:.3f} "
                 f"({v['verdicts_differing']:.4f} differ)" for m, v in cell.items()), flush=True)
-    return dict(study_reps=REPS_STUDY, table_reps=stats.REPS, cases=out)
+    return dict(study_reps=REPS_STUDY, table_reps=aggregate.REPS, cases=out)
 
 
 def committed_tables() -> list[dict]:
@@ -264,8 +265,8 @@ AGGREGATE_LEVELS = (0.95, 0.98, 0.99, 0.995)
 def aggregate_part(datasets: int, reps: int, chunk: int = 100) -> list[dict]:
     """Per committed table, metric and baseline, and per null model: how often the IQM difference's
     stratified percentile interval excludes 0 at each nominal level of AGGREGATE_LEVELS (the levels
-    read off the same resamples, `stats.stratified_samples`, which `stats.stratified_iqm` reads), how
-    often its verdict (at stats.AGGREGATE_CONFIDENCE) is given, and how often P(X > Y)'s interval excludes 1/2."""
+    read off the same resamples, `aggregate.stratified_samples`, which `aggregate.stratified_iqm` reads), how
+    often its verdict (at aggregate.AGGREGATE_CONFIDENCE) is given, and how often P(X > Y)'s interval excludes 1/2."""
     out = []
     for case_index, case in enumerate(committed_tables()):
         result = dict(directory=case["directory"], metric=case["metric"], baseline=case["baseline"],
@@ -282,16 +283,16 @@ def aggregate_part(datasets: int, reps: int, chunk: int = 100) -> list[dict]:
                                      for row, n in zip(case["rows"], case["seeds"])])
                     else:
                         pair.append([rng.choice(row, size=(chunk, n)) for row, n in zip(case["rows"], case["seeds"])])
-                samples = stats.stratified_samples(pair[0], pair[1], reps=reps, seed=c)
+                samples = aggregate.stratified_samples(pair[0], pair[1], reps=reps, seed=c)
                 for level in AGGREGATE_LEVELS:
-                    low, high = stats.percentile_interval(samples["difference"][1], level)
+                    low, high = aggregate.percentile_interval(samples["difference"][1], level)
                     hits[level].append(decided(stats.Interval(samples["difference"][0], low, high)))
-                # stats.stratified_iqm reads these samples at AGGREGATE_CONFIDENCE (tests/test_stats.py).
+                # aggregate.stratified_iqm reads these samples at AGGREGATE_CONFIDENCE (tests/test_stats.py).
                 point, resampled = samples["difference"]
-                verdicts.append(decided(stats.Interval(point, *stats.percentile_interval(
-                    resampled, stats.AGGREGATE_CONFIDENCE))) & (samples["min_seeds"] >= 4))
+                verdicts.append(decided(stats.Interval(point, *aggregate.percentile_interval(
+                    resampled, aggregate.AGGREGATE_CONFIDENCE))) & (samples["min_seeds"] >= 4))
                 point, resampled = samples["probability_of_improvement"]
-                poi_hits.append(decided(stats.Interval(point, *stats.percentile_interval(resampled, stats.CONFIDENCE)), 0.5))
+                poi_hits.append(decided(stats.Interval(point, *aggregate.percentile_interval(resampled, stats.CONFIDENCE)), 0.5))
             result[model] = dict(iqm_difference_excludes_0={f"{level:g}": _rates(h) for level, h in hits.items()},
                                  verdict_given=_rates(verdicts),
                                  probability_of_improvement_excludes_half=_rates(poi_hits),
@@ -308,7 +309,7 @@ def aggregate_part(datasets: int, reps: int, chunk: int = 100) -> list[dict]:
 
 
 def aggregate_reps_check(reps: int, datasets: int = 300, chunk: int = 10) -> dict:
-    """The verdict at stats.AGGREGATE_CONFIDENCE on the same simulated tables with the study's and the
+    """The verdict at aggregate.AGGREGATE_CONFIDENCE on the same simulated tables with the study's and the
     tables' resamples, for the shape whose rate was highest (Table 2 at 5%, 6 rows x 4 seeds, Average
     against DDPGAvg(2), resampled)."""
     case = next(c for c in committed_tables() if (c["directory"], c["metric"], c["baseline"])
@@ -317,11 +318,11 @@ def aggregate_reps_check(reps: int, datasets: int = 300, chunk: int = 10) -> dic
     for c in range(datasets // chunk):
         rng = np.random.default_rng([13, c])
         pair = [[rng.choice(row, size=(chunk, n)) for row, n in zip(case["rows"], case["seeds"])] for _ in range(2)]
-        for count, hits in ((reps, few), (stats.REPS, full)):
-            hits.append(decided(stats.stratified_iqm(pair[0], pair[1], reps=count, seed=c).difference))
+        for count, hits in ((reps, few), (aggregate.REPS, full)):
+            hits.append(decided(aggregate.stratified_iqm(pair[0], pair[1], reps=count, seed=c).difference))
     few, full = np.concatenate(few), np.concatenate(full)
     out = dict(case=[case["directory"], case["metric"], case["baseline"], "resampled"], datasets=int(few.size),
-               study_reps=reps, table_reps=stats.REPS, rate_study_reps=float(few.mean()),
+               study_reps=reps, table_reps=aggregate.REPS, rate_study_reps=float(few.mean()),
                rate_table_reps=float(full.mean()), verdicts_differing=float(np.mean(few != full)))
     print("aggregate reps check:", out, flush=True)
     return out
@@ -348,11 +349,11 @@ def unpaired_part(datasets: int, reps: int, pool: np.ndarray) -> dict:
             for c in range(datasets // CHUNK):
                 rng = np.random.default_rng([11, dist_index, n, c])
                 x, y = draw(distribution, (CHUNK, n), rng, pool), draw(distribution, (CHUNK, n), rng, pool)
-                hits.append(decided(stats.difference(x, y, paired=False, method=stats.T_AND_BOOTSTRAP_T, reps=reps,
+                hits.append(decided(mean_intervals.difference(x, y, paired=False, method=mean_intervals.T_AND_BOOTSTRAP_T, reps=reps,
                                                      seed=c)))
             out.setdefault(distribution, {})[str(n)] = dict(_rates(hits), datasets=datasets // CHUNK * CHUNK)
             print(f"unpaired {distribution:7s} n={n:2d}: {out[distribution][str(n)]['rate']:.3f}", flush=True)
-    return dict(method=stats.T_AND_BOOTSTRAP_T, nominal_level=stats.HULL_CONFIDENCE, cases=out)
+    return dict(method=mean_intervals.T_AND_BOOTSTRAP_T, nominal_level=mean_intervals.HULL_CONFIDENCE, cases=out)
 
 
 RULE_SEEDS = (4, 5, 6, 8, 10, 12, 20)
@@ -418,12 +419,12 @@ def _rule_decided(d: np.ndarray) -> np.ndarray:
 
 
 def _hull_decided(d: np.ndarray, seed: int) -> np.ndarray:
-    interval = stats.difference(d, np.zeros_like(d), method=stats.T_AND_BOOTSTRAP_T, reps=REPS_STUDY, seed=seed)
+    interval = mean_intervals.difference(d, np.zeros_like(d), method=mean_intervals.T_AND_BOOTSTRAP_T, reps=REPS_STUDY, seed=seed)
     return decided(interval)
 
 
 def _t_decided(d: np.ndarray) -> np.ndarray:
-    return decided(stats.difference(d, np.zeros_like(d), method=stats.T))
+    return decided(mean_intervals.difference(d, np.zeros_like(d), method=mean_intervals.T))
 
 
 def rule_part(datasets: int, pool: np.ndarray) -> dict:
@@ -457,7 +458,7 @@ def rule_part(datasets: int, pool: np.ndarray) -> dict:
             d = rng.normal(size=(datasets // 4, n)) + shift
             power.setdefault(f"shift {shift:g}", {})[str(n)] = dict(
                 rule=float(_rule_decided(d).mean()), t=float(_t_decided(d).mean()),
-                sign_power_exact=stats.sign_power(n, float(scipy.stats.norm.cdf(shift))))
+                sign_power_exact=power.sign_power(n, float(scipy.stats.norm.cdf(shift))))
     out["power_normal"] = power
     print("rule power at 1 sd: " + " ".join(f"n={n}: {v['rule']:.2f} (t {v['t']:.2f})"
                                             for n, v in power["shift 1"].items()), flush=True)
@@ -562,7 +563,7 @@ def sign_differences(kind: str, shape: tuple, rng: np.random.Generator, pool: np
 
 
 def _sign_decided(d: np.ndarray) -> np.ndarray:
-    """The tables' verdict (stats.comparison's direction) says ahead or behind, per dataset."""
+    """The tables' verdict (judge.comparison's direction) says ahead or behind, per dataset."""
     ahead, behind = stats.sign_test((d > 0).sum(-1), (d < 0).sum(-1))
     return (ahead | behind) & stats.decidable(d.shape[-1])
 
@@ -573,8 +574,8 @@ def sign_part(datasets: int, pool: np.ndarray) -> dict:
     computed rate; the whole-table test; what a seed plan delivers, per target."""
     out = dict(settings=dict(seeds=SIGN_SEEDS, datasets=datasets, chunk=RULE_CHUNK, rule=stats.RULE,
                              confidence=stats.CONFIDENCE, min_seeds=stats.MIN_SEEDS,
-                             equivalence_confidence=stats.EQUIVALENCE_CONFIDENCE, power=stats.POWER,
-                             plan_pilots=stats.PLAN_PILOTS, plan_higher=stats.PLAN_HIGHER, plan_ties=stats.PLAN_TIES))
+                             equivalence_confidence=stats.EQUIVALENCE_CONFIDENCE, power=power.POWER,
+                             plan_pilots=power.PLAN_PILOTS, plan_higher=power.PLAN_HIGHER, plan_ties=power.PLAN_TIES))
     null = {}
     for kind_index, kind in enumerate(SIGN_NULL):
         for n in SIGN_SEEDS:
@@ -583,13 +584,13 @@ def sign_part(datasets: int, pool: np.ndarray) -> dict:
             null.setdefault(kind, {})[str(n)] = dict(**_rates(hits), bound=stats.sign_level(n))
         print(f"sign {kind:28s} " + " ".join(f"n={n}: {null[kind][str(n)]['rate']:.3f}" for n in SIGN_SEEDS), flush=True)
     out["null"] = null
-    power = {}
+    power_normal = {}
     for shift in (0.5, 1.0):
         for n in SIGN_SEEDS:
             d = np.random.default_rng([32, int(shift * 10), n]).normal(size=(datasets // 4, n)) + shift
-            power.setdefault(f"shift {shift:g}", {})[str(n)] = dict(
-                rule=float(_sign_decided(d).mean()), exact=stats.rule_power(n, float(scipy.stats.norm.cdf(shift))))
-    out["power_normal"] = power
+            power_normal.setdefault(f"shift {shift:g}", {})[str(n)] = dict(
+                rule=float(_sign_decided(d).mean()), exact=power.rule_power(n, float(scipy.stats.norm.cdf(shift))))
+    out["power_normal"] = power_normal
     equivalence = {}
     for name, draw_fn in (("normal around the margin", lambda rng, shape: 1.0 + rng.normal(size=shape)),
                           ("ties at the margin", lambda rng, shape: rng.integers(0, 3, size=shape).astype(float))):
@@ -608,15 +609,15 @@ def sign_part(datasets: int, pool: np.ndarray) -> dict:
 
 
 def plan_grid() -> dict:
-    """Exactly what `stats.planned_seeds` delivers (`stats.planned_power`) per pilot count, P(higher) and
+    """Exactly what `power.planned_seeds` delivers (`power.planned_power`) per pilot count, P(higher) and
     tie rate; per pilot count, the grid's mean power weighted by how often a pilot gets a figure (what
-    the plan's expected power promises, `stats.expected_power`) and the share of pilots planned."""
+    the plan's expected power promises, `power.expected_power`) and the share of pilots planned."""
     cells, by_pilots = {}, {}
-    for pilots in stats.PLAN_PILOTS:
+    for pilots in power.PLAN_PILOTS:
         mine = []
-        for higher in stats.PLAN_HIGHER:
-            for tie in stats.PLAN_TIES:
-                cell = stats.planned_power(pilots, higher, tie)
+        for higher in power.PLAN_HIGHER:
+            for tie in power.PLAN_TIES:
+                cell = power.planned_power(pilots, higher, tie)
                 cells[f"{pilots} pilots, P(higher) {higher:g}, ties {tie:g}"] = cell
                 mine.append(cell)
         planned = sum(c["planned"] for c in mine)
@@ -710,7 +711,7 @@ def summary(record: dict) -> str:
                   "| distribution | method | " + " | ".join(f"n = {n}" for n in seeds) + " |",
                   "| --- | --- | " + " | ".join("---:" for _ in seeds) + " |"]
         for dist, cells in paired.items():
-            for name in (stats.T, f"{stats.T_AND_BOOTSTRAP_T} at 95%", "tables' rule"):
+            for name in (mean_intervals.T, f"{mean_intervals.T_AND_BOOTSTRAP_T} at 95%", "tables' rule"):
                 lines.append(f"| {dist} | {name} | " + " | ".join(f"{cells[n][key][name]['rate']:.0%}" for n in seeds) + " |")
     lines += ["", "The hull's calibration (largest false-verdict rate at n >= 4 over the four distributions):", ""]
     lines += [f"- nominal {float(level):.0%}: {c['worst_rate']:.2%} ± {c['se']:.2%} ({c['distribution']}, n = {c['seeds']})"
@@ -786,9 +787,9 @@ def main() -> None:
         record["settings"] = dict(seeds=SEEDS, shifts_in_sd=SHIFTS, study_reps=REPS_STUDY, chunk=CHUNK,
                                   level_held=LEVEL_HELD, confidence=stats.CONFIDENCE,
                                   candidates=[[n, m, lv] for n, m, lv in CANDIDATES],
-                                  chosen_method=stats.T_AND_BOOTSTRAP_T, verdict_confidence=stats.HULL_CONFIDENCE,
+                                  chosen_method=mean_intervals.T_AND_BOOTSTRAP_T, verdict_confidence=mean_intervals.HULL_CONFIDENCE,
                                   min_seeds=4, aggregate_levels=AGGREGATE_LEVELS,
-                                  aggregate_confidence=stats.AGGREGATE_CONFIDENCE,
+                                  aggregate_confidence=aggregate.AGGREGATE_CONFIDENCE,
                                   committed_tables=[d for _, d in COMMITTED])
     if args.part in ("all", "paired"):
         record["paired"] = paired_part(args.datasets, pool, REPS_STUDY)

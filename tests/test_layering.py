@@ -2,7 +2,7 @@
 itself through others, function-level imports included (a lazy import hides a cycle, it does not
 remove it); every module sits in a package by role and no package imports one above it; no module
 uses another's private names; the agents never import the loop; no function is too long to read its
-steps, and no module too long to read its parts unless it says why it is one unit."""
+steps, and no module too long to read its parts unless it is listed, with its reason, in LONG_MODULES."""
 
 import ast
 import pathlib
@@ -170,6 +170,11 @@ def test_no_module_uses_another_modules_private_names():
 
 MAX_FUNCTION_LINES = 90
 MAX_MODULE_LINES = 600
+# The modules allowed to be longer, each with why splitting it would not make it easier to read.
+LONG_MODULES = {
+    "envs/lunar_lander.py": "a port of one Box2D environment (terrain, contacts, engines, rewards) read line by line "
+                            "against gymnasium's, which splitting would scatter (docs/lunar_lander.md)",
+}
 
 
 def long_functions(source: str, limit: int) -> list[tuple[str, int]]:
@@ -207,12 +212,13 @@ def test_no_function_is_longer_than_90_lines():
     assert not found, f"functions longer than {MAX_FUNCTION_LINES} lines: " + ", ".join(found)
 
 
-def test_no_module_is_longer_than_600_lines_unless_it_says_why():
-    """A longer module names itself one unit in its docstring's first paragraph."""
-    found = []
+def test_no_module_is_longer_than_600_lines_unless_it_is_listed():
+    """A longer module is named in LONG_MODULES with its reason; a listed one that no longer needs it goes."""
+    found, lengths = [], {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        text = path.read_text()
-        first_paragraph = " ".join((ast.get_docstring(ast.parse(text)) or "").split("\n\n")[0].split()).lower()
-        if len(text.splitlines()) > MAX_MODULE_LINES and "one unit" not in first_paragraph:
-            found.append(f"{path.relative_to(PACKAGE)} ({len(text.splitlines())} lines)")
-    assert not found, f"modules over {MAX_MODULE_LINES} lines that do not say why: " + ", ".join(found)
+        name = str(path.relative_to(PACKAGE))
+        lengths[name] = len(path.read_text().splitlines())
+        if lengths[name] > MAX_MODULE_LINES and name not in LONG_MODULES:
+            found.append(f"{name} ({lengths[name]} lines)")
+    assert not found, f"modules over {MAX_MODULE_LINES} lines not in LONG_MODULES: " + ", ".join(found)
+    assert all(lengths.get(name, 0) > MAX_MODULE_LINES for name in LONG_MODULES), "listed modules now short enough"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import stats
+from fedjax_rl.analysis import aggregate, power, stats
 from fedjax_rl.cli import commands, reproduce_command
 from fedjax_rl.reproduce import costs, harness, paper, plan, report, status, tables
 from fedjax_rl.training import loop, machine
@@ -286,10 +286,10 @@ def test_table2_reports_the_baseline_the_paper_does_not():
     assert front["minimum_median_difference"] == pytest.approx((369.4 + 744.7) / 2, abs=0.05)
     assert front["coverage_at_least"] == 1.0 and front["confidence"] == 0.95
     # What to run next: both seeds higher, none tied: the fewest seeds whose power, averaged over the
-    # effects these two signs leave likely, reaches 80% (stats.expected_power).
-    planned = stats.planned_seeds(2, 0, 0)
-    assert front["seeds_for_power"] == stats.seeds_for_power([744.7, 369.4], [0.0, 0.0]) == planned
-    assert stats.expected_power(planned, 2, 0, 0) >= stats.POWER > stats.expected_power(planned - 1, 2, 0, 0)
+    # effects these two signs leave likely, reaches 80% (power.expected_power).
+    planned = power.planned_seeds(2, 0, 0)
+    assert front["seeds_for_power"] == power.seeds_for_power([744.7, 369.4], [0.0, 0.0]) == planned
+    assert power.expected_power(planned, 2, 0, 0) >= power.POWER > power.expected_power(planned - 1, 2, 0, 0)
     assert f"**too few seeds** (2 < 6) | about {planned} |" in text
     assert "FedRDDPG is ahead in 0, behind in 0, inconclusive in 0, too few seeds in 8 of 8 rows" in text
 
@@ -339,7 +339,7 @@ def test_normalised_scores_run_from_random_to_the_papers_baseline():
     [minimum_vs_dqnavg, _] = report.aggregates(table, records)
     assert minimum_vs_dqnavg["metric"] == "minimum" and minimum_vs_dqnavg["rows"] == [r.key for r in paper.TABLE1]
     robust = report.normalised_scores(table, records, "headline", "minimum")
-    assert minimum_vs_dqnavg["aggregate"] == stats.stratified_iqm([scores[k] for k in robust], list(robust.values()))
+    assert minimum_vs_dqnavg["aggregate"] == aggregate.stratified_iqm([scores[k] for k in robust], list(robust.values()))
 
 
 def test_report_only_rebuilds_the_committed_tables_without_training(tmp_path, monkeypatch, capsys):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from fedjax_rl.analysis import stats
+from benchmarks import mean_intervals
+from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 
 
 def exact_bootstrap(values_per_stratum, statistic):
@@ -50,7 +51,7 @@ def ends(interval):
 
 def test_the_mean_hull_on_four_seeds_by_hand():
     # Per-seed differences (1, 2, 2, 3): mean 2, std (ddof 1) sqrt(2/3), standard error 1/sqrt(6).
-    # The hull (the tables' rule before the median's) is computed at nominal 97% (stats.HULL_CONFIDENCE).
+    # The hull (the tables' rule before the median's) is computed at nominal 97% (mean_intervals.HULL_CONFIDENCE).
     # Student t: 2 ∓ t_{0.985, 3} / sqrt(6) = 2 ∓ 3.89605 x 0.40825 = [0.40945, 3.59055].
     # Bootstrap-t, 256 equally likely resamples of the seeds. The smallest t statistics: four copies of
     # 1 have no spread and a moved mean, -inf (1 resample); three 1s and a 2: mean 1.25, std 1/2,
@@ -59,23 +60,23 @@ def test_the_mean_hull_on_four_seeds_by_hand():
     # the 98.5% one +3: the interval 2 ∓ 3 / sqrt(6) = [0.77526, 3.22474] lies inside Student t's, so
     # the hull is Student t's, and it lies above 0.
     d = np.array([1.0, 2.0, 2.0, 3.0])
-    assert stats.HULL_CONFIDENCE == 0.97
+    assert mean_intervals.HULL_CONFIDENCE == 0.97
     half_t = scipy.stats.t.ppf(0.985, 3) / np.sqrt(6)
-    assert ends(stats.mean_interval(d, stats.T, 0.97)) == pytest.approx((2.0, 0.40945, 3.59055), abs=1e-5)
-    assert ends(stats.mean_interval(d, stats.T, 0.97)) == pytest.approx((2.0, 2 - half_t, 2 + half_t), abs=1e-12)
+    assert ends(mean_intervals.mean_interval(d, mean_intervals.T, 0.97)) == pytest.approx((2.0, 0.40945, 3.59055), abs=1e-5)
+    assert ends(mean_intervals.mean_interval(d, mean_intervals.T, 0.97)) == pytest.approx((2.0, 2 - half_t, 2 + half_t), abs=1e-12)
     for level in (0.95, 0.97):
-        assert ends(stats.mean_interval(d, stats.BOOTSTRAP_T, level)) == pytest.approx(
+        assert ends(mean_intervals.mean_interval(d, mean_intervals.BOOTSTRAP_T, level)) == pytest.approx(
             (2.0, 2 - 3 / np.sqrt(6), 2 + 3 / np.sqrt(6)), abs=1e-12)
-    interval = stats.difference(d + 10, np.full(4, 10.0), method=stats.T_AND_BOOTSTRAP_T)
+    interval = mean_intervals.difference(d + 10, np.full(4, 10.0), method=mean_intervals.T_AND_BOOTSTRAP_T)
     assert ends(interval) == pytest.approx((2.0, 2 - half_t, 2 + half_t), abs=1e-12)
     assert interval.low > 0  # the mean's hull would call it ahead at 4 seeds
-    assert stats.difference(-d, np.zeros(4), method=stats.T_AND_BOOTSTRAP_T).high < 0
+    assert mean_intervals.difference(-d, np.zeros(4), method=mean_intervals.T_AND_BOOTSTRAP_T).high < 0
     # Why 50,000 resamples land on the exact quantile: 1.5% lies between the CDF steps 1/256 and
     # 9/256, 0.0111 from the nearer, 20 standard errors of a 1.5% quantile at 50,000 resamples.
     for level in (0.95, 0.97):
         (low, high), margin = exact_interval(exact_bootstrap([d], lambda r: studentized(r, 2.0)), level)
         tail = (1 - level) / 2
-        assert (low, high) == (-3.0, 3.0) and margin > 14 * np.sqrt(tail * (1 - tail) / stats.REPS)
+        assert (low, high) == (-3.0, 3.0) and margin > 14 * np.sqrt(tail * (1 - tail) / aggregate.REPS)
 
 
 def test_three_seed_percentile_interval_by_hand():
@@ -84,8 +85,8 @@ def test_three_seed_percentile_interval_by_hand():
     # 80%: the 10% quantile is -2 (4/27 >= 0.1 > 1/27), the 90% quantile 4 (26/27 >= 0.9 > 23/27).
     # 95%: 1/27 > 2.5% and 26/27 < 97.5%, so the interval is the whole range [-3, 6].
     x, y = np.array([7.0, 10.0, 16.0]), np.array([10.0, 10.0, 10.0])
-    assert stats.difference(x, y, method=stats.PERCENTILE, confidence=0.8) == stats.Interval(1.0, -2.0, 4.0)
-    assert stats.difference(x, y, method=stats.PERCENTILE) == stats.Interval(1.0, -3.0, 6.0)
+    assert mean_intervals.difference(x, y, method=mean_intervals.PERCENTILE, confidence=0.8) == stats.Interval(1.0, -2.0, 4.0)
+    assert mean_intervals.difference(x, y, method=mean_intervals.PERCENTILE) == stats.Interval(1.0, -3.0, 6.0)
 
 
 @pytest.mark.parametrize("case_seed,n,paired,confidence", [(0, 3, True, 0.8), (0, 4, True, 0.95), (0, 5, True, 0.95),
@@ -99,8 +100,8 @@ def test_percentile_intervals_equal_the_exact_distributions_quantiles(case_seed,
         samples = exact_bootstrap([x, y], lambda a, b: np.mean(a) - np.mean(b))
     (low, high), margin = exact_interval(samples, confidence)
     tail = (1 - confidence) / 2
-    assert margin > 5 * np.sqrt(tail * (1 - tail) / stats.REPS), "pick a case whose quantiles are not on a CDF step"
-    interval = stats.difference(x, y, paired=paired, method=stats.PERCENTILE, confidence=confidence)
+    assert margin > 5 * np.sqrt(tail * (1 - tail) / aggregate.REPS), "pick a case whose quantiles are not on a CDF step"
+    interval = mean_intervals.difference(x, y, paired=paired, method=mean_intervals.PERCENTILE, confidence=confidence)
     assert (interval.low, interval.high) == pytest.approx((low, high), abs=1e-12)
     assert interval.estimate == pytest.approx(x.mean() - y.mean(), abs=1e-12)
 
@@ -110,26 +111,26 @@ def test_bootstrap_t_equals_the_exact_distributions_quantiles_on_five_seeds():
     d = rng.normal(size=5).round(1) * 10  # 3,125 resamples
     samples = exact_bootstrap([d], lambda r: studentized(r, d.mean()))
     (q_low, q_high), margin = exact_interval(samples, 0.95)
-    assert margin > 5 * np.sqrt(0.025 * 0.975 / stats.REPS), "pick a case whose quantiles are not on a CDF step"
+    assert margin > 5 * np.sqrt(0.025 * 0.975 / aggregate.REPS), "pick a case whose quantiles are not on a CDF step"
     se = d.std(ddof=1) / np.sqrt(5)
-    interval = stats.mean_interval(d, stats.BOOTSTRAP_T)
+    interval = mean_intervals.mean_interval(d, mean_intervals.BOOTSTRAP_T)
     assert (interval.low, interval.high) == pytest.approx((d.mean() - q_high * se, d.mean() - q_low * se), abs=1e-9)
-    t_interval = stats.mean_interval(d, stats.T)
-    hull = stats.mean_interval(d, stats.T_AND_BOOTSTRAP_T, 0.95)  # at the same nominal level as the two
+    t_interval = mean_intervals.mean_interval(d, mean_intervals.T)
+    hull = mean_intervals.mean_interval(d, mean_intervals.T_AND_BOOTSTRAP_T, 0.95)  # at the same nominal level as the two
     assert (hull.low, hull.high) == (min(interval.low, t_interval.low), max(interval.high, t_interval.high))
-    assert stats.mean_interval(d) == stats.mean_interval(d, stats.T_AND_BOOTSTRAP_T, stats.HULL_CONFIDENCE)  # the default
+    assert mean_intervals.mean_interval(d) == mean_intervals.mean_interval(d, mean_intervals.T_AND_BOOTSTRAP_T, mean_intervals.HULL_CONFIDENCE)  # the default
 
 
 def test_t_intervals_are_scipys():
     rng = np.random.default_rng(5)
     d = rng.normal(size=6) * 3 + 1
-    assert (stats.mean_interval(d, stats.T).low, stats.mean_interval(d, stats.T).high) == pytest.approx(
+    assert (mean_intervals.mean_interval(d, mean_intervals.T).low, mean_intervals.mean_interval(d, mean_intervals.T).high) == pytest.approx(
         tuple(scipy.stats.ttest_1samp(d, 0).confidence_interval()), abs=1e-12)
     x, y = rng.normal(size=4) * 2, rng.normal(size=7) + 1
-    welch = stats.difference(x, y, paired=False, method=stats.T)
+    welch = mean_intervals.difference(x, y, paired=False, method=mean_intervals.T)
     assert (welch.low, welch.high) == pytest.approx(
         tuple(scipy.stats.ttest_ind(x, y, equal_var=False).confidence_interval()), abs=1e-12)
-    unpaired = stats.difference(x, y, paired=False, method=stats.T_AND_BOOTSTRAP_T)  # Welch's or a wider bootstrap-t
+    unpaired = mean_intervals.difference(x, y, paired=False, method=mean_intervals.T_AND_BOOTSTRAP_T)  # Welch's or a wider bootstrap-t
     assert unpaired.low <= welch.low and unpaired.high >= welch.high
 
 
@@ -138,20 +139,20 @@ def test_bca_is_close_to_scipys():
     # (bias from the share of resampled means below the estimate, acceleration from the jackknife).
     rng = np.random.default_rng(6)
     d = rng.exponential(size=12)
-    ours = stats.mean_interval(d, stats.BCA)
+    ours = mean_intervals.mean_interval(d, mean_intervals.BCA)
     theirs = scipy.stats.bootstrap((d,), np.mean, method="BCa", n_resamples=50_000, random_state=0).confidence_interval
     assert (ours.low, ours.high) == pytest.approx((theirs.low, theirs.high), rel=0.01)
-    percentile = stats.mean_interval(d, stats.PERCENTILE)
+    percentile = mean_intervals.mean_interval(d, mean_intervals.PERCENTILE)
     assert ours.high > percentile.high  # right-skewed values: BCa moves the interval up
 
 
 def test_a_batch_of_datasets_is_each_dataset_on_its_own():
     rng = np.random.default_rng(7)
     batch = rng.normal(size=(3, 5))
-    for method in set(stats.METHODS) - {stats.MEDIAN}:
-        together = stats.mean_interval(batch, method, reps=500)
+    for method in set(mean_intervals.METHODS) - {mean_intervals.MEDIAN}:
+        together = mean_intervals.mean_interval(batch, method, reps=500)
         for i, d in enumerate(batch):
-            alone = stats.mean_interval(d, method, reps=500)
+            alone = mean_intervals.mean_interval(d, method, reps=500)
             assert (together.estimate[i], together.low[i], together.high[i]) == pytest.approx(
                 (alone.estimate, alone.low, alone.high), abs=1e-12), method
     verdicts = stats.verdict(*stats.sign_test(np.array([9, 0, 4]), np.array([0, 9, 4])))
@@ -174,11 +175,11 @@ def null_datasets():
 @pytest.mark.parametrize("n", [6, 10, 20])
 @pytest.mark.parametrize("distribution", ["normal", "t3"])
 def test_verdicts_between_equal_algorithms_are_rarely_false(null_datasets, distribution, n):
-    # Through the tables' own call (stats.comparison), dataset by dataset. The sign test is exact for
+    # Through the tables' own call (judge.comparison), dataset by dataset. The sign test is exact for
     # any distribution: at most stats.sign_level(n) of datasets are decided (3.1% at 6 seeds, 3.9% at 10,
     # 4.9% at 20); 3,000 datasets put 5.5% over 3 standard errors above.
     d = null_datasets[distribution, n]
-    verdicts = [stats.comparison(dict(minimum=100.0 + row), dict(minimum=np.full(n, 100.0)), ("minimum",))["verdict"]
+    verdicts = [judge.comparison(dict(minimum=100.0 + row), dict(minimum=np.full(n, 100.0)), ("minimum",))["verdict"]
                 for row in d[:100]]
     assert set(verdicts) <= {stats.AHEAD, stats.BEHIND, stats.INCONCLUSIVE}
     ahead, behind = stats.sign_test((d > 0).sum(-1), (d < 0).sum(-1))  # the comparison's test, on all 3,000
@@ -191,7 +192,7 @@ def test_the_percentile_bootstrap_fails_the_same_check(null_datasets):
     # The interval the tables used before the coverage study: at 5 seeds it is about mean ± 1.96
     # std(ddof 0)/sqrt(5) and calls a difference between equal algorithms about 16% of the time.
     d = null_datasets["normal", 5]
-    interval = stats.difference(d, np.zeros_like(d), method=stats.PERCENTILE, reps=2000)
+    interval = mean_intervals.difference(d, np.zeros_like(d), method=mean_intervals.PERCENTILE, reps=2000)
     assert np.isin(stats.verdict(interval.low > 0, interval.high < 0), (stats.AHEAD, stats.BEHIND)).mean() > 0.12
 
 
@@ -235,18 +236,18 @@ def test_the_mann_whitney_count_is_the_enumerated_one():
 def test_what_the_issue_asked_of_degenerate_inputs():
     zeros = np.zeros
     # Four equal nonzero differences are not decided (an exact sign test gives p = 0.125).
-    four = stats.comparison(dict(minimum=np.full(4, 5.0)), dict(minimum=zeros(4)), ("minimum",))
+    four = judge.comparison(dict(minimum=np.full(4, 5.0)), dict(minimum=zeros(4)), ("minimum",))
     assert four["verdict"] == stats.TOO_FEW
     # Nine of +5 and one of 0 over ten seeds are: [d_(2), d_(9)] = [5, 5].
-    nine = stats.comparison(dict(minimum=np.r_[np.full(9, 5.0), 0.0]), dict(minimum=zeros(10)), ("minimum",))
+    nine = judge.comparison(dict(minimum=np.r_[np.full(9, 5.0), 0.0]), dict(minimum=zeros(10)), ("minimum",))
     assert nine["verdict"] == stats.AHEAD and nine["minimum"] == stats.Interval(5.0, 5.0, 5.0)
     assert (nine["higher"], nine["lower"], nine["equal"]) == (9, 0, 1)
     # [1, 1, 1, 1] and [1, 1, 2, 2] read alike: too few seeds; ten of +5 is ahead like nine and a 0.
     for d in ([1.0] * 4, [1.0, 1.0, 2.0, 2.0]):
-        assert stats.comparison(dict(minimum=np.array(d)), dict(minimum=zeros(4)), ("minimum",))["verdict"] == stats.TOO_FEW
-    assert stats.comparison(dict(minimum=np.full(10, 5.0)), dict(minimum=zeros(10)), ("minimum",))["verdict"] == stats.AHEAD
+        assert judge.comparison(dict(minimum=np.array(d)), dict(minimum=zeros(4)), ("minimum",))["verdict"] == stats.TOO_FEW
+    assert judge.comparison(dict(minimum=np.full(10, 5.0)), dict(minimum=zeros(10)), ("minimum",))["verdict"] == stats.AHEAD
     # One seed is reported as too few seeds, not refused.
-    one = stats.comparison(dict(minimum=np.array([3.0])), dict(minimum=np.array([1.0])), ("minimum",), value_range=(0, 10))
+    one = judge.comparison(dict(minimum=np.array([3.0])), dict(minimum=np.array([1.0])), ("minimum",), value_range=(0, 10))
     assert one["verdict"] == stats.TOO_FEW and one["minimum"] == stats.Interval(2.0, -10.0, 10.0)
 
 
@@ -257,7 +258,7 @@ def test_moving_a_seed_further_from_zero_never_undoes_a_verdict():
     rng = np.random.default_rng(14)
     checked = 0
 
-    def word(d):  # the comparison's verdict (its test, checked against stats.comparison above)
+    def word(d):  # the comparison's verdict (its test, checked against judge.comparison above)
         return stats.verdict(*stats.sign_test((d > 0).sum(), (d < 0).sum()))
 
     for d in np.round(rng.normal(size=(400, 10)) + 1.2, 1):
@@ -279,7 +280,7 @@ def test_a_row_and_its_table_ask_one_question_ties_set_aside():
     def line(wins, losses, ties):
         robust = np.r_[np.full(wins, 500.0), np.full(losses, 300.0), np.full(ties, 500.0)]
         baseline = np.r_[np.full(wins, 300.0), np.full(losses, 500.0), np.full(ties, 500.0)]
-        return stats.comparison(dict(minimum=robust), dict(minimum=baseline), ("minimum",), value_range=(0, 500),
+        return judge.comparison(dict(minimum=robust), dict(minimum=baseline), ("minimum",), value_range=(0, 500),
                                 margin=22.6)
 
     ten = line(10, 0, 10)
@@ -294,10 +295,10 @@ def test_a_row_and_its_table_ask_one_question_ties_set_aside():
     assert scipy.stats.binomtest(7, 8, alternative="greater").pvalue == pytest.approx(9 / 256)
     assert line(7, 0, 12)["verdict"] == stats.AHEAD  # 1/128
     # A direction whose typical size is inside the margin says both.
-    small = stats.comparison(dict(minimum=np.r_[np.full(8, 1.0), np.zeros(4)]), dict(minimum=np.zeros(12)),
+    small = judge.comparison(dict(minimum=np.r_[np.full(8, 1.0), np.zeros(4)]), dict(minimum=np.zeros(12)),
                              ("minimum",), margin=22.6)
     assert (small["verdict"], small["within_margin"]) == (stats.AHEAD, True)
-    assert stats.verdict_cell(small["verdict"], 12, small["within_margin"]) == "**ahead**, within the margin"
+    assert cells.verdict_cell(small["verdict"], 12, small["within_margin"]) == "**ahead**, within the margin"
 
 
 def test_the_levels_quoted_are_computed_from_the_binomial():
@@ -320,19 +321,19 @@ def test_the_levels_quoted_are_computed_from_the_binomial():
 def test_equivalent_where_the_ninety_percent_interval_lies_inside_the_margin():
     # Five seeds: the 90% order-statistic interval is [smallest, largest] = [-1, 2].
     robust, baseline = dict(minimum=np.array([1.0, 2.0, -1.0, 0.0, 1.0])), dict(minimum=np.zeros(5))
-    inside = stats.comparison(robust, baseline, ("minimum",), margin=3.0)
+    inside = judge.comparison(robust, baseline, ("minimum",), margin=3.0)
     assert inside["equivalence"] == stats.Interval(1.0, -1.0, 2.0) and inside["verdict"] == stats.EQUIVALENT
-    assert inside["seeds_for_power"] is None and stats.seeds_cell(inside) == "—"
-    on_the_margin = stats.comparison(robust, baseline, ("minimum",), margin=2.0)  # 2 is not inside (-2, 2)
+    assert inside["seeds_for_power"] is None and cells.seeds_cell(inside) == "—"
+    on_the_margin = judge.comparison(robust, baseline, ("minimum",), margin=2.0)  # 2 is not inside (-2, 2)
     assert on_the_margin["verdict"] == stats.TOO_FEW  # and 5 seeds decide no ahead / behind
-    assert stats.comparison(robust, baseline, ("minimum",))["verdict"] == stats.TOO_FEW  # no margin, no equivalence
+    assert judge.comparison(robust, baseline, ("minimum",))["verdict"] == stats.TOO_FEW  # no margin, no equivalence
     # The other end: an interval that touches -margin is not inside either; a hair more margin is.
     mirrored = dict(minimum=-robust["minimum"])  # [-2, 1]
-    assert stats.comparison(mirrored, baseline, ("minimum",), margin=2.0)["verdict"] == stats.TOO_FEW
-    assert stats.comparison(mirrored, baseline, ("minimum",), margin=2.0 + 1e-9)["verdict"] == stats.EQUIVALENT
+    assert judge.comparison(mirrored, baseline, ("minimum",), margin=2.0)["verdict"] == stats.TOO_FEW
+    assert judge.comparison(mirrored, baseline, ("minimum",), margin=2.0 + 1e-9)["verdict"] == stats.EQUIVALENT
     for margin in (float("nan"), 0.0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="margin must be a finite number > 0"):
-            stats.comparison(robust, baseline, ("minimum",), margin=margin)
+            judge.comparison(robust, baseline, ("minimum",), margin=margin)
 
 
 def test_the_rules_power_is_exact():
@@ -341,31 +342,31 @@ def test_the_rules_power_is_exact():
     enumerated = sum(np.prod([{1: (1 - tie) * higher, -1: (1 - tie) * (1 - higher), 0: tie}[s] for s in signs])
                      for signs in itertools.product((1, -1, 0), repeat=n)
                      if stats.sign_test(signs.count(1), signs.count(-1))[0])
-    assert stats.rule_power(n, higher, tie) == pytest.approx(enumerated, abs=1e-12)
-    assert stats.sign_power(10, 0.9) == pytest.approx(scipy.stats.binom.sf(8, 10, 0.9))  # 9 or more wins of 10
-    grid = stats.rule_power(12, np.array([0.6, 0.9]), np.array([0.0, 0.5]))
-    assert grid.shape == (2, 2) and grid[0, 1] == pytest.approx(stats.rule_power(12, 0.9, 0.0))
+    assert power.rule_power(n, higher, tie) == pytest.approx(enumerated, abs=1e-12)
+    assert power.sign_power(10, 0.9) == pytest.approx(scipy.stats.binom.sf(8, 10, 0.9))  # 9 or more wins of 10
+    grid = power.rule_power(12, np.array([0.6, 0.9]), np.array([0.0, 0.5]))
+    assert grid.shape == (2, 2) and grid[0, 1] == pytest.approx(power.rule_power(12, 0.9, 0.0))
 
 
 def test_seeds_for_power_plans_with_ties_and_says_what_it_delivers():
     # The planned count is the fewest whose expected power reaches the target, the expectation over what
     # the pilot says of P(higher) and of the tie rate.
     for wins, losses, ties in ((4, 1, 0), (2, 0, 0), (7, 1, 12), (6, 2, 2)):
-        n = stats.planned_seeds(wins, losses, ties)
-        assert stats.expected_power(n, wins, losses, ties) >= stats.POWER > stats.expected_power(n - 1, wins, losses, ties)
+        n = power.planned_seeds(wins, losses, ties)
+        assert power.expected_power(n, wins, losses, ties) >= power.POWER > power.expected_power(n - 1, wins, losses, ties)
     # Ties make a plan longer: the same signs among more tied seeds need more seeds.
-    assert stats.planned_seeds(6, 2, 12) > stats.planned_seeds(6, 2, 2)
-    assert stats.seeds_for_power([1.0, -1.0, 2.0, -2.0], np.zeros(4)) is None  # no direction
-    assert stats.seeds_for_power(np.zeros(4), [5.0, 6.0, 7.0, 8.0]) == stats.seeds_for_power([5.0, 6.0, 7.0, 8.0], np.zeros(4))
+    assert power.planned_seeds(6, 2, 12) > power.planned_seeds(6, 2, 2)
+    assert power.seeds_for_power([1.0, -1.0, 2.0, -2.0], np.zeros(4)) is None  # no direction
+    assert power.seeds_for_power(np.zeros(4), [5.0, 6.0, 7.0, 8.0]) == power.seeds_for_power([5.0, 6.0, 7.0, 8.0], np.zeros(4))
     # 3 wins, 2 losses among 15 ties: no count up to the limit is expected to decide 80% of the time.
-    split = stats.comparison(dict(minimum=np.r_[np.ones(3), -np.ones(2), np.zeros(15)]), dict(minimum=np.zeros(20)),
+    split = judge.comparison(dict(minimum=np.r_[np.ones(3), -np.ones(2), np.zeros(15)]), dict(minimum=np.zeros(20)),
                              ("minimum",))
-    assert split["seeds_for_power"] is None and stats.seeds_cell(split) == f"more than {stats.PLAN_LIMIT:,}"
+    assert split["seeds_for_power"] is None and cells.seeds_cell(split) == f"more than {power.PLAN_LIMIT:,}"
     with pytest.raises(ValueError, match="paired values need one per seed on both sides, got 3 and 2"):
-        stats.seeds_for_power([1.0, 2.0, 3.0], [1.0, 2.0])
+        power.seeds_for_power([1.0, 2.0, 3.0], [1.0, 2.0])
     # What it delivers, exactly, from 5 pilots of P(higher) 0.8 without ties: the count is planned for
     # most pilots, and the power at it is about the target.
-    delivered = stats.planned_power(5, 0.8)
+    delivered = power.planned_power(5, 0.8)
     assert delivered["planned"] > 0.5 and delivered["power"] > 0.7
 
 
@@ -413,9 +414,9 @@ def test_the_whole_table_is_the_sign_test_over_its_units():
 def test_t_test_power_against_the_published_counts():
     # The paired t test at 5% two-sided needs 10 pairs for 80% power at effect size 1 (power 0.803)
     # and 34 at 0.5 (0.808) (Cohen 1988; G*Power): the yardstick the rule's own power is read against.
-    assert stats.t_test_power(10, 1.0) == pytest.approx(0.803, abs=5e-4)
-    assert stats.t_test_power(34, 0.5) == pytest.approx(0.808, abs=5e-4)
-    assert stats.sign_power(10, scipy.stats.norm.cdf(1.0)) < stats.t_test_power(10, 1.0)
+    assert power.t_test_power(10, 1.0) == pytest.approx(0.803, abs=5e-4)
+    assert power.t_test_power(34, 0.5) == pytest.approx(0.808, abs=5e-4)
+    assert power.sign_power(10, scipy.stats.norm.cdf(1.0)) < power.t_test_power(10, 1.0)
 
 
 def test_the_quoted_measurements_are_the_studys():
@@ -427,43 +428,43 @@ def test_the_quoted_measurements_are_the_studys():
     sign = study["sign"]
     assert (sign["settings"]["rule"], sign["settings"]["min_seeds"], sign["settings"]["confidence"]) == (
         stats.RULE, stats.MIN_SEEDS, stats.CONFIDENCE)
-    for kind, cells in sign["null"].items():  # within Monte Carlo error of the computed bound, on every null
-        for n, cell in cells.items():
+    for kind, by_seeds in sign["null"].items():  # within Monte Carlo error of the computed bound, on every null
+        for n, cell in by_seeds.items():
             assert cell["bound"] == pytest.approx(stats.sign_level(int(n)), abs=1e-12)
             assert cell["rate"] <= cell["bound"] + 3 * cell["se"] + 1e-12, (kind, n, cell)
-    for name, cells in sign["equivalence"].items():
-        for n, cell in cells.items():
+    for name, by_seeds in sign["equivalence"].items():
+        for n, cell in by_seeds.items():
             assert cell["computed"] == pytest.approx(stats.equivalence_level(int(n)), abs=1e-12)
             assert cell["rate"] <= cell["computed"] + 3 * np.sqrt(0.05 * 0.95 / sign["settings"]["datasets"]), (name, n)
-    for shape, cells in sign["whole_table"].items():
+    for shape, by_kind in sign["whole_table"].items():
         if "not grouped" not in shape:  # the tables group a task's rows
-            assert max(c["rate"] for c in cells.values()) <= 0.05 + 3 * max(c["se"] for c in cells.values()), shape
+            assert max(c["rate"] for c in by_kind.values()) <= 0.05 + 3 * max(c["se"] for c in by_kind.values()), shape
     plan = sign["plan"]
-    assert tuple(sign["settings"]["plan_pilots"]) == stats.PLAN_PILOTS
-    assert (tuple(sign["settings"]["plan_higher"]), tuple(sign["settings"]["plan_ties"])) == (stats.PLAN_HIGHER, stats.PLAN_TIES)
-    assert stats.PLAN_DELIVERY == pytest.approx(dict(mean=plan["mean"], smallest=plan["smallest"]), abs=5e-4)
+    assert tuple(sign["settings"]["plan_pilots"]) == power.PLAN_PILOTS
+    assert (tuple(sign["settings"]["plan_higher"]), tuple(sign["settings"]["plan_ties"])) == (power.PLAN_HIGHER, power.PLAN_TIES)
+    assert power.PLAN_DELIVERY == pytest.approx(dict(mean=plan["mean"], smallest=plan["smallest"]), abs=5e-4)
     # The plan delivers what it promises on the grid it assumes, from every pilot count (about: the prior is
     # the grid's ranges, the grid a few points of them).
-    assert all(v["power"] >= stats.POWER - 0.03 for v in plan["by_pilots"].values()), plan["by_pilots"]
+    assert all(v["power"] >= power.POWER - 0.03 for v in plan["by_pilots"].values()), plan["by_pilots"]
     rule = study["rule"]
     mean_zero = ("normal", "collapsing", "capped", "three values", "one size", "committed, random signs",
                  "equal means, collapsing baseline")  # where the mean's hull's estimand, the mean, is 0
-    assert stats.MEASURED["hull_false_rate"] == pytest.approx(max(
+    assert stats.MEAN_RULE_FALSE_RATE == pytest.approx(max(
         rule["null"][kind][n]["hull"]["rate"] for kind in mean_zero for n in rule["null"][kind]), abs=5e-4)
     # The across-rows IQM's level: the first study's smallest nominal level within 2 standard errors of 5%.
-    aggregate = [case[model] for case in study["aggregate"] for model in ("normal", "resampled")]
-    assert stats.MEASURED["aggregate_false_rate"] == pytest.approx(max(a["verdict_given"]["rate"] for a in aggregate), abs=5e-4)
-    assert stats.MEASURED["aggregate_nominal_false_rate"] == pytest.approx(
-        max(a["iqm_difference_excludes_0"]["0.95"]["rate"] for a in aggregate), abs=5e-4)
+    cases = [case[model] for case in study["aggregate"] for model in ("normal", "resampled")]
+    assert aggregate.MEASURED["aggregate_false_rate"] == pytest.approx(max(a["verdict_given"]["rate"] for a in cases), abs=5e-4)
+    assert aggregate.MEASURED["aggregate_nominal_false_rate"] == pytest.approx(
+        max(a["iqm_difference_excludes_0"]["0.95"]["rate"] for a in cases), abs=5e-4)
     shapes = {(case["rows"], max(case["seeds"])) for case in study["aggregate"]}
-    assert stats.MEASURED["aggregate_shapes"] == " and ".join(
+    assert aggregate.MEASURED["aggregate_shapes"] == " and ".join(
         f"{rows} rows x {seeds}" + (" seeds" if i == 0 else "") for i, (rows, seeds) in enumerate(sorted(shapes, reverse=True)))
-    assert stats.MEASURED["improvement_excludes_half"] == pytest.approx(
-        max(a["probability_of_improvement_excludes_half"]["rate"] for a in aggregate), abs=5e-4)
+    assert aggregate.MEASURED["improvement_excludes_half"] == pytest.approx(
+        max(a["probability_of_improvement_excludes_half"]["rate"] for a in cases), abs=5e-4)
     calibration = study["aggregate_calibration"]
-    assert study["settings"]["aggregate_confidence"] == stats.AGGREGATE_CONFIDENCE
-    assert calibration[f"{stats.AGGREGATE_CONFIDENCE:g}"]["holds_5pct"]
-    assert not any(v["holds_5pct"] for level, v in calibration.items() if float(level) < stats.AGGREGATE_CONFIDENCE)
+    assert study["settings"]["aggregate_confidence"] == aggregate.AGGREGATE_CONFIDENCE
+    assert calibration[f"{aggregate.AGGREGATE_CONFIDENCE:g}"]["holds_5pct"]
+    assert not any(v["holds_5pct"] for level, v in calibration.items() if float(level) < aggregate.AGGREGATE_CONFIDENCE)
 
 
 def test_probability_of_improvement_by_hand():
@@ -482,7 +483,7 @@ def test_comparison_is_the_tables_reading_of_each_metric():
     # The Minimum decides; every metric gets its own interval, mean difference and probability of improvement.
     robust = dict(minimum=np.array([4.0, 5.0, 6.0, 5.0, 5.0, 7.0]), average=np.array([1.0, 3.0, 2.0, 2.0, 2.0, 4.0]))
     baseline = dict(minimum=np.zeros(6), average=np.full(6, 2.0))
-    line = stats.comparison(robust, baseline, ("minimum", "average"), value_range=(0.0, 10.0))
+    line = judge.comparison(robust, baseline, ("minimum", "average"), value_range=(0.0, 10.0))
     for metric in ("minimum", "average"):
         assert line[metric] == stats.difference(robust[metric], baseline[metric], value_range=(0.0, 10.0))
         assert line[f"{metric}_mean"] == pytest.approx(np.mean(robust[metric] - baseline[metric]))
@@ -490,19 +491,19 @@ def test_comparison_is_the_tables_reading_of_each_metric():
     assert line["minimum"] == stats.Interval(5.0, 4.0, 7.0)  # 6 seeds: the smallest and largest
     assert (line["seeds"], line["verdict"], line["seeds_for_power"]) == (6, stats.AHEAD, None)  # decided
     assert line["average"] == stats.Interval(0.0, -1.0, 2.0)
-    undecided = stats.comparison(dict(minimum=np.array([1.0, -1.0, 2.0, 0.0, 3.0, 4.0])),
+    undecided = judge.comparison(dict(minimum=np.array([1.0, -1.0, 2.0, 0.0, 3.0, 4.0])),
                                  dict(minimum=np.zeros(6)), ("minimum",))
     assert undecided["verdict"] == stats.INCONCLUSIVE
-    assert undecided["seeds_for_power"] == stats.seeds_for_power([1.0, -1.0, 2.0, 0.0, 3.0, 4.0], np.zeros(6))
+    assert undecided["seeds_for_power"] == power.seeds_for_power([1.0, -1.0, 2.0, 0.0, 3.0, 4.0], np.zeros(6))
     # Unpaired (`fedjax-rl compare` on runs with other seed keys): the Hodges-Lehmann reading, judged
     # where the Mann-Whitney interval exists (5 against 4: P(U = 0) = 1/126).
     x, y = dict(minimum=np.array([3.0, 5.0, 4.0, 6.0, 2.0])), dict(minimum=np.array([1.0, 2.0, 0.0, 1.0]))
-    unpaired = stats.comparison(x, y, ("minimum",), paired=False)
+    unpaired = judge.comparison(x, y, ("minimum",), paired=False)
     assert unpaired["minimum"] == stats.difference(x["minimum"], y["minimum"], paired=False)
     assert unpaired["seeds"] == 4 and stats.decidable(5, 4)
     assert unpaired["verdict"] == stats.verdict(unpaired["minimum"].low > 0, unpaired["minimum"].high < 0, True)
     with pytest.raises(ValueError, match=r"robust minimum must be one dataset of per-seed values \(1-d\)"):
-        stats.comparison(dict(minimum=np.ones((2, 6))), dict(minimum=np.zeros((2, 6))), ("minimum",))
+        judge.comparison(dict(minimum=np.ones((2, 6))), dict(minimum=np.zeros((2, 6))), ("minimum",))
 
 
 def test_value_range_cuts_the_interval_to_what_the_task_allows():
@@ -520,13 +521,13 @@ def test_value_range_cuts_the_interval_to_what_the_task_allows():
 
 def test_iqm_by_hand_and_against_scipy():
     # 8 numbers, sorted -50, 1, 2, 3, 4, 5, 6, 100: drop two at each end, average 2, 3, 4, 5.
-    assert stats.iqm([100.0, 3.0, 1.0, 6.0, 2.0, 5.0, 4.0, -50.0]) == 3.5
+    assert aggregate.iqm([100.0, 3.0, 1.0, 6.0, 2.0, 5.0, 4.0, -50.0]) == 3.5
     rng = np.random.default_rng(2)
     for n in range(1, 14):
         values = rng.normal(size=n)
-        assert stats.iqm(values) == pytest.approx(scipy.stats.trim_mean(values, 0.25), abs=1e-12)
+        assert aggregate.iqm(values) == pytest.approx(scipy.stats.trim_mean(values, 0.25), abs=1e-12)
     batch = rng.normal(size=(3, 9))
-    np.testing.assert_allclose(stats.iqm(batch), scipy.stats.trim_mean(batch, 0.25, axis=1), atol=1e-12)
+    np.testing.assert_allclose(aggregate.iqm(batch), scipy.stats.trim_mean(batch, 0.25, axis=1), atol=1e-12)
 
 
 def test_stratified_iqm_resamples_within_rows_and_keeps_pairs():
@@ -534,7 +535,7 @@ def test_stratified_iqm_resamples_within_rows_and_keeps_pairs():
     # never moves; a bootstrap that pooled the rows' scores would draw 0 to 4 of a row.
     baseline = [np.array([1.0, 1.0]), np.array([3.0, 3.0])]
     robust = [np.array([2.0, 2.0]), np.array([5.0, 5.0])]
-    agg = stats.stratified_iqm(baseline, robust)
+    agg = aggregate.stratified_iqm(baseline, robust)
     assert agg.baseline == stats.Interval(2.0, 2.0, 2.0)  # IQM of (1, 1, 3, 3): mean of (1, 3)
     assert agg.robust == stats.Interval(3.5, 3.5, 3.5)
     assert agg.difference == stats.Interval(1.5, 1.5, 1.5)
@@ -545,7 +546,7 @@ def test_stratified_iqm_resamples_within_rows_and_keeps_pairs():
     # if) both algorithms get the same draw.
     rng = np.random.default_rng(3)
     baseline = [rng.normal(size=5) * 10 for _ in range(4)]
-    agg = stats.stratified_iqm(baseline, [b + 1 for b in baseline])
+    agg = aggregate.stratified_iqm(baseline, [b + 1 for b in baseline])
     assert (agg.difference.low, agg.difference.high) == pytest.approx((1.0, 1.0), abs=1e-9)
     assert agg.baseline.low < agg.baseline.estimate < agg.baseline.high
 
@@ -554,12 +555,12 @@ def test_the_across_rows_difference_is_read_at_its_calibrated_level():
     rng = np.random.default_rng(8)
     baseline = [rng.normal(size=5) for _ in range(8)]
     robust = [b + rng.normal(size=5) for b in baseline]
-    agg = stats.stratified_iqm(baseline, robust)
-    samples = stats.stratified_samples(baseline, robust)
-    assert (agg.difference.low, agg.difference.high) == stats.percentile_interval(
-        samples["difference"][1], stats.AGGREGATE_CONFIDENCE)
-    assert (agg.baseline.low, agg.baseline.high) == stats.percentile_interval(samples["baseline"][1], stats.CONFIDENCE)
-    nominal = stats.percentile_interval(samples["difference"][1], stats.CONFIDENCE)
+    agg = aggregate.stratified_iqm(baseline, robust)
+    samples = aggregate.stratified_samples(baseline, robust)
+    assert (agg.difference.low, agg.difference.high) == aggregate.percentile_interval(
+        samples["difference"][1], aggregate.AGGREGATE_CONFIDENCE)
+    assert (agg.baseline.low, agg.baseline.high) == aggregate.percentile_interval(samples["baseline"][1], stats.CONFIDENCE)
+    nominal = aggregate.percentile_interval(samples["difference"][1], stats.CONFIDENCE)
     assert agg.difference.low <= nominal[0] and agg.difference.high >= nominal[1]
 
 
@@ -568,35 +569,36 @@ def test_seeded_and_reproducible():
     x, y = rng.normal(size=5), rng.normal(size=5)
     assert stats.difference(x, y) == stats.difference(x, y)
     rows = [rng.normal(size=5) for _ in range(3)]
-    assert stats.stratified_iqm(rows, rows[::-1]) == stats.stratified_iqm(rows, rows[::-1])
+    assert aggregate.stratified_iqm(rows, rows[::-1]) == aggregate.stratified_iqm(rows, rows[::-1])
 
 
 def test_quantile_is_numpys_inverted_cdf():
     rng = np.random.default_rng(9)
     samples = rng.normal(size=(4, 997))
     for q in (0.0, 0.005, 0.025, 0.5, 0.975, 1.0):
-        np.testing.assert_array_equal(stats.quantile(samples, q), np.quantile(samples, q, axis=-1, method="inverted_cdf"))
+        np.testing.assert_array_equal(aggregate.quantile(samples, q), np.quantile(samples, q, axis=-1, method="inverted_cdf"))
 
 
 def test_normalise_by_hand():
     # MountainCar-like: random -200, reference -100: -150 is halfway, -100 is 1, -250 is -0.5.
-    np.testing.assert_allclose(stats.normalise([-150.0, -100.0, -250.0], -200.0, -100.0), [0.5, 1.0, -0.5])
+    np.testing.assert_allclose(aggregate.normalise([-150.0, -100.0, -250.0], -200.0, -100.0), [0.5, 1.0, -0.5])
     with pytest.raises(ValueError, match=r"reference return \(-200.0\) must exceed the random-policy return"):
-        stats.normalise([1.0], -200.0, -200.0)
+        aggregate.normalise([1.0], -200.0, -200.0)
 
 
 @pytest.mark.parametrize("call,message", [
     (lambda: stats.difference([1.0], [1.0], confidence=1.5), r"confidence must be in \(0, 1\), got 1.5"),
-    (lambda: stats.difference([1.0, 2.0], [1.0, 2.0], reps=0), r"reps \(bootstrap resamples\) must be an integer >= 1, got 0"),
-    (lambda: stats.difference([1.0, 2.0], [1.0, 2.0], method="wild"), r"method must be one of median, t, percentile, bca"),
+    (lambda: mean_intervals.difference([1.0, 2.0], [1.0, 2.0], reps=0), r"reps \(bootstrap resamples\) must be an integer >= 1, got 0"),
+    (lambda: aggregate.stratified_iqm([[1.0]], [[1.0]], reps=0), r"reps \(bootstrap resamples\) must be an integer >= 1, got 0"),
+    (lambda: mean_intervals.difference([1.0, 2.0], [1.0, 2.0], method="wild"), r"method must be one of median, t, percentile, bca"),
     (lambda: stats.difference([], [1.0], paired=False), r"x must hold at least 1 per-seed value"),
-    (lambda: stats.difference([1.0], [1.0], method=stats.T), r"values must hold at least 2 per-seed value"),
-    (lambda: stats.mean_interval([1.0, 2.0], stats.MEDIAN), r"'median' is an interval of a median, not of a mean"),
+    (lambda: mean_intervals.difference([1.0], [1.0], method=mean_intervals.T), r"values must hold at least 2 per-seed value"),
+    (lambda: mean_intervals.mean_interval([1.0, 2.0], mean_intervals.MEDIAN), r"'median' is an interval of a median, not of a mean"),
     (lambda: stats.difference([1.0, 2.0], [1.0]), r"paired values need one per seed on both sides, got 2 and 1"),
-    (lambda: stats.difference([1.0, 2.0], [1.0, 3.0], paired=False, method="bca"), r"'bca' is for paired values only"),
+    (lambda: mean_intervals.difference([1.0, 2.0], [1.0, 3.0], paired=False, method="bca"), r"'bca' is for paired values only"),
     (lambda: stats.difference([np.nan], [1.0]), r"x must be finite"),
-    (lambda: stats.stratified_iqm([[1.0]], []), r"need the same, non-zero number of rows"),
-    (lambda: stats.stratified_iqm([[1.0, 2.0]], [[1.0]]), r"one score per seed for both algorithms"),
+    (lambda: aggregate.stratified_iqm([[1.0]], []), r"need the same, non-zero number of rows"),
+    (lambda: aggregate.stratified_iqm([[1.0, 2.0]], [[1.0]]), r"one score per seed for both algorithms"),
 ])
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):

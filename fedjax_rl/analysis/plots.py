@@ -256,7 +256,7 @@ def differences_table(runs: list[dict]) -> str:
     seeds would decide it (`fedjax_rl.analysis.stats`). Empty when there is no such pair; stopped runs are
     left out."""
     from fedjax_rl import envs
-    from fedjax_rl.analysis import stats
+    from fedjax_rl.analysis import cells, judge, power, stats
 
     finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
     robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
@@ -269,7 +269,7 @@ def differences_table(runs: list[dict]) -> str:
             y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
             env, physics = _task(rob)
             listed = env in envs.list_envs()  # Brax's tasks are not listed
-            line = stats.comparison(x, y, ("minimum", "average"), paired=paired,
+            line = judge.comparison(x, y, ("minimum", "average"), paired=paired,
                                     value_range=envs.return_range(env) if listed else None,
                                     margin=envs.equivalence_margin(env) if listed else None)
             m, n = len(x["minimum"]), len(y["minimum"])
@@ -278,14 +278,14 @@ def differences_table(runs: list[dict]) -> str:
             rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
                          f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", line["minimum"].format(),
                          line["average"].format(), improvement,
-                         line["verdict"] + stats.margin_words(line["verdict"], line["within_margin"]),
-                         stats.seeds_cell(line)))
+                         line["verdict"] + cells.margin_words(line["verdict"], line["within_margin"]),
+                         cells.seeds_cell(line)))
     if not rows:
         return ""
     header = ("task", "difference", "seeds", "Minimum: median [95% CI]", "Average: median [95% CI]",
-              "P(robust > baseline) Min / Avg", "verdict", f"seeds for {stats.POWER:.0%} power")
+              "P(robust > baseline) Min / Avg", "verdict", f"seeds for {power.POWER:.0%} power")
     return _text_table(header, rows) + "\n" + DIFFERENCES_NOTE.format(
-        min_seeds=stats.MIN_SEEDS, power=stats.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE,
+        min_seeds=stats.MIN_SEEDS, power=power.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE,
         rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, sorted(set(counts)))))
 
 

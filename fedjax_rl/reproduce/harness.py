@@ -24,7 +24,7 @@ import numpy as np
 
 from fedjax_rl import agents
 from fedjax_rl.reproduce import report, seed_pieces
-from fedjax_rl.reproduce.plan import Plan, Request
+from fedjax_rl.reproduce.plan import Plan, Planned, Request
 from fedjax_rl.training import records, run_directory
 from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary

@@ -26,10 +26,10 @@ import os
 import numpy as np
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import stats
+from fedjax_rl.analysis import cells, judge, power, stats
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
-                                       load_program_run, margin_note, ran_on, range_note, row_dir, share_cell,
+                                       load_program_run, margin_note, ran_on, range_note, row_dir,
                                        write_csvs)
 
 METRICS = ("minimum", "average", "sweep")
@@ -63,7 +63,7 @@ def level_points(table: Table, records: dict, out_dir: str):
 def comparisons(table: Table, records: dict, out_dir: str, challenger: str | None = None) -> list[dict]:
     """Per finished row, level p and baseline: the level's headline FedR* (or the `challenger`'s
     headline, at the levels of the rows that ran it) against the baseline on the reported seeds
-    (stats.comparison), with both algorithms' mean Minimum."""
+    (judge.comparison), with both algorithms' mean Minimum."""
     out = []
     for key, row, row_path, rec, point in level_points(table, records, out_dir):
         if challenger is not None and challenger not in point.get("challengers", {}):
@@ -77,7 +77,7 @@ def comparisons(table: Table, records: dict, out_dir: str, challenger: str | Non
                             robust=ours["headline"], omega=ours["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
-                            **stats.comparison(robust, baseline, METRICS, value_range=envs.return_range(row.env_name),
+                            **judge.comparison(robust, baseline, METRICS, value_range=envs.return_range(row.env_name),
                                                margin=envs.equivalence_margin(row.env_name))))
     return out
 
@@ -136,7 +136,7 @@ def table_lines(table: Table, records: dict, lines: list[dict],
     and machine."""
     md = _preamble(table, records) + [
         "## FedR* − baseline, paired by seed, per level p", "",
-        LEGEND.format(omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
+        LEGEND.format(omega_rule=OMEGA_RULE, min_seeds=stats.MIN_SEEDS, power=power.POWER,
                       range_note=range_note(rec["env_name"] for rec in records.values()),
                       margins=margin_note(rec["env_name"] for rec in records.values())), ""]
     md += _comparison_table(lines, "FedR*")
@@ -173,15 +173,15 @@ def _comparison_table(lines: list[dict], robust: str) -> list[str]:
     md = [f"| row | K | p | baseline | seeds | {robust} (headline ω) | baseline Minimum | {robust} Minimum | "
           f"Minimum: {robust} higher / lower / equal | Minimum: share of wins [95% CI] | Minimum: median difference [95% CI] | "
           "Average: median difference [95% CI] | Sweep mean: median difference [95% CI] | "
-          f"verdict | seeds for {stats.POWER:.0%} power |",
+          f"verdict | seeds for {power.POWER:.0%} power |",
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for line in lines:
         md.append(f"| {line['panel']} | {line['num_agents']} | {line['max_rate']:g} | {line['baseline']} | "
                   f"{line['seeds']} | {line['robust']} | {line['baseline_minimum']:.1f} | {line['robust_minimum']:.1f} | "
-                  f"{line['higher']} / {line['lower']} / {line['equal']} | {share_cell(line['win_share'])} | "
+                  f"{line['higher']} / {line['lower']} / {line['equal']} | {cells.share_cell(line['win_share'])} | "
                   f"{line['minimum'].format()} | {line['average'].format()} | {line['sweep'].format()} | "
-                  f"{stats.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | "
-                  f"{stats.seeds_cell(line)} |")
+                  f"{cells.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | "
+                  f"{cells.seeds_cell(line)} |")
     return md
 
 
@@ -196,14 +196,14 @@ WHOLE_TABLE_LEGEND = (
 
 def across_levels(lines: list[dict]) -> list[dict]:
     """Per row and baseline: each reported seed's Minimum difference averaged over the row's levels,
-    judged by the median rule (`stats.comparison` on those means, against the task's margin)."""
+    judged by the median rule (`judge.comparison` on those means, against the task's margin)."""
     out = []
     for key in dict.fromkeys(line["row"] for line in lines):
         for base in dict.fromkeys(line["baseline"] for line in lines if line["row"] == key):
             mine = [line for line in lines if (line["row"], line["baseline"]) == (key, base)]
             means = np.mean([line["differences"] for line in mine], axis=0)
             out.append(dict(row=key, baseline=base, levels=[line["max_rate"] for line in mine],
-                            **stats.comparison(dict(minimum=means), dict(minimum=np.zeros_like(means)), ("minimum",),
+                            **judge.comparison(dict(minimum=means), dict(minimum=np.zeros_like(means)), ("minimum",),
                                                margin=mine[0]["margin"])))
     return out
 
@@ -221,7 +221,7 @@ def whole_table_lines(table: Table, lines: list[dict], robust: str = "FedR*") ->
         md.append(f"**Whole table** against {base}, over {len({line['row'] for line in mine})} rows and "
                   f"{len(mine)} (row, level) points, {pooled['units']} (task, seed) units: {robust} wins "
                   f"{pooled['higher']} (higher at more of its task's points than lower), loses {pooled['lower']}, "
-                  f"even {pooled['even']}: {stats.verdict_cell(pooled['verdict'], pooled['units'])} (the sign test "
+                  f"even {pooled['even']}: {cells.verdict_cell(pooled['verdict'], pooled['units'])} (the sign test "
                   "of Tables 1 and 2's whole-table line).")
     return md
 
@@ -231,9 +231,9 @@ def across_levels_lines(lines: list[dict], robust: str = "FedR*") -> list[str]:
     return [f"**Whole row** {line['row']} against {line['baseline']}, across p = {_levels(line['levels'])}: "
             f"{robust} higher on {line['higher']} of {line['seeds']} seeds on the mean over levels, lower on "
             f"{line['lower']}, equal on {line['equal']}; median {line['minimum'].format()}: "
-            f"{stats.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])}" + (
+            f"{cells.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])}" + (
                 "" if line["verdict"] in (stats.AHEAD, stats.BEHIND, stats.EQUIVALENT)
-                else f" (seeds for {stats.POWER:.0%} power: {stats.seeds_cell(line)})") + "."
+                else f" (seeds for {power.POWER:.0%} power: {cells.seeds_cell(line)})") + "."
             for line in across_levels(lines)]
 
 

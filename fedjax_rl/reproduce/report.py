@@ -14,11 +14,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import stats
+from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 from fedjax_rl.reproduce import heterogeneity, paper
 from fedjax_rl.reproduce.tables import (
     EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, margin_note,
-    plan_words, ran_on, range_note, row_dir, seed_runs, seed_sets, share_cell, write_csvs)
+    plan_words, ran_on, range_note, row_dir, seed_runs, seed_sets, write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -91,10 +91,10 @@ def comparison_legend(robust: str, env_names: Sequence[str], seed_counts: Sequen
     env_names, counts = list(env_names), sorted(set(seed_counts))
     return COMPARISON_LEGEND.format(
         robust=robust, range_note=range_note(env_names), margins=margin_note(env_names),
-        equivalence_level=stats.EQUIVALENCE_CONFIDENCE, min_seeds=stats.MIN_SEEDS, power=stats.POWER,
+        equivalence_level=stats.EQUIVALENCE_CONFIDENCE, min_seeds=stats.MIN_SEEDS, power=power.POWER,
         rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, counts)),
         equivalence_rate=max(stats.equivalence_level(n) for n in counts), **plan_words(),
-        hull_false_rate=stats.MEASURED["hull_false_rate"])
+        hull_false_rate=stats.MEAN_RULE_FALSE_RATE)
 
 
 WHOLE_TABLE_LEGEND = (
@@ -128,7 +128,7 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: st
                  else "no unit won or lost")
         md.append(f"**Whole table** against {base}: over {pooled['units']} (task, seed) units ({pooled['rows']} rows "
                   f"of {pooled['groups']} tasks), {robust} wins {pooled['higher']}, loses {pooled['lower']}, "
-                  f"even {pooled['even']}; {share}: {stats.verdict_cell(pooled['verdict'], pooled['units'])}.")
+                  f"even {pooled['even']}; {share}: {cells.verdict_cell(pooled['verdict'], pooled['units'])}.")
         md.append("")
         units.append(pooled["units"])
     if not md:
@@ -155,7 +155,7 @@ def comparisons(table: Table, records: dict, challenger: str | None = None) -> l
     """Per finished row and baseline: the headline FedR* (or the `challenger`'s headline, in the rows
     that ran it) against the baseline on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
-    Average, as stats.comparison judges it (within the task's return range where it has one);
+    Average, as judge.comparison judges it (within the task's return range where it has one);
     and the paper's own Minimum difference where its table reports both. A row with confirmatory seeds
     (`seed_sets`) gives a line on those, which the verdicts count, and one on its exploratory seeds."""
     rows_by_key = {row.key: row for row in table.rows}
@@ -171,7 +171,7 @@ def comparisons(table: Table, records: dict, challenger: str | None = None) -> l
                                 for name in (headline, base))
             line = dict(row=key, baseline=base, robust=headline, seed_set=seed_set,
                         seed_indices=np.asarray(rec["seeds"]["reported"])[positions].tolist(),
-                        **stats.comparison(robust, baseline, METRICS, value_range=bounds,
+                        **judge.comparison(robust, baseline, METRICS, value_range=bounds,
                                            margin=envs.equivalence_margin(prow.env_name)))
             p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
             if challenger is not None:  # the paper's difference is its robust algorithm's, not a challenger's
@@ -205,7 +205,7 @@ def normalised_scores(table: Table, records: dict, algorithm: str, metric: str) 
         random_return, reference = _anchors(table, rows_by_key[key], metric, rec)
         if reference is not None:
             label = rec["headline"] if algorithm == "headline" else algorithm
-            out[key] = stats.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
+            out[key] = aggregate.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
     return out
 
 
@@ -213,14 +213,14 @@ def paper_robust_iqm(table: Table, keys: Sequence[str], metric: str) -> float:
     """IQM over the rows `keys` of the paper's own FedR* number, normalised as `normalised_scores`."""
     rows_by_key = {row.key: row for row in table.rows}
     index = ("average", "minimum").index(metric)  # paper_numbers' order
-    return stats.iqm([float(stats.normalise(rows_by_key[k].paper_numbers(table.robust_label)[index],
+    return aggregate.iqm([float(aggregate.normalise(rows_by_key[k].paper_numbers(table.robust_label)[index],
                                             *_anchors(table, rows_by_key[k], metric))) for k in keys])
 
 
 def aggregates(table: Table, records: dict) -> list[dict]:
     """Per metric and baseline: the IQM over every (row, reported seed) of the normalised scores of
     the baseline and of the headline FedR*, their difference and the mean P(FedR* > baseline), with
-    stratified bootstrap intervals (rows are the strata; `stats.stratified_iqm`)."""
+    stratified bootstrap intervals (rows are the strata; `aggregate.stratified_iqm`)."""
     out = []
     for metric in METRICS:
         robust = normalised_scores(table, records, "headline", metric)
@@ -229,7 +229,7 @@ def aggregates(table: Table, records: dict) -> list[dict]:
             keys = [k for k in robust if k in baseline]
             if keys:
                 out.append(dict(metric=metric, baseline=base, rows=keys,
-                                aggregate=stats.stratified_iqm([baseline[k] for k in keys], [robust[k] for k in keys])))
+                                aggregate=aggregate.stratified_iqm([baseline[k] for k in keys], [robust[k] for k in keys])))
     return out
 
 
@@ -346,10 +346,10 @@ def _comparison_cells(line: dict, paper_columns: bool) -> str:
     paper_diff = line["paper_minimum_difference"]
     agrees = "—" if line["sign_agrees"] is None else ("yes" if line["sign_agrees"] else "no")
     return (f"| {line['row']} | {line['baseline']} | {_seeds_cell(line)} | "
-            f"{line['higher']} / {line['lower']} / {line['equal']} | {share_cell(line['win_share'])} | "
+            f"{line['higher']} / {line['lower']} / {line['equal']} | {cells.share_cell(line['win_share'])} | "
             f"{line['minimum'].format()} | {line['average'].format()} | {line['minimum_mean']:+.1f} | "
-            f"{stats.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | "
-            f"{stats.seeds_cell(line)} |"
+            f"{cells.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | "
+            f"{cells.seeds_cell(line)} |"
             + (f" {paper.NOT_REPORTED if paper_diff is None else f'{paper_diff:+.1f}'} | {agrees} |" if paper_columns else ""))
 
 
@@ -362,7 +362,7 @@ def _comparison_csv(table: Table, line: dict) -> dict:
 def _comparison_head(robust: str, paper_columns: bool) -> list[str]:
     return [f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: share of wins [95% CI] | "
             "Minimum: median difference [95% CI] | Average: median difference [95% CI] | Minimum: mean difference | "
-            f"verdict | seeds for {stats.POWER:.0%} power |"
+            f"verdict | seeds for {power.POWER:.0%} power |"
             + (" paper's Minimum difference | sign agrees |" if paper_columns else ""),
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if paper_columns else "")]
 
@@ -454,10 +454,10 @@ def _aggregate_section(table: Table, records: dict) -> list[str]:
     robust, reference = table.robust_label, table.paper_baseline
     md = ["", "## Across rows: IQM of normalised scores", "",
           (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". "
-          + AGGREGATE_LEGEND.format(robust=robust, reps=stats.REPS, level=stats.AGGREGATE_CONFIDENCE,
-                                    **stats.MEASURED), "",
+          + AGGREGATE_LEGEND.format(robust=robust, reps=aggregate.REPS, level=aggregate.AGGREGATE_CONFIDENCE,
+                                    **aggregate.MEASURED), "",
           f"| metric | baseline | rows x seeds | baseline IQM [nominal 95%] | {robust} IQM [nominal 95%] | "
-          f"{robust} − baseline [nominal {stats.AGGREGATE_CONFIDENCE:.1%}] | "
+          f"{robust} − baseline [nominal {aggregate.AGGREGATE_CONFIDENCE:.1%}] | "
           f"P({robust} > baseline) [nominal 95%] |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
     paper_iqm = []

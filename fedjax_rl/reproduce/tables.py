@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import stats
+from fedjax_rl.analysis import power, stats
 from fedjax_rl.reproduce import paper
 from fedjax_rl.training import run_directory
 from fedjax_rl.training.machine import summary as machine_summary
@@ -374,25 +374,17 @@ def margin_note(env_names) -> str:
 
 
 def plan_words() -> dict:
-    """The seed plan's measured delivery (`stats.PLAN_DELIVERY`) as the legends word it."""
+    """The seed plan's measured delivery (`power.PLAN_DELIVERY`) as the legends word it."""
     def span(values, unit=""):
         return f"{values[0]:g}{unit}-{values[-1]:g}{unit}" if len(values) > 1 else f"{values[0]:g}{unit}"
 
-    return dict(plan_pilots=", ".join(map(str, stats.PLAN_PILOTS)), plan_higher=span(stats.PLAN_HIGHER),
-                plan_ties=span([100 * t for t in stats.PLAN_TIES], "%"), plan_mean=stats.PLAN_DELIVERY["mean"],
-                plan_smallest=stats.PLAN_DELIVERY["smallest"])
-
-
-def share_cell(interval: stats.Interval) -> str:
-    """The share of wins among the untied seeds with its interval, as the tables print it; '—' where every
-    seed tied."""
-    if not np.isfinite(interval.estimate):
-        return "—"
-    return f"{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+    return dict(plan_pilots=", ".join(map(str, power.PLAN_PILOTS)), plan_higher=span(power.PLAN_HIGHER),
+                plan_ties=span([100 * t for t in power.PLAN_TIES], "%"), plan_mean=power.PLAN_DELIVERY["mean"],
+                plan_smallest=power.PLAN_DELIVERY["smallest"])
 
 
 def comparison_record(table_name: str, line: dict, metrics) -> dict:
-    """A `stats.comparison` line as a comparisons-CSV record: per metric the median difference with its
+    """A `judge.comparison` line as a comparisons-CSV record: per metric the median difference with its
     interval, the mean difference and P(robust > baseline); on the deciding metric the seeds higher,
     lower and equal, the share of wins among the untied ones with its interval, the equivalence interval
     and margin; the verdict (with `within_margin`), the seeds for power, and the rule with its levels

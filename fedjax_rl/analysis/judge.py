@@ -1,0 +1,54 @@
+"""How the tables and `fedjax-rl compare` judge robust against baseline: the verdict rule
+(`fedjax_rl.analysis.stats`) read on one pair of per-seed samples, with the size of the difference on each
+metric and, for an undecided comparison, a seed plan (`fedjax_rl.analysis.power`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedjax_rl.analysis import power, stats
+
+
+def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: bool = True, decide_on: str = "minimum",
+               value_range: tuple[float, float] | None = None, margin: float | None = None) -> dict:
+    """How the tables and `fedjax-rl compare` judge robust against baseline from their seeds' values
+    ({metric: per-seed values, one dataset}, paired by seed or not). Per metric: the median difference
+    with its interval (`stats.difference`, within what the task's `value_range` of returns allows), the
+    difference of the means (a description, and what the paper's numbers are) and P(robust >
+    baseline). On `decide_on`: paired, the per-seed differences, the seeds where robust is higher,
+    lower and equal, and the share of wins among the untied ones with its interval ("win_share"); the
+    verdict (`stats.verdict`: the direction by `stats.sign_test`, paired, or by the shift's interval, unpaired;
+    'equivalent' against the task's `margin`, where it has one; "within_margin" where a direction was
+    found whose size lies inside it); for an undecided comparison, about how many seeds would decide it
+    (`power.seeds_for_power`)."""
+    x = stats.one_dataset(robust[decide_on], f"robust {decide_on}")
+    y = stats.one_dataset(baseline[decide_on], f"baseline {decide_on}")
+    if paired and x.size != y.size:
+        raise ValueError(f"paired values need one per seed on both sides, got {x.size} and {y.size}")
+    if margin is not None and not (np.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0 (or None: no equivalence), got {margin}")
+    line = dict(seeds=min(x.size, y.size), margin=margin)
+    for metric in metrics:
+        line[metric] = stats.difference(robust[metric], baseline[metric], paired=paired, value_range=value_range)
+        line[f"{metric}_mean"] = float(np.mean(robust[metric]) - np.mean(baseline[metric]))
+        line[f"{metric}_improvement"] = stats.probability_of_improvement(robust[metric], baseline[metric])
+    if paired:
+        d = x - y
+        line.update(differences=d, higher=int((d > 0).sum()), lower=int((d < 0).sum()), equal=int((d == 0).sum()))
+        line["win_share"] = stats.win_share(line["higher"], line["lower"])
+        ahead, behind = stats.sign_test(line["higher"], line["lower"])
+    else:
+        shift = line[decide_on] if decide_on in metrics else stats.difference(x, y, paired=False, value_range=value_range)
+        ahead, behind = shift.low > 0, shift.high < 0
+    line["equivalence"] = (None if margin is None else
+                           stats.difference(x, y, paired=paired, confidence=stats.EQUIVALENCE_CONFIDENCE, value_range=value_range))
+    line["verdict"] = stats.verdict(ahead, behind, stats.decidable(x.size, None if paired else y.size), line["equivalence"], margin)
+    line["within_margin"] = bool(line["equivalence"] is not None and stats.inside_margin(line["equivalence"], margin))
+    line["seeds_for_power"] = (None if line["verdict"] in (stats.AHEAD, stats.BEHIND, stats.EQUIVALENT)
+                               else power.seeds_for_power(x, y, paired=paired))
+    line["direction_seen"] = (line["higher"] != line["lower"] if paired
+                              else line[f"{decide_on}_improvement"] != 0.5 if decide_on in metrics
+                              else stats.probability_of_improvement(x, y) != 0.5)
+    return line
