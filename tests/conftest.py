@@ -18,8 +18,12 @@ settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True
 settings.register_profile("mutation", max_examples=100, deadline=None, derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Compiled programs are cached on disk so repeated local runs skip most compilation.
-jax.config.update("jax_compilation_cache_dir", os.path.join(os.path.dirname(__file__), "..", ".jax_cache"))
+# Compiled programs are cached on disk so repeated local runs skip most compilation; the command lines
+# the tests run, in this process or as their own, keep theirs in the same place
+# (`machine.use_compilation_cache`), not in the user's cache directory.
+JAX_CACHE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".jax_cache"))
+os.environ.setdefault("FEDJAX_RL_COMPILATION_CACHE", JAX_CACHE)
+jax.config.update("jax_compilation_cache_dir", os.environ["FEDJAX_RL_COMPILATION_CACHE"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 # Longest modules first. `make test` runs xdist with `--dist loadfile --no-loadscope-reorder`, which

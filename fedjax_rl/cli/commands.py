@@ -318,6 +318,11 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
     return f"fedjax-rl: warning: {message}\n"
 
 
+# The commands that compile programs: they keep them on disk (`machine.use_compilation_cache`), so a
+# second run of the same shape, a resume or another seed piece compiles nothing.
+COMPILING = ("train", "reproduce", "demo", "render")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `fedjax-rl` entry point: parse `argv` and run the command; returns the exit code (130 after
     Ctrl-C)."""
@@ -330,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
                 maybe_initialize_distributed(args)  # warns before connecting to a public coordinator
             except ValueError as err:
                 raise usage_error(err) from None
+        if args.command in COMPILING:
+            from fedjax_rl.training import machine
+
+            machine.use_compilation_cache()
         import matplotlib
 
         matplotlib.use("Agg")  # files only: the command line never opens a window

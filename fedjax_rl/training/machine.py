@@ -1,7 +1,8 @@
 """What a measurement records about the machine it ran on (the machines are shared and noisy, so the
 load average is part of the result), and what a run may ask of this machine: the CPU matrix-product
-library, and whether a run's training state fits in its memory (`check_memory`). Used by
-`fedjax-rl reproduce` rows, `loop.run` and benchmarks/."""
+library, whether a run's training state fits in its memory (`check_memory`), and a disk cache of
+compiled programs (`use_compilation_cache`). Used by `fedjax-rl reproduce` rows, `loop.run`, the
+command line and benchmarks/."""
 
 from __future__ import annotations
 
@@ -193,3 +194,40 @@ def check_memory(trainer, num_runs: int, checkpoints: bool) -> None:
         f"({parts} GiB), {copies}; XLA's temporaries come on top. Use fewer agents (--agents), seeds (--seeds) "
         f"or a smaller replay buffer (--set buffer_size=N); --run-batch does not lower it (every run's state "
         f"stays in memory).")
+
+
+# The environment variable that moves the compilation cache (a directory) or turns it off ("off").
+CACHE_ENV = "FEDJAX_RL_COMPILATION_CACHE"
+
+
+def compilation_cache_dir() -> str | None:
+    """Where compiled programs are kept: CACHE_ENV's directory, None where it says "off", else
+    fedjax_rl/jax under the user's cache directory ($XDG_CACHE_HOME, or ~/.cache)."""
+    value = os.environ.get(CACHE_ENV)
+    if value is not None:
+        return None if value.strip().lower() in ("off", "0", "false", "") else os.path.expanduser(value)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fedjax_rl", "jax")
+
+
+def use_compilation_cache() -> str | None:
+    """Keep compiled programs on disk (JAX's persistent compilation cache, in `compilation_cache_dir`),
+    so that a second run, a resume or a seed piece of a program already compiled on this machine
+    compiles nothing. Call it before the first compilation; returns the directory (None: off).
+
+    What it keeps: one file per compiled program that took a second or more to compile, named by a
+    hash of the program, the compiler options, the jax and XLA versions and the device. A program
+    that differs in any of these gets its own entry, so a cached entry yields the same executable,
+    and the same numbers, as compiling again. An entry that cannot be read (damaged, or from a build
+    that cannot load it) is compiled again with a warning: it costs a compile, never a number. To
+    clear it, delete the directory; to move it or turn it off, set FEDJAX_RL_COMPILATION_CACHE to a
+    directory or to "off"."""
+    path = compilation_cache_dir()
+    if path is None:
+        return None
+    import jax
+
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    return path
