@@ -730,10 +730,15 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
     assert "| CartPole-v1/length | DQNAvg | 5 exploratory (3-7) |" in text
     assert "FedRDQN is ahead in 1, behind in 0, inconclusive in 0 of 1 rows" in text  # the confirmatory line alone
     assert "**Whole table** against DQNAvg: over 20 (task, seed) units" in text
+    assert "**Whole table, confirmatory seeds alone** against DQNAvg: over 20 (task, seed) units" in text
     assert [row["seed_set"] for row in comparison_rows] == ["confirmatory", "exploratory"]
     # The task's other row without fresh seeds: its seeds 3-7 join the whole table as units of their own.
     md, _, _ = report.table_lines(table, {key: grown, other: first_five(records[other])})
-    assert "**Whole table** against DQNAvg: over 25 (task, seed) units (2 rows of 1 tasks)" in "\n".join(md)
+    text = "\n".join(md)
+    assert "**Whole table** against DQNAvg: over 25 (task, seed) units (2 rows of 1 tasks)" in text
+    # ... and the confirmatory line reads only the grown row's fresh seeds: 20 units, 20 wins.
+    assert ("**Whole table, confirmatory seeds alone** against DQNAvg: over 20 (task, seed) units (1 rows of 1 tasks), "
+            "FedRDQN wins 20, loses 0, even 0") in text
 
 
 def test_pieces_overlap_exactly_where_they_share_a_seed():

@@ -17,8 +17,8 @@ from fedjax_rl import envs
 from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 from fedjax_rl.reproduce import heterogeneity, paper
 from fedjax_rl.reproduce.tables import (
-    EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows, load_algorithm, margin_note,
-    plan_words, ran_on, range_note, row_dir, seed_runs, seed_sets, write_csvs)
+    CONFIRMATORY, CONFIRMATORY_TABLE, EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
+    load_algorithm, margin_note, plan_words, ran_on, range_note, row_dir, seed_runs, seed_sets, write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -113,24 +113,27 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: st
                       legend: bool = True) -> list[str]:
     """One line per baseline beginning '**Whole table**': the sign test over the (task, seed) units of
     the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped), exploratory lines left
-    out, then (`legend`) what the test is. `robust`: the algorithm the lines judge (default: the
-    table's FedR*)."""
+    out; where rows hold confirmatory seeds, a second line on those alone (CONFIRMATORY_TABLE), the
+    one test of the table declared before its data existed; then (`legend`) what the test is.
+    `robust`: the algorithm the lines judge (default: the table's FedR*)."""
     robust = robust or table.robust_label
     md, units = [], []
     for base in table.baselines:
-        mine = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
-        if not mine:
-            continue
-        pooled = stats.pooled_signs([line["differences"] for line in mine],
-                                    groups=[records[line["row"]]["env_name"] for line in mine],
-                                    seeds=[line["seed_indices"] for line in mine])
-        share = (f"share of wins {_unsigned(pooled['win_share'])}" if pooled["even"] < pooled["units"]
-                 else "no unit won or lost")
-        md.append(f"**Whole table** against {base}: over {pooled['units']} (task, seed) units ({pooled['rows']} rows "
-                  f"of {pooled['groups']} tasks), {robust} wins {pooled['higher']}, loses {pooled['lower']}, "
-                  f"even {pooled['even']}; {share}: {cells.verdict_cell(pooled['verdict'], pooled['units'])}.")
-        md.append("")
-        units.append(pooled["units"])
+        deciding = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
+        confirmatory = [line for line in deciding if line["seed_set"] == CONFIRMATORY]
+        for title, mine in (("**Whole table**", deciding), (CONFIRMATORY_TABLE, confirmatory)):
+            if not mine:
+                continue
+            pooled = stats.pooled_signs([line["differences"] for line in mine],
+                                        groups=[records[line["row"]]["env_name"] for line in mine],
+                                        seeds=[line["seed_indices"] for line in mine])
+            share = (f"share of wins {_unsigned(pooled['win_share'])}" if pooled["even"] < pooled["units"]
+                     else "no unit won or lost")
+            md.append(f"{title} against {base}: over {pooled['units']} (task, seed) units ({pooled['rows']} rows "
+                      f"of {pooled['groups']} tasks), {robust} wins {pooled['higher']}, loses {pooled['lower']}, "
+                      f"even {pooled['even']}; {share}: {cells.verdict_cell(pooled['verdict'], pooled['units'])}.")
+            md.append("")
+            units.append(pooled["units"])
     if not md:
         return []
     return (["", *md, WHOLE_TABLE_LEGEND.format(robust=robust, units=max(units),
@@ -418,9 +421,11 @@ def _seeds_cell(line: dict) -> str:
 
 CONFIRMATORY_NOTE = (
     "Rows with confirmatory seeds (seed indices {first} on: fresh seeds added after the first reported ones had "
-    "been read, at the omega the row had already chosen) have two lines per baseline: the verdict, the counts "
-    "below and the whole-table line are read on the confirmatory seeds alone; the exploratory line (the earlier "
-    "reported seeds) is shown apart and decides nothing.")
+    "been read, at the omega the row had already chosen) have two lines per baseline: the verdict and the counts "
+    "below are read on the confirmatory seeds alone, and so is their row's part of the whole-table line; the "
+    "exploratory line (the earlier reported seeds) is shown apart and decides nothing. A second whole-table line "
+    "reads the confirmatory seeds of every row that has them, and nothing else: the one test of the table "
+    "declared before its data existed.")
 
 
 def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:

@@ -411,6 +411,9 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
 
 
 EXPLORATORY, CONFIRMATORY, REPORTED = "exploratory", "confirmatory", "reported"
+# The whole-table line read on the rows' confirmatory seeds alone: every row's fresh seeds at the omega it
+# had already chosen, the one test of a table declared before those seeds existed.
+CONFIRMATORY_TABLE = "**Whole table, confirmatory seeds alone**"
 
 
 def seed_sets(table: Table, record: dict) -> dict[str, np.ndarray]:
