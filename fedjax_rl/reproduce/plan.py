@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 
 from fedjax_rl import agents
 from fedjax_rl.reproduce import paper
-from fedjax_rl.reproduce.tables import TABLES, Program, Table, challenger_program, get_table
+from fedjax_rl.reproduce.tables import (
+    ROW_RESULT, TABLES, Program, Table, challenger_program, get_table, read_row, row_dir)
 from fedjax_rl.training import configs
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)
@@ -203,13 +204,11 @@ class Plan(NamedTuple):
         grows by the algorithm its finished pieces ran (their agent revision, unless the request sets
         `revision`), and with `new_seeds_at` = "chosen" a piece still to run trains the baseline and the
         row's headline omega alone, read from its row.json; a row without one is refused (ValueError)."""
-        from fedjax_rl.reproduce import tables
-
         programs = {}
         for row in self.rows:
-            directory = tables.row_dir(out_dir, self.table, row)
-            path = os.path.join(directory, tables.ROW_RESULT)
-            written = tables.read_row(path) if os.path.exists(path) else None
+            directory = row_dir(out_dir, self.table, row)
+            path = os.path.join(directory, ROW_RESULT)
+            written = read_row(path) if os.path.exists(path) else None
             programs[row.key] = [self._on_disk(directory, row, written, planned) for planned in self.programs[row.key]]
         return self._replace(programs=programs)
 
