@@ -1,6 +1,7 @@
 """The command line keeps compiled programs on disk (`machine.use_compilation_cache`): a second
 identical `fedjax-rl train` compiles nothing it had compiled, with the same numbers, and a damaged
-cache entry costs a compile, never a number. Each run is its own process, as a user's is."""
+cache entry costs a compile, never a number. Each run is its own process, as a user's is; the
+benchmark (benchmarks/compile_cache.py) measures the time it saves."""
 
 import json
 import os
@@ -29,19 +30,23 @@ def _entries(cache) -> dict[str, bytes]:
 
 
 def test_a_second_train_compiles_nothing_and_a_damaged_entry_changes_no_number(tmp_path):
+    """Two processes: the first fills the cache; before the second, one entry is damaged. The second
+    reads the others (hits; they stay as they were), compiles the damaged one again with a warning,
+    and gives the first's numbers."""
     cache = tmp_path / "cache"
     first, _ = _train(tmp_path / "first", cache)
     entries = _entries(cache)
-    assert entries, "the first run kept no compiled program"
+    assert len(entries) >= 2, f"the first run kept {len(entries)} compiled program(s)"
+    damaged = sorted(entries)[0]
+    (cache / damaged).write_bytes(b"not a compiled program")
     again, log = _train(tmp_path / "again", cache)
     assert again == first
-    assert _entries(cache) == entries  # nothing compiled that was not there
     assert "Persistent compilation cache hit" in log
-    for name in entries:  # damage every entry
-        (cache / name).write_bytes(b"not a compiled program")
-    damaged, log = _train(tmp_path / "damaged", cache)
-    assert damaged == first
     assert "Error reading persistent compilation cache entry" in log
+    after = _entries(cache)
+    assert {name: after[name] for name in entries if name != damaged} == {
+        name: value for name, value in entries.items() if name != damaged}  # read, not compiled again
+    assert set(after) == set(entries)  # nothing new compiled that was kept
 
 
 def test_the_cache_is_the_users_unless_moved_or_turned_off(monkeypatch, tmp_path):
