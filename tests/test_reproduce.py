@@ -830,8 +830,15 @@ def test_a_row_grows_at_its_chosen_omega_alone_where_asked(in_pieces, tmp_path, 
     grids = []
     real_run = loop.run
     monkeypatch.setattr(loop, "run", lambda *a, **k: grids.append((k["first_seed"], k["grid"])) or real_run(*a, **k))
-    grown = harness.reproduce("table1", out, **request)["rows"][ROWS[0]]
+    harness.run_program("table1", out, ROWS[0], "fedrdqn", piece=(3, 4),
+                        **{k: v for k, v in request.items() if k not in ("rows", "progress")})
     assert grids == [(3, {"omega": [0.0, chosen]})]
+    # On disk and not yet in the row's row.json, the new piece times the next one: 2 runs, as that one.
+    [row_status] = status.rows("table1", out, **{**{k: v for k, v in request.items() if k != "progress"}, "num_seeds": 4})
+    [todo] = [p for p in row_status["programs"][0]["pieces"] if p["state"] == "to run"]
+    assert todo["seeds"] == [4, 5] and " 2 runs x 300 steps" in todo["estimate"][machine.describe()["backend"]][1]
+    grown = harness.reproduce("table1", out, **request)["rows"][ROWS[0]]
+    assert grids == [(3, {"omega": [0.0, chosen]})]  # the row is written from the piece, not trained again
     for label in ("DQNAvg", headline):
         assert grown["algorithms"][label]["reported"]["minimum"][:2] == before["algorithms"][label]["reported"]["minimum"]
         assert len(grown["algorithms"][label]["reported"]["minimum"]) == 3

@@ -3,7 +3,7 @@
 Every finished program (or piece) in a results directory records its wall time (compilation, training
 and the final evaluation), its runs (seeds x grid points) and its steps per agent, and the machine it
 ran on (its own metrics.json since pieces exist; before that, its row's row.json). `measurements`
-reads them, the finished pieces of a row still in pieces (no row.json yet) included; `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
+reads them, every finished piece on disk included (a row still in pieces, or growing by new ones); `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
 
 - on a CPU the work is the networks' (benchmarks/README.md: 97% of a DDPG agent-step), so the time
   scales with runs x steps;
@@ -86,10 +86,11 @@ def _measurement(table: str, row: str, program: str, config: dict, machine: dict
                        runs, int(config["steps_per_agent"]), float(wall), source, int(config.get("num_agents", 5)))
 
 
-def _unwritten_row_measurements(row_path: str, table: str) -> list[Measurement]:
-    """The finished pieces of a row not yet written (no row.json: its other pieces still to run), each
-    read from its own config.json and metrics.json, so that a row's first pieces already give the
-    estimates for its next ones and its sibling rows'. The row is the table's row of that directory."""
+def _piece_measurements(row_path: str, table: str) -> list[Measurement]:
+    """Every finished piece on disk of a row, written or not (a row not yet written, or one growing by
+    pieces its row.json does not list yet), each read from its own config.json and metrics.json, so that
+    a row's newest pieces give the estimates for its next ones and its sibling rows'. The row is the
+    table's row of that directory; a piece whose metrics record no machine is left to its row.json."""
     row = next((r.key for r in get_table(table).rows if r.dir_name == os.path.basename(row_path)), None)
     if row is None:
         return []
@@ -119,18 +120,20 @@ def machine_name(machine: dict) -> str:
 
 
 def measurements(results_dirs: list[str]) -> list[Measurement]:
-    """Every finished program or piece under these directories (each a `reproduce --out`): of every
-    written row (its row.json), and every finished piece of a row still in pieces."""
+    """Every finished program or piece under these directories (each a `reproduce --out`): every finished
+    piece on disk, and what a written row's row.json records of the pieces whose own metrics do not."""
     out = []
     for results in results_dirs:
         for row_path in sorted(p for p in glob.glob(os.path.join(results, "*", "*")) if os.path.isdir(p)):
             path = os.path.join(row_path, ROW_RESULT)
             try:
-                if not os.path.exists(path):
-                    out += _unwritten_row_measurements(row_path, os.path.basename(os.path.dirname(row_path)))
-                    continue
-                record = read_row(path)
-                out += _program_measurements(row_path, record, record["table"])
+                pieces = _piece_measurements(row_path, os.path.basename(os.path.dirname(row_path)))
+                if os.path.exists(path):
+                    record = read_row(path)
+                    seen = {os.path.normpath(m.source) for m in pieces}
+                    out += [m for m in _program_measurements(row_path, record, record["table"])
+                            if os.path.normpath(m.source) not in seen]
+                out += pieces
             except (OSError, ValueError, KeyError):
                 continue
     return out
