@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl.cli import commands
-from fedjax_rl.training import records
+from fedjax_rl.training import records, run_directory
 from fedjax_rl.agents import base
 
 TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", "2", "--eval-episodes", "1",
@@ -383,7 +383,7 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
 
         assert [step for step, _ in scalars(str(run_copy))["eval/nominal_return"]] == [20, 40]
         assert raw_steps(str(run_copy), "eval/nominal_return") == [20, 40, 20, 40]
-    assert loop.progress_on_disk(str(run_copy), json.loads((run_copy / "config.json").read_text()), 2)[
+    assert run_directory.RunDirectory(str(run_copy), json.loads((run_copy / "config.json").read_text())).progress(2)[
         "state"] == "finished"
 
 

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_rl.training import distributed, loop, run_directory
+from fedjax_rl.training import checkpoint, distributed, loop, run_directory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -108,13 +108,21 @@ def test_fedrdqn_on_two_processes_equals_single_process_vmap(tmp_path):
         assert int(ckpt["extra:blocks_done"]) == worker.dqn_config(8, 4).num_evals
 
 
-def test_resuming_on_another_process_layout_is_a_clear_error():
-    two_processes = {"layout": json.dumps({"num_processes": 2, "local_devices": 2, "platform": "cpu"})}
+def test_resuming_on_another_process_layout_is_a_clear_error(tmp_path):
+    directory = run_directory.RunDirectory(str(tmp_path), {})
+    state = {"x": np.zeros(2, np.float32)}
+
+    def written_by(**layout):
+        checkpoint.save(directory.checkpoint_path, state, blocks_done=1,
+                        **({"layout": json.dumps(layout)} if layout else {}))
+
+    written_by(num_processes=2, local_devices=2, platform="cpu")
     with pytest.raises(ValueError, match=r"written by 2 process\(es\) x 2 devices; this run has 1 x \d+ devices"):
-        run_directory.check_layout("run/checkpoint.npz", two_processes)
-    run_directory.check_layout("run/checkpoint.npz", {})  # written before layouts were recorded: one process
-    one_process = {"layout": json.dumps({"num_processes": 1, "local_devices": 1, "platform": "cpu"})}
-    run_directory.check_layout("run/checkpoint.npz", one_process)  # one process: any device count restores it
+        directory.check_layout()
+    written_by()  # written before layouts were recorded: one process
+    directory.check_layout()
+    written_by(num_processes=1, local_devices=1, platform="cpu")
+    directory.check_layout()  # one process: any device count restores it
 
 
 def test_to_host_and_put_like_round_trip_on_one_process():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl.core import federated
-from fedjax_rl.training import configs, loop, program, records
+from fedjax_rl.training import configs, loop, program, records, run_directory
 from fedjax_rl.core.federated import FederatedState
 
 
@@ -176,5 +176,5 @@ def test_a_record_without_the_rule_reads_as_the_mean(tmp_path):
     older = {k: v for k, v in recorded["mean"].items() if k not in ("aggregation", "trim", "schema")}
     for name in ("config.json", loop.FINISHED):
         (tmp_path / name).write_text(json.dumps(older))
-    assert loop.progress_on_disk(str(tmp_path), recorded["mean"], 2)["state"] == "finished"
-    assert loop.progress_on_disk(str(tmp_path), recorded["median"], 2)["state"] == "other settings"
+    assert run_directory.RunDirectory(str(tmp_path), recorded["mean"]).progress(2)["state"] == "finished"
+    assert run_directory.RunDirectory(str(tmp_path), recorded["median"]).progress(2)["state"] == "other settings"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl.cli import commands
-from fedjax_rl.training import checkpoint, configs, loop, program, records
+from fedjax_rl.training import checkpoint, configs, loop, program, records, run_directory
 from references import max_dot_batch_dims
 
 AGENT = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
@@ -75,7 +75,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert json.loads(str(np.load(f"{out}/checkpoint.npz")["extra:blocks_done"])) == 1
     recorded, _ = records.recorded_config(config, num_seeds=2, seed=0)
     assert json.loads((tmp_path / "resumed" / "config.json").read_text()) == json.loads(json.dumps(recorded))
-    on_disk = loop.progress_on_disk(out, recorded, config.num_evals)
+    on_disk = run_directory.RunDirectory(out, recorded).progress(config.num_evals)
     assert (on_disk["state"], on_disk["blocks_done"]) == ("partial", 1) and on_disk["wall_s"] > 0
     resumed = loop.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
     _assert_results_identical(resumed, from_api)
@@ -83,7 +83,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert timing["resumed_at_block"] == 1 and timing["wall_s"] > timing["wall_s_this_process"] > 0
     assert json.loads((tmp_path / "resumed" / "metrics.json").read_text())["timing"] == pytest.approx(timing)
 
-    assert loop.progress_on_disk(out, recorded, config.num_evals)["state"] == "finished"
+    assert run_directory.RunDirectory(out, recorded).progress(config.num_evals)["state"] == "finished"
     # A finished run is read back from its files: no compile, no final evaluation again.
     again = _rerun_without_compiling(monkeypatch, config, out_dir=out)
     _assert_results_identical(again, resumed)
@@ -208,7 +208,7 @@ def test_run_batch_is_recorded_and_cli_api_and_resume_agree(tmp_path, monkeypatc
     assert json.loads((tmp_path / "api" / "config.json").read_text())["run_batch"] == 2
     assert not (tmp_path / "api" / loop.FINISHED).exists()
     batch3, _ = records.recorded_config(config, 2, 0, grid, run_batch=3)
-    assert loop.progress_on_disk(out, batch3, config.num_evals)["state"] == "other settings"
+    assert run_directory.RunDirectory(out, batch3).progress(config.num_evals)["state"] == "other settings"
     with pytest.warns(UserWarning, match=r"set_aside/1 held a run of these settings: moved back"):
         back = _rerun_without_compiling(monkeypatch, config, out_dir=out, grid=grid, run_batch=3)
     _assert_results_identical(back, resumed)

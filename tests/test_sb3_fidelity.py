@@ -189,8 +189,8 @@ def test_every_run_records_init_and_older_records_read_as_flax(tmp_path):
     del older["agent"]["init"]
     for name in (run_directory.CONFIG, run_directory.FINISHED):
         (tmp_path / name).write_text(json.dumps(older))
-    assert run_directory.progress_on_disk(str(tmp_path), recorded("flax"), 2)["state"] == "finished"
-    assert run_directory.progress_on_disk(str(tmp_path), recorded("torch"), 2)["state"] == "other settings"
+    assert run_directory.RunDirectory(str(tmp_path), recorded("flax")).progress(2)["state"] == "finished"
+    assert run_directory.RunDirectory(str(tmp_path), recorded("torch")).progress(2)["state"] == "other settings"
     assert records.config_differences(older, recorded("torch")) == ["agent.init: flax -> torch"]
 
 
@@ -211,8 +211,8 @@ def test_runs_record_the_agents_revision_and_older_runs_never_merge_with_newer(t
     del older["agent_revision"]
     for name in (run_directory.CONFIG, run_directory.FINISHED):
         (tmp_path / name).write_text(json.dumps(older))
-    assert run_directory.progress_on_disk(str(tmp_path), now, 2)["state"] == "other settings"
-    assert run_directory.progress_on_disk(str(tmp_path), {**now, "agent_revision": 1}, 2)["state"] == "finished"
+    assert run_directory.RunDirectory(str(tmp_path), now).progress(2)["state"] == "other settings"
+    assert run_directory.RunDirectory(str(tmp_path), {**now, "agent_revision": 1}).progress(2)["state"] == "finished"
     on_disk = seed_pieces.ProgramOnDisk.read(str(tmp_path), "dqnavg", 2, now)
     with pytest.raises(ValueError, match=r"dqnavg seed 2 would train with other settings than the finished "
                                          r"dqnavg seeds 0-1 .*\(agent_revision: 1 -> 2\)"):

@@ -118,12 +118,12 @@ def found(program_dir: str, program: str) -> list[Found]:
     """Every piece under ROW/PROGRAM/ (the directory itself and its seeds_A-B/), by first seed."""
     out = []
     for path in [program_dir, *sorted(glob.glob(os.path.join(program_dir, PIECE_PREFIX + "*")))]:
-        record = run_directory.recorded_run(path) if os.path.isdir(path) else None
+        record = run_directory.RunDirectory.recorded(path) if os.path.isdir(path) else None
         if record is None or "num_seeds" not in record:
             continue
         first = int(record.get("first_seed", 0))
         piece = Piece(program, first, first + int(record["num_seeds"]))
-        finished = run_directory.is_finished(path, record) or (path == program_dir and _whole_in_old_row(program_dir))
+        finished = run_directory.RunDirectory(path, record).is_finished() or (path == program_dir and _whole_in_old_row(program_dir))
         out.append(Found(piece, path, record, finished, identity(record)))
     return sorted(out, key=lambda f: (f.piece.first, f.piece.stop))
 

@@ -61,7 +61,7 @@ def _program_status(directory, table, row, planned, total, seed, run_batch, piec
             pieces.append(dict(seeds=[f.piece.first, f.piece.stop], state="finished", path=f.path))
     for piece in on_disk.missing(piece_seeds):
         there = next((f for f in on_disk.pieces if f.piece == piece and on_disk.is_mine(f)), None)
-        progress = run_directory.progress_on_disk(there.path, there.record, config.num_evals) if there else None
+        progress = run_directory.RunDirectory(there.path, there.record).progress(config.num_evals) if there else None
         state = "partial" if progress and progress["state"] == "partial" else "to run"
         cost = costs.estimate(measured, table.name, row.key, program.name, config.engine,
                                         piece.num_seeds * points, config.steps_per_agent, config.num_agents)

@@ -40,7 +40,7 @@ from fedjax_rl.training.machine import NotEnoughMemory, check_memory  # noqa: F4
 # Part of `run`'s interface: the errors `run` raises on a directory, the files it writes and how far
 # a run on disk got.
 from fedjax_rl.training.run_directory import (  # noqa: F401
-    CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists, progress_on_disk)
+    CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists)
 from fedjax_rl.training.program import make_trainer, seed_keys
 
 
@@ -385,7 +385,7 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
             check_finite(metrics, plan.trainer, plan.seed, block, grid=plan.points)
         except NonFiniteError as error:
             raise _stopped(error, plan, done.curve, block, num_blocks) from None
-        done.curve.append(run_directory.to_lists(metrics))
+        done.curve.append(records.to_lists(metrics))
         board.write(done.curve[-1], wall_s=done.wall_before + time.perf_counter() - plan.started)  # then checkpoint
         if plan.progress:
             blocks.set_postfix(nominal_return=f"{np.mean(metrics['nominal_return']):.1f}")

@@ -10,12 +10,21 @@ import dataclasses
 import json
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
 
 from fedjax_rl import agents, envs
 from fedjax_rl.agents.base import AGENT_REVISION, revision
 from fedjax_rl.training import configs
 
 REVISION_NAME = AGENT_REVISION.name  # the agent setting recorded as the run's `agent_revision`
+
+
+def to_lists(tree: Any) -> Any:
+    """Arrays as nested lists: what JSON (metrics.json, the checkpoint's curve) holds."""
+    return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
 
 
 def config_to_dict(config) -> dict:

@@ -1,7 +1,9 @@
 """The run directory: what a training run writes to `out_dir`, how a finished run is recognised and
-read back, how another configuration's run is set aside, and what counts as damaged.
+read back, how another configuration's run is set aside, and what counts as damaged. Its one API is
+`RunDirectory` (`NoRunDirectory` for a run without one, `for_run` picks); the module's functions
+are the steps behind its methods.
 
-A run directory holds config.json (the settings it was started with, `recorded_config`), a
+A run directory holds config.json (the settings it was started with, `records.recorded_config`), a
 checkpoint after every evaluation block, and once the run is done metrics.json, metrics.csv,
 final.csv and global_params.npz (one directory per grid point), then finished.json, written last.
 
@@ -13,9 +15,8 @@ written atomically (`checkpoint.atomic_write`); a damaged one (truncated, empty,
 set aside beside itself as `NAME.damaged.<n>.EXT`, and the run goes on from what is still good: a
 finished run's checkpoint evaluates again, otherwise training restarts at block 0.
 
-`fedjax_rl.training.loop.run` drives a run through these steps (`prepare`, `check_resume_layout`,
-`load_finished` or `open_run`, then `write_run` and `mark_finished`); `progress_on_disk` reads
-where a run stands without computing or writing anything.
+`fedjax_rl.training.loop.run` calls a `RunDirectory`'s steps in order; `RunDirectory.progress`,
+`is_finished` and `recorded` read where a directory stands without computing or writing anything.
 """
 
 from __future__ import annotations
@@ -77,6 +78,143 @@ def grid_label(point: TrainConfig, grid: dict) -> str:
     return point_label({name: getattr(point if name in configs.TRAIN_LEAVES else point.agent, name) for name in grid})
 
 
+@dataclasses.dataclass(frozen=True)
+class RunDirectory:
+    """One run's directory and its whole protocol. Read without writing: `recorded`, `is_finished`,
+    `progress`. In the order `loop.run` calls them: `prepare` (this configuration or nothing in it),
+    `read_finished` (a finished run read back), `check_layout`, `open` (the checkpoint to resume
+    from), `save_block` after every block, then `finish` (the files, then finished.json) or
+    `write_stopped`. On several processes every one calls each step (the
+    gathers are collectives) and process 0 alone writes. `NoRunDirectory` is the same protocol for a
+    run without a directory: it saves and reads nothing."""
+
+    path: str
+    config_dict: dict
+    points: list | None = None
+    grid: dict | None = None
+    num_seeds: int = 1
+    seed: int = 0
+    first_seed: int = 0
+
+    saves = True
+
+    @staticmethod
+    def recorded(path: str) -> dict | None:
+        """The configuration the directory at `path` records (None: it holds no run), read without
+        changing it."""
+        return _recorded(path)
+
+    def is_finished(self) -> bool:
+        """Whether the directory holds a finished run of exactly this configuration (a damaged marker:
+        no)."""
+        return _is_finished(self.path, self.config_dict)
+
+    def progress(self, num_blocks: int) -> dict:
+        """How far the directory holds this run, of `num_blocks` evaluation blocks, read without
+        computing or writing: {"state": "finished" | "partial" | "other settings" | "not started",
+        "blocks_done", "wall_s"} ("other settings": it holds another configuration's run; a damaged
+        file counts as absent, as `run` sets it aside)."""
+        return _progress(self.path, self.config_dict, num_blocks)
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.path, CHECKPOINT)
+
+    def prepare(self, new_run: bool) -> None:
+        """Make the directory hold this run's configuration or nothing (`RunExists`, `OutDirError`;
+        `new_run` sets another run aside); the other processes wait for process 0 to settle it."""
+        if distributed.is_writer():
+            _check_out_dir(self.path)
+            _prepare(self.path, self.config_dict, new_run)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
+
+    def read_finished(self) -> dict | None:
+        return _load_finished(self.path, self.config_dict, self.points, self.grid)
+
+    def check_layout(self) -> None:
+        _check_resume_layout(self.path, self.config_dict)
+
+    def open(self, state) -> tuple:
+        """(state, blocks done, curve, wall time so far) to start from (`_open_run`)."""
+        return _open_run(self.path, state, self.config_dict)
+
+    def save_block(self, state, blocks_done: int, curve: list, wall_s: float) -> None:
+        host_state = distributed.to_host(state)  # a collective: every process takes part
+        if distributed.is_writer():
+            _save_checkpoint(self.checkpoint_path, host_state, blocks_done, curve, self.config_dict, wall_s=wall_s)
+
+    def finish(self, result: dict, state) -> None:
+        """The run's files, with its global parameters, then finished.json."""
+        shared = distributed.to_host(state.agents.learner.shared)
+        if distributed.is_writer():
+            _write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, shared, self.first_seed)
+            _mark_finished(self.path, self.config_dict)
+
+    def write_stopped(self, result: dict, blocks_done: int) -> str:
+        """metrics.json with the evaluations made before a non-finite stop; the error message's ending,
+        saying where they are."""
+        if distributed.is_writer():
+            _write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, None, self.first_seed)
+        where = f"{self.path}/<grid point>/{METRICS}" if self.points is not None else os.path.join(self.path, METRICS)
+        kept = (f"{CHECKPOINT} holds the {blocks_done} block(s) before it" if blocks_done
+                else "no block was checkpointed")
+        return f". The {blocks_done} evaluation(s) made before it are in {where}, marked stopped; {kept}"
+
+    def interrupted(self, blocks_done: int, num_blocks: int) -> str:
+        """Ctrl-C's message: how far the run got, what is saved, how to resume."""
+        during = " (during the final evaluation)" if blocks_done == num_blocks else ""
+        saved = _blocks_saved(self.path)  # Ctrl-C may come between the checkpoint's rename and the count
+        return (f"stopped at block {saved} of {num_blocks}{during}: {saved} block(s) saved in {self.path}; "
+                "rerun the same command to resume")
+
+
+class NoRunDirectory:
+    """`RunDirectory`'s protocol for a run without a directory: nothing is read back, resumed or saved."""
+
+    path = None
+    checkpoint_path = None
+    saves = False
+
+    def prepare(self, new_run: bool) -> None:
+        pass
+
+    def read_finished(self) -> None:
+        return None
+
+    def check_layout(self) -> None:
+        pass
+
+    def open(self, state) -> tuple:
+        return state, 0, [], 0.0
+
+    def save_block(self, state, blocks_done: int, curve: list, wall_s: float) -> None:
+        pass
+
+    def finish(self, result: dict, state) -> None:
+        pass
+
+    def write_stopped(self, result: dict, blocks_done: int) -> str:
+        return "; nothing was saved (no out_dir / --out)"
+
+    def interrupted(self, blocks_done: int, num_blocks: int) -> str:
+        during = " (during the final evaluation)" if blocks_done == num_blocks else ""
+        return f"stopped at block {blocks_done} of {num_blocks}{during}: nothing was saved (no out_dir / --out)"
+
+
+def for_run(out_dir: str | None, config_dict: dict, points: list | None, grid: dict | None,
+                  num_seeds: int, seed: int, first_seed: int = 0) -> RunDirectory | NoRunDirectory:
+    """The run's directory (None: a run without one)."""
+    if out_dir is None:
+        return NoRunDirectory()
+    return RunDirectory(out_dir, config_dict, points, grid, num_seeds, seed, first_seed)
+
+
+# -- the steps behind RunDirectory's methods -------------------------------------------------------
+
+
 def _holds(path: str, config_dict: dict) -> bool:
     """Whether the JSON file at `path` (config.json, finished.json) records exactly `config_dict`
     (`DamagedFile` if it cannot be read)."""
@@ -85,12 +223,12 @@ def _holds(path: str, config_dict: dict) -> bool:
     return records.as_recorded(read_json(path)) == records.as_recorded(config_dict)
 
 
-def recorded_run(directory: str) -> dict | None:
+def _recorded(directory: str) -> dict | None:
     """The configuration a run directory records (None: it holds no run), read without changing it."""
     return _recorded_run(directory, repair=False)
 
 
-def is_finished(directory: str, config_dict: dict) -> bool:
+def _is_finished(directory: str, config_dict: dict) -> bool:
     """Whether `directory` holds a finished run of exactly `config_dict` (a damaged marker: no)."""
     try:
         return _holds(os.path.join(directory, FINISHED), config_dict)
@@ -98,7 +236,7 @@ def is_finished(directory: str, config_dict: dict) -> bool:
         return False
 
 
-def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
+def _progress(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
     """How far `out_dir` holds the run recorded as `config_dict`, of `num_blocks` evaluation blocks,
     read without computing or writing:
     {"state": "finished" | "partial" | "other settings" | "not started", "blocks_done", "wall_s"}
@@ -130,7 +268,7 @@ def progress_on_disk(out_dir: str, config_dict: dict, num_blocks: int) -> dict:
 # -- making out_dir hold this run: other runs set aside, set-aside runs brought back -----------------
 
 
-def check_out_dir(out_dir: str) -> None:
+def _check_out_dir(out_dir: str) -> None:
     """Raise `OutDirError` unless `out_dir` is a writable directory or can be created as one (its
     nearest existing ancestor is a writable directory). Writes nothing."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
@@ -146,7 +284,7 @@ def check_out_dir(out_dir: str) -> None:
                           "directory")
 
 
-def prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
+def _prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
     """Make `out_dir` hold this configuration's run, or nothing, without losing another's: a
     set-aside run of this configuration comes back (the current one, if any, goes aside); another
     configuration's run raises `RunExists` listing the differences, or with `new_run` is set aside."""
@@ -229,7 +367,7 @@ def _set_aside_run(out_dir: str) -> str:
 # -- damaged files -------------------------------------------------------------------------------
 
 
-def set_aside_file(path: str, why: str) -> str:
+def _set_aside_file(path: str, why: str) -> str:
     """Move `path` to NAME.<why>.<n>.EXT beside it (n = 1, 2, ...: never over an earlier one)."""
     stem, ext = os.path.splitext(path)
     n = 1
@@ -242,7 +380,7 @@ def set_aside_file(path: str, why: str) -> str:
 
 def _damaged(error: DamagedFile, consequence: str) -> str:
     """Set the damaged file aside and warn, naming it, where it went, and what happens next."""
-    kept = set_aside_file(error.path, "damaged")
+    kept = _set_aside_file(error.path, "damaged")
     warnings.warn(f"{error}: set aside as {kept}; {consequence}. Delete {kept} once you have looked at it.",
                   UserWarning, stacklevel=3)
     return kept
@@ -251,7 +389,7 @@ def _damaged(error: DamagedFile, consequence: str) -> str:
 # -- resuming from the checkpoint ------------------------------------------------------------------
 
 
-def check_resume_layout(out_dir: str, config_dict: dict) -> None:
+def _check_resume_layout(out_dir: str, config_dict: dict) -> None:
     """Raise `LayoutMismatch` if `out_dir` holds a checkpoint of this configuration written on
     another process layout."""
     ckpt_path = os.path.join(out_dir, CHECKPOINT)
@@ -261,10 +399,10 @@ def check_resume_layout(out_dir: str, config_dict: dict) -> None:
         extra = checkpoint.read_extras(ckpt_path, ("layout",))
     except DamagedFile:
         return  # set aside when the run tries to resume from it
-    check_layout(ckpt_path, extra)
+    _check_layout(ckpt_path, extra)
 
 
-def check_layout(path: str, extra: dict) -> None:
+def _check_layout(path: str, extra: dict) -> None:
     """A run resumes on the process layout that wrote its checkpoint (a checkpoint that records no
     layout came from one process)."""
     written = json.loads(str(extra["layout"])) if "layout" in extra else {"num_processes": 1}
@@ -280,15 +418,15 @@ def check_layout(path: str, extra: dict) -> None:
         )
 
 
-def save_checkpoint(path: str, host_state, blocks_done: int, curve: list, config_dict: dict, wall_s: float) -> None:
-    """The checkpoint after a block: the training state, and what resuming reads back with it (`open_run`,
-    `progress_on_disk`): the blocks done, their curve records, the process layout that wrote it, the
+def _save_checkpoint(path: str, host_state, blocks_done: int, curve: list, config_dict: dict, wall_s: float) -> None:
+    """The checkpoint after a block: the training state, and what resuming reads back with it (`_open_run`,
+    `RunDirectory.progress`): the blocks done, their curve records, the process layout that wrote it, the
     wall time so far, and the configuration (`_recorded_run`'s last resort)."""
     checkpoint.save(path, host_state, blocks_done=blocks_done, curve=json.dumps(curve),
                     layout=json.dumps(distributed.layout()), wall_s=wall_s, config=json.dumps(config_dict))
 
 
-def blocks_saved(out_dir: str) -> int:
+def _blocks_saved(out_dir: str) -> int:
     """The blocks `out_dir`'s checkpoint holds (0: none, or unreadable)."""
     try:
         return int(checkpoint.read_extras(os.path.join(out_dir, CHECKPOINT), ("blocks_done",))["blocks_done"])
@@ -296,7 +434,7 @@ def blocks_saved(out_dir: str) -> int:
         return 0
 
 
-def open_run(out_dir: str, state, config_dict: dict) -> tuple:
+def _open_run(out_dir: str, state, config_dict: dict) -> tuple:
     """(state, blocks done, curve, wall time so far) to start from: this configuration's checkpoint
     in `out_dir`, or the fresh `state` at block 0. Process 0 then records the configuration."""
     start = (state, 0, [], 0.0)
@@ -337,7 +475,7 @@ def _resume(ckpt_path: str, state) -> tuple | None:
     except checkpoint.CheckpointMismatch as error:
         # Same configuration, different state layout: written by another version of this library.
         if distributed.is_writer():
-            kept = set_aside_file(ckpt_path, "incompatible")
+            kept = _set_aside_file(ckpt_path, "incompatible")
             warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
                           "starting this run from block 0.", UserWarning, stacklevel=3)
     return None
@@ -346,12 +484,7 @@ def _resume(ckpt_path: str, state) -> tuple | None:
 # -- the outputs, written and read back ----------------------------------------------------------
 
 
-def to_lists(tree: Any) -> Any:
-    """Arrays as nested lists: what JSON (metrics.json, the checkpoint's curve) holds."""
-    return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
-
-
-def write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_seed: int = 0) -> None:
+def _write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_seed: int = 0) -> None:
     """metrics.json, the CSV files and (with `shared`) the global parameters, in `out_dir` or, for a
     grid, in one directory per point."""
     if points is None:
@@ -373,7 +506,7 @@ def _write_outputs(out_dir: str, result: dict, shared) -> None:
     """metrics.json and metrics.csv; final.csv when the run finished (a stopped run has no final
     evaluation); global_params.npz when `shared` is given. Each file atomically."""
     with checkpoint.atomic_write(os.path.join(out_dir, METRICS)) as f:
-        json.dump(to_lists(result), f)
+        json.dump(records.to_lists(result), f)
     curve = result["curve"]
     keys = [k for k in sorted(curve) if np.ndim(curve[k]) == 2]  # [seeds, blocks]; per-round records stay in the JSON
     with checkpoint.atomic_write(os.path.join(out_dir, "metrics.csv"), newline="") as f:
@@ -400,13 +533,13 @@ def _write_outputs(out_dir: str, result: dict, shared) -> None:
         checkpoint.save(os.path.join(out_dir, "global_params.npz"), global_params)
 
 
-def mark_finished(out_dir: str, config_dict: dict) -> None:
+def _mark_finished(out_dir: str, config_dict: dict) -> None:
     """Write the run's `finished.json` (its configuration), last of its files, atomically."""
     with checkpoint.atomic_write(os.path.join(out_dir, FINISHED)) as f:
         json.dump(config_dict, f, indent=2)
 
 
-def load_finished(out_dir: str, config_dict: dict, points: list | None, grid: dict | None) -> dict | None:
+def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: dict | None) -> dict | None:
     """The result a finished run of exactly this configuration wrote to `out_dir` (its metrics
     files, one per grid point, stacked into `run`'s layout), or None if there is none. A damaged
     metrics file is set aside (process 0) and the run evaluated again from its checkpoint."""
@@ -438,118 +571,3 @@ def load_finished(out_dir: str, config_dict: dict, points: list | None, grid: di
     if points is not None:
         result["grid"] = points
     return result
-
-
-@dataclasses.dataclass(frozen=True)
-class RunDirectory:
-    """One run's directory and its whole protocol, in the order `loop.run` calls it: `prepare` (this
-    configuration or nothing in it), `read_finished` (a finished run read back), `check_layout`,
-    `open` (the checkpoint to resume from), `save_block` after every block, then `finish` (the files,
-    then finished.json) or `write_stopped`. On several processes every one calls each step (the
-    gathers are collectives) and process 0 alone writes. `NoRunDirectory` is the same protocol for a
-    run without a directory: it saves and reads nothing."""
-
-    path: str
-    config_dict: dict
-    points: list | None
-    grid: dict | None
-    num_seeds: int
-    seed: int
-    first_seed: int = 0
-
-    saves = True
-
-    @property
-    def checkpoint_path(self) -> str:
-        return os.path.join(self.path, CHECKPOINT)
-
-    def prepare(self, new_run: bool) -> None:
-        """Make the directory hold this run's configuration or nothing (`RunExists`, `OutDirError`;
-        `new_run` sets another run aside); the other processes wait for process 0 to settle it."""
-        if distributed.is_writer():
-            check_out_dir(self.path)
-            prepare(self.path, self.config_dict, new_run)
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            multihost_utils.sync_global_devices("fedjax_rl: out_dir prepared")
-
-    def read_finished(self) -> dict | None:
-        return load_finished(self.path, self.config_dict, self.points, self.grid)
-
-    def check_layout(self) -> None:
-        check_resume_layout(self.path, self.config_dict)
-
-    def open(self, state) -> tuple:
-        """(state, blocks done, curve, wall time so far) to start from (`open_run`)."""
-        return open_run(self.path, state, self.config_dict)
-
-    def save_block(self, state, blocks_done: int, curve: list, wall_s: float) -> None:
-        host_state = distributed.to_host(state)  # a collective: every process takes part
-        if distributed.is_writer():
-            save_checkpoint(self.checkpoint_path, host_state, blocks_done, curve, self.config_dict, wall_s=wall_s)
-
-    def finish(self, result: dict, state) -> None:
-        """The run's files, with its global parameters, then finished.json."""
-        shared = distributed.to_host(state.agents.learner.shared)
-        if distributed.is_writer():
-            write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, shared, self.first_seed)
-            mark_finished(self.path, self.config_dict)
-
-    def write_stopped(self, result: dict, blocks_done: int) -> str:
-        """metrics.json with the evaluations made before a non-finite stop; the error message's ending,
-        saying where they are."""
-        if distributed.is_writer():
-            write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, None, self.first_seed)
-        where = f"{self.path}/<grid point>/{METRICS}" if self.points is not None else os.path.join(self.path, METRICS)
-        kept = (f"{CHECKPOINT} holds the {blocks_done} block(s) before it" if blocks_done
-                else "no block was checkpointed")
-        return f". The {blocks_done} evaluation(s) made before it are in {where}, marked stopped; {kept}"
-
-    def interrupted(self, blocks_done: int, num_blocks: int) -> str:
-        """Ctrl-C's message: how far the run got, what is saved, how to resume."""
-        during = " (during the final evaluation)" if blocks_done == num_blocks else ""
-        saved = blocks_saved(self.path)  # Ctrl-C may come between the checkpoint's rename and the count
-        return (f"stopped at block {saved} of {num_blocks}{during}: {saved} block(s) saved in {self.path}; "
-                "rerun the same command to resume")
-
-
-class NoRunDirectory:
-    """`RunDirectory`'s protocol for a run without a directory: nothing is read back, resumed or saved."""
-
-    path = None
-    checkpoint_path = None
-    saves = False
-
-    def prepare(self, new_run: bool) -> None:
-        pass
-
-    def read_finished(self) -> None:
-        return None
-
-    def check_layout(self) -> None:
-        pass
-
-    def open(self, state) -> tuple:
-        return state, 0, [], 0.0
-
-    def save_block(self, state, blocks_done: int, curve: list, wall_s: float) -> None:
-        pass
-
-    def finish(self, result: dict, state) -> None:
-        pass
-
-    def write_stopped(self, result: dict, blocks_done: int) -> str:
-        return "; nothing was saved (no out_dir / --out)"
-
-    def interrupted(self, blocks_done: int, num_blocks: int) -> str:
-        during = " (during the final evaluation)" if blocks_done == num_blocks else ""
-        return f"stopped at block {blocks_done} of {num_blocks}{during}: nothing was saved (no out_dir / --out)"
-
-
-def for_run(out_dir: str | None, config_dict: dict, points: list | None, grid: dict | None,
-                  num_seeds: int, seed: int, first_seed: int = 0) -> RunDirectory | NoRunDirectory:
-    """The run's directory (None: a run without one)."""
-    if out_dir is None:
-        return NoRunDirectory()
-    return RunDirectory(out_dir, config_dict, points, grid, num_seeds, seed, first_seed)
