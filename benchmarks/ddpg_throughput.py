@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 from fedjax_rl import agents, envs  # noqa: E402
-from fedjax_rl.training import configs, loop, machine, program
+from fedjax_rl.training import configs, machine, program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "ddpg_throughput.json")
@@ -116,7 +116,7 @@ def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_s
     rss = dict(after_init=current_rss())
     t0 = time.perf_counter()
     # The seeds mapped as `loop.run` maps them: all in one vmap, or `run_batch` at a time.
-    compiled = jax.jit(loop.over_runs(trainer.run_block, (num_seeds,), run_batch), donate_argnums=0,
+    compiled = jax.jit(program.over_runs(trainer.run_block, (num_seeds,), run_batch), donate_argnums=0,
                        compiler_options=options).lower(
         state, hp, 0).compile()
     compile_s = time.perf_counter() - t0
@@ -300,7 +300,7 @@ def main() -> None:
     for algo in a.algos.split(","):
         for dots, run_batch in itertools.product(a.cpu_dots, a.run_batch.split(",") if a.run_batch else ["all"]):
             row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine,
-                                        cpu_dots=dots, run_batch=loop.parse_run_batch(run_batch))
+                                        cpu_dots=dots, run_batch=configs.parse_run_batch(run_batch))
             cases.append((row, call, []))
             print(f"compiled {label(row)} {a.env}: {row['compile_s']:.0f}s", flush=True)
     body = envs.get_spec(a.env).perturbed[0] if param is None else param

@@ -45,7 +45,7 @@ def measure(out_json: str) -> None:
     import jax
 
     from fedjax_rl.core import federated
-    from fedjax_rl.training import distributed, loop, program
+    from fedjax_rl.training import distributed, program
 
     num_devices = jax.device_count() if jax.device_count() > 1 else None
     trainer = program.make_trainer(config(num_devices))
@@ -74,7 +74,7 @@ def measure(out_json: str) -> None:
         shared = jax.block_until_ready(average(shared))
     average_s = (time.perf_counter() - start) / AVERAGE_CALLS
 
-    comm = loop.communication(trainer)
+    comm = program.communication(trainer)
     steps_per_block = NUM_AGENTS * SYNC_EVERY * EVAL_EVERY_ROUNDS
     if distributed.is_writer():
         with open(out_json, "w") as f:

@@ -5,7 +5,7 @@ program. All 40 in one vmap make every parameter, gradient and Adam moment one a
 (55 MB per 256 x 256 layer), which streams from memory at every op. `run_batch=N` vmaps N runs at a
 time and runs the batches one after another (`lax.map`) inside the same compiled block.
 
-This script times the compiled training block (`loop.over_runs(trainer.run_block, ...)`, the
+This script times the compiled training block (`program.over_runs(trainer.run_block, ...)`, the
 function `loop.run` jits) for each task's RL-Zoo3 DQN settings with training from the first
 step (learning_starts 0), interleaving the batch sizes over repeats, and prints agent-steps/s and
 the ratio to all-at-once. Compilation is excluded (one untimed call first).
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, machine_line  # noqa: E402
 
 from fedjax_rl.reproduce import plan  # noqa: E402
-from fedjax_rl.training import configs, loop, program
+from fedjax_rl.training import configs, program
 
 TASKS = {"CartPole-v1": "length", "Acrobot-v1": "gravity", "MountainCar-v0": "gravity", "LunarLander-v3": "gravity"}
 
@@ -41,11 +41,11 @@ def block_fn(env_name: str, param: str, rounds: int, num_seeds: int, omegas: lis
     config = configs.train_config("fedrdqn", env_name, physics=(param,), steps_per_agent=100 * rounds,
                                   eval_every_rounds=rounds, agent_overrides=dict(learning_starts=0))
     trainer = program.make_trainer(config)
-    points = loop.grid_configs(config, {"omega": omegas})
+    points = configs.grid_configs(config, {"omega": omegas})
     hparams = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[p.agent.hparams() for p in points])
     init = jax.jit(jax.vmap(jax.vmap(trainer.init), in_axes=None, axis_size=len(points)))
     state = init(program.seed_keys(0, num_seeds))
-    run_block = jax.jit(loop.over_runs(trainer.run_block, (len(points), num_seeds), run_batch))
+    run_block = jax.jit(program.over_runs(trainer.run_block, (len(points), num_seeds), run_batch))
     return lambda: jax.block_until_ready(run_block(state, hparams, 1)), config
 
 

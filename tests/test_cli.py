@@ -1,7 +1,6 @@
 """The command line: bad settings stop before compiling; a tiny train -> compare -> plot round trip."""
 
 import csv
-import dataclasses
 import json
 
 import numpy as np
@@ -353,8 +352,6 @@ def test_a_damaged_file_is_named_set_aside_and_the_run_goes_on(run_copy, trained
     the same results as the undamaged run: read back (config.json), evaluated again from the
     checkpoint (metrics.json, finished.json), or trained again from block 0 (a damaged checkpoint of
     a run that has not finished: its outputs removed first)."""
-    from fedjax_rl.training import loop
-
     if name == "checkpoint.npz":  # an unfinished run: its outputs are not written yet
         for output in ("finished.json", "metrics.json", "metrics.csv", "final.csv", "global_params.npz"):
             (run_copy / output).unlink()

@@ -16,7 +16,7 @@ from fedjax_rl import envs
 from fedjax_rl.analysis import stats
 from fedjax_rl.cli import commands
 from fedjax_rl.reproduce import harness, heterogeneity, paper, plan, status
-from fedjax_rl.training import loop
+from fedjax_rl.training import configs, loop
 from fedjax_rl.reproduce.tables import MapRow, get_table, load_run, row_dir
 
 ROW = "CartPole-v1/length"
@@ -42,7 +42,7 @@ def _point_configs(table_name: str, row_key: str, budget=1.0, omegas=(0.05, 0.1)
     [row] = plan.select_rows(table, [row_key])
     out = {}
     for planned in plan.row_programs(table, row, budget, omegas, max_rates=max_rates):
-        points = loop.grid_configs(planned.config, planned.grid) if planned.grid else [planned.config]
+        points = configs.grid_configs(planned.config, planned.grid) if planned.grid else [planned.config]
         out[planned.program.name] = {(p.max_rate, p.agent.omega): p for p in points}
     return out
 

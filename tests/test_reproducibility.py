@@ -126,7 +126,7 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
 def test_bad_grids_raise_before_compiling(grid, match):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
     with pytest.raises(ValueError, match=match):
-        loop.grid_configs(config, grid)
+        configs.grid_configs(config, grid)
 
 
 def _one_update_config(**fields):
@@ -158,7 +158,7 @@ def test_other_program_shapes_agree_to_a_few_ulps_after_one_update():
     hparams = jax.vmap(lambda w: trainer.hparams.replace(omega=w))(jnp.array([0.2, 0.5]))
     omega_axis = jax.jit(jax.vmap(jax.vmap(trainer.run_block, in_axes=(0, None, None)), in_axes=(None, 0, None)))(
         jax.jit(jax.vmap(trainer.init))(keys[:2]), hparams, 0)[0].agents.learner.shared
-    one_run_at_a_time = jax.jit(loop.over_runs(trainer.run_block, (2,), run_batch=1))(
+    one_run_at_a_time = jax.jit(program.over_runs(trainer.run_block, (2,), run_batch=1))(
         jax.jit(jax.vmap(trainer.init))(keys[:2]), trainer.hparams, 0)[0].agents.learner.shared
     variants = {
         "run_batch=1 (lax.map over seeds)": one_run_at_a_time,
@@ -245,7 +245,7 @@ def test_over_runs_maps_each_run_once_on_one_flat_axis(run_batch):
     def one_run(s, h):  # both operands of the dot vary with the run, as MJX's rotations do
         return s["x"] @ (jnp.outer(s["x"], s["x"]) * h)
 
-    mapped = loop.over_runs(one_run, (points, seeds), run_batch)
+    mapped = program.over_runs(one_run, (points, seeds), run_batch)
     out = jax.jit(mapped)(state, hparams)
     chex.assert_shape(out, (points, seeds, 4))
     for i in range(points):

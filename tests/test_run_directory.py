@@ -1,6 +1,5 @@
 """The run directory's promises, through its one API (`RunDirectory`), on tiny states: nothing compiles."""
 
-import json
 import os
 from typing import NamedTuple
 

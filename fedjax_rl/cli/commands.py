@@ -105,13 +105,13 @@ def config_from_args(args):
 def cmd_train(args) -> None:
     """`fedjax-rl train`: build and validate the config from the flags, then train (and save, with `--out`)
     through `loop.run`."""
-    from fedjax_rl.training import distributed, loop
+    from fedjax_rl.training import configs, distributed, loop
 
     try:
         config = config_from_args(args)  # validated, before anything compiles
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-        run_batch = loop.parse_run_batch(args.run_batch)
+        run_batch = configs.parse_run_batch(args.run_batch)
     except (ValueError, RuntimeError) as err:
         raise usage_error(err) from None
     if args.out is None and distributed.is_writer():

@@ -81,7 +81,7 @@ def _with_executor(args, piece_seeds: int | None, request: dict) -> None:
 def run(args) -> None:
     """The paper's Table 1 or 2, row by row (resumable), with figures: see fedjax_rl/reproduce/harness.py."""
     from fedjax_rl.reproduce import harness, report, seed_pieces, status, tables
-    from fedjax_rl.training import loop
+    from fedjax_rl.training import configs
 
     if args.report_only:
         if args.status:
@@ -95,7 +95,7 @@ def run(args) -> None:
     try:
         omegas = None if args.omegas is None else [float(w) for w in args.omegas.split(",") if w.strip()]
         max_rates = None if args.max_rates is None else [float(p) for p in args.max_rates.split(",") if p.strip()]
-        run_batch = "auto" if args.run_batch == "auto" else loop.parse_run_batch(args.run_batch)
+        run_batch = "auto" if args.run_batch == "auto" else configs.parse_run_batch(args.run_batch)
         rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
         request = dict(rows=rows, num_seeds=args.seeds, tuning_seeds=args.tuning_seeds, omegas=omegas,
                        max_rates=max_rates, budget=args.budget, seed=args.seed, run_batch=run_batch,

@@ -45,7 +45,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 ENGINES = ("c", "mjx", "warp")
 # Warp's contact buffers are shared by every world of a batch: room for this many worlds (runs x
-# environments x episodes at the widest, the final evaluation: loop._check_warp_worlds) of this
+# environments x episodes at the widest, the final evaluation: training.machine.check_warp_worlds) of this
 # many contacts each (a robot's feet on the floor need a few).
 WARP_MAX_WORLDS = 4096
 WARP_CONTACTS_PER_WORLD = 16

@@ -291,10 +291,8 @@ class Request:
     def plan(self) -> Plan:
         """Validate the request and resolve its rows' programs, before anything compiles (a missing
         environment stops here)."""
-        from fedjax_rl.training import loop
-
         run_batch = default_run_batch() if self.run_batch == "auto" else self.run_batch
-        loop.check_run_batch(run_batch)
+        configs.check_run_batch(run_batch)
         table = get_table(self.table)
         given = dict(num_seeds=self.num_seeds, tuning_seeds=self.tuning_seeds, omegas=self.omegas,
                      max_rates=self.max_rates)

@@ -6,7 +6,7 @@ the import graph has no cycle (tests/test_layering.py).
 
 A table that maps a comparison over the heterogeneity level (`heterogeneity`, beyond the paper)
 declares its levels p (`Table.max_rates`): every program of its rows is a grid over p (the
-loop's data, one compiled program, `loop.grid_configs`) and over omega. Its rows (`MapRow`)
+loop's data, one compiled program, `configs.grid_configs`) and over omega. Its rows (`MapRow`)
 name their number of agents K, which shapes the program (one row per K), and the programs they
 run and compare (`Family`: FedRDQN against DQNAvg, or FedRDDPG against DDPGAvg(1) and (2)).
 """

@@ -24,7 +24,10 @@ Training-loop defaults resolved per task::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
+from collections.abc import Sequence
 
 import jax
 
@@ -102,7 +105,7 @@ TRAIN_SETTINGS = (
 
 # Settings that change no number and so are not part of what a run directory records.
 NOT_IDENTITY = tuple(s.name for s in TRAIN_SETTINGS if not s.identity)
-# The loop's settings a grid may vary inside one program (`loop.grid_configs`): data, not shape.
+# The loop's settings a grid may vary inside one program (`configs.grid_configs`): data, not shape.
 TRAIN_LEAVES = tuple(s.name for s in TRAIN_SETTINGS if s.leaf)
 
 
@@ -246,3 +249,43 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
 # Not the paper's settings (the demo says so in its output).
 DEMO_DQN = dict(train_freq=1, gradient_steps=1, learning_starts=500, target_update_interval=100,
                 hidden_sizes=(64, 64))
+
+
+def grid_configs(config: TrainConfig, grid: dict[str, Sequence[float]]) -> list[TrainConfig]:
+    """One validated config per point of the Cartesian grid over vmappable agent hyperparameters
+    and the loop's vmappable settings (`configs.TRAIN_LEAVES`: the heterogeneity level max_rate),
+    e.g. {"max_rate": [0, 0.5], "omega": [0.01, 0.1]}, in that order (the first name varies slowest);
+    raises before anything compiles."""
+    agent_leaves = set(config.agent.hparams().names())
+    for name, values in grid.items():
+        if name not in agent_leaves | set(TRAIN_LEAVES):
+            raise ValueError(f"grid setting {name!r} is not a vmappable hyperparameter of {config.algo}; "
+                             f"allowed: {', '.join(sorted(agent_leaves))}, and the run's {', '.join(TRAIN_LEAVES)}")
+        if len(values) < 1:
+            raise ValueError(f"grid setting {name!r} needs at least one value")
+    points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    configs = [dataclasses.replace(config, agent=dataclasses.replace(config.agent, **{
+                   k: v for k, v in p.items() if k not in TRAIN_LEAVES}),
+                   **{k: v for k, v in p.items() if k in TRAIN_LEAVES}) for p in points]
+    for c in configs:
+        c.validate()
+    return configs
+
+
+def check_run_batch(run_batch: int | None) -> None:
+    """Refuse a `run_batch` that is neither an integer >= 1 nor None (ValueError naming the setting)."""
+    if run_batch is not None and (isinstance(run_batch, bool) or not isinstance(run_batch, int) or run_batch < 1):
+        raise ValueError(f"run_batch must be an integer >= 1 (runs vmapped at a time) or None (all at once), "
+                         f"got {run_batch!r}")
+
+
+def parse_run_batch(text: str) -> int | None:
+    """The command line's spelling: 'all' (None) or a positive integer."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"--run-batch must be 'all' or an integer >= 1 (runs vmapped at a time), got {text!r}") from None
+    check_run_batch(value)
+    return value

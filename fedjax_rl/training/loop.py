@@ -4,8 +4,11 @@ progress bar, a checkpoint after every block, and outputs written to a run direc
 `run` is a sequence of named parts: `plan_run` (validate, settle the run directory), the finished
 run read back if there is one, `_check_before_compiling` (memory, traffic, process layout),
 `compile_programs`, `_start` (a fresh state or the checkpoint's), `_run_blocks` (the block loop:
-train, check, checkpoint, report), `_evaluate` (the final evaluation) and `_finish` (the result and
-its files). What the run directory holds, how a finished run is read back, how another
+train, `check_finite`, checkpoint, report), `_evaluate` (the final evaluation) and `_finish` (the
+result and its files). The parts it calls live in their rooms: a grid's points and the run batch are
+settings (`configs.grid_configs`, `configs.check_run_batch`), how runs are mapped and what crosses
+the network belong to the program (`program.over_runs`, `program.communication`), and what the
+machine can hold to `machine` (`check_memory`, `check_warp_worlds`). What the run directory holds, how a finished run is read back, how another
 configuration's run is set aside and what counts as damaged is `fedjax_rl.training.run_directory`.
 
 `run` is the one door to a training run: the command line calls it, the Python API is it, and a
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
 import time
 import warnings
@@ -33,15 +35,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_rl.agents.base import first_training_step
-from fedjax_rl.core import federated
 from fedjax_rl.training import distributed, machine, records, run_directory, tensorboard_log
-from fedjax_rl.training.configs import TRAIN_LEAVES, TrainConfig
+from fedjax_rl.training.configs import check_run_batch, grid_configs
 from fedjax_rl.training.machine import NotEnoughMemory, check_memory  # noqa: F401 (part of `run`'s interface)
 # Part of `run`'s interface: the errors `run` raises on a directory, the files it writes and how far
 # a run on disk got.
 from fedjax_rl.training.run_directory import (  # noqa: F401
     CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists)
-from fedjax_rl.training.program import make_trainer, seed_keys
+from fedjax_rl.training.program import communication, make_trainer, over_runs, seed_keys
 
 
 class NonFiniteError(FloatingPointError):
@@ -51,66 +52,6 @@ class NonFiniteError(FloatingPointError):
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) stopped the run; the message says how far it got and how to resume."""
 
-
-def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | None = None) -> None:
-    """Raise `NonFiniteError` naming the quantity, the seed, the agent and the environment step if
-    a block's metrics (seed-batched, grid-batched first when `grid` lists the points) report a
-    non-finite loss or parameter."""
-    problems = []
-    for key, steps in metrics.items():
-        if not key.startswith("nonfinite_step/"):
-            continue
-        name = key.split("/", 1)[1]
-        agents_ = np.asarray(metrics[f"nonfinite_agent/{name}"]).reshape(-1)
-        for s, step in enumerate(np.asarray(steps).reshape(-1)):
-            if step > 0:
-                problems.append((int(step), s, int(agents_[s]), name))
-    if not problems:
-        return
-    step, s, agent, name = min(problems)
-    where = ""
-    if grid:  # flat index over [grid point, seed]
-        num_seeds = np.shape(metrics["env_steps"])[-1]
-        s, point = s % num_seeds, s // num_seeds
-        where = f" at grid point {point} ({grid[point].agent.hparams()}, max_rate={grid[point].max_rate:g})"
-    def describe(quantity):
-        if quantity == "parameters":
-            return "shared parameters"
-        return getattr(trainer.agent, "loss_descriptions", {}).get(quantity, quantity)
-
-    what = describe(name)
-    if name == "parameters":
-        what = "shared parameters (checked at the end of each round)"
-    rest = sorted(problems)[1:]  # (seed, quantity) records after the one reported
-    counts = {q: sum(p[3] == q for p in rest) for q in sorted({p[3] for p in rest})}
-    others = "" if not rest else (f" ({len(rest)} more non-finite record(s) in this block: "
-                                  + ", ".join(f"{describe(q)} in {n} run(s)" for q, n in counts.items()) + ")")
-    raise NonFiniteError(
-        f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}){where}, "
-        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block"
-        f"{others}"
-    )
-
-
-def grid_configs(config: TrainConfig, grid: dict[str, Sequence[float]]) -> list[TrainConfig]:
-    """One validated config per point of the Cartesian grid over vmappable agent hyperparameters
-    and the loop's vmappable settings (`configs.TRAIN_LEAVES`: the heterogeneity level max_rate),
-    e.g. {"max_rate": [0, 0.5], "omega": [0.01, 0.1]}, in that order (the first name varies slowest);
-    raises before anything compiles."""
-    agent_leaves = set(config.agent.hparams().names())
-    for name, values in grid.items():
-        if name not in agent_leaves | set(TRAIN_LEAVES):
-            raise ValueError(f"grid setting {name!r} is not a vmappable hyperparameter of {config.algo}; "
-                             f"allowed: {', '.join(sorted(agent_leaves))}, and the run's {', '.join(TRAIN_LEAVES)}")
-        if len(values) < 1:
-            raise ValueError(f"grid setting {name!r} needs at least one value")
-    points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    configs = [dataclasses.replace(config, agent=dataclasses.replace(config.agent, **{
-                   k: v for k, v in p.items() if k not in TRAIN_LEAVES}),
-                   **{k: v for k, v in p.items() if k in TRAIN_LEAVES}) for p in points]
-    for c in configs:
-        c.validate()
-    return configs
 
 
 def run(
@@ -294,7 +235,7 @@ def _read_finished(plan: RunPlan, on_block) -> dict | None:
 def _check_before_compiling(plan: RunPlan) -> None:
     """Refuse a run whose state cannot fit, warn about one that never trains, report the traffic."""
     check_memory(plan.trainer, plan.num_runs, checkpoints=plan.directory.saves)
-    _check_warp_worlds(plan.config, plan.run_batch or plan.num_runs)  # runs in one program
+    machine.check_warp_worlds(plan.config, plan.run_batch or plan.num_runs)  # runs in one program
     _warn_if_never_trains(plan.config)
     comm = plan.communication
     plan.say(f"{comm['shared_params']:,} shared parameters per agent ({comm['model_bytes'] / 2**10:.1f} KiB); per "
@@ -303,25 +244,6 @@ def _check_before_compiling(plan: RunPlan) -> None:
              f"{comm['bytes_total'] / 2**20:.1f} MiB over {comm['rounds']} rounds")
     plan.directory.check_layout()
 
-
-def _check_warp_worlds(config: TrainConfig, num_runs: int) -> None:
-    """MuJoCo Warp's contact buffers hold a fixed number of worlds (envs.mujoco_engines.WARP_MAX_WORLDS):
-    more environments stepped at once would lose contacts. The widest batch of a program is its final
-    evaluation's: every run's (environment, episode) pairs in one vmap (`evaluate.returns_over_params`),
-    the agents' own environments or the sweep's points, each `eval_episodes` times; training steps
-    `num_agents` per run and the curve's evaluations `eval_episodes`, both no wider."""
-    if config.engine != "warp":
-        return
-    from fedjax_rl.envs import mujoco_engines  # the MuJoCo tasks only
-
-    environments = max(config.num_agents, config.sweep_points)
-    worlds = num_runs * environments * config.eval_episodes
-    if worlds > mujoco_engines.WARP_MAX_WORLDS:
-        raise ValueError(
-            f"engine 'warp' steps at most {mujoco_engines.WARP_MAX_WORLDS} environments at once (its contact "
-            f"buffers), but this run's final evaluation steps {num_runs} runs x max({config.num_agents} agents, "
-            f"{config.sweep_points} sweep points) x {config.eval_episodes} episodes = {worlds}; use a smaller "
-            f"run_batch, fewer seeds, grid points, sweep points or evaluation episodes, or engine 'c'")
 
 
 def compile_programs(plan: RunPlan) -> Programs:
@@ -468,55 +390,41 @@ def _warn_if_never_trains(config) -> None:
             UserWarning, stacklevel=3)
 
 
-def check_run_batch(run_batch: int | None) -> None:
-    """Refuse a `run_batch` that is neither an integer >= 1 nor None (ValueError naming the setting)."""
-    if run_batch is not None and (isinstance(run_batch, bool) or not isinstance(run_batch, int) or run_batch < 1):
-        raise ValueError(f"run_batch must be an integer >= 1 (runs vmapped at a time) or None (all at once), "
-                         f"got {run_batch!r}")
+def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | None = None) -> None:
+    """Raise `NonFiniteError` naming the quantity, the seed, the agent and the environment step if
+    a block's metrics (seed-batched, grid-batched first when `grid` lists the points) report a
+    non-finite loss or parameter."""
+    problems = []
+    for key, steps in metrics.items():
+        if not key.startswith("nonfinite_step/"):
+            continue
+        name = key.split("/", 1)[1]
+        agents_ = np.asarray(metrics[f"nonfinite_agent/{name}"]).reshape(-1)
+        for s, step in enumerate(np.asarray(steps).reshape(-1)):
+            if step > 0:
+                problems.append((int(step), s, int(agents_[s]), name))
+    if not problems:
+        return
+    step, s, agent, name = min(problems)
+    where = ""
+    if grid:  # flat index over [grid point, seed]
+        num_seeds = np.shape(metrics["env_steps"])[-1]
+        s, point = s % num_seeds, s // num_seeds
+        where = f" at grid point {point} ({grid[point].agent.hparams()}, max_rate={grid[point].max_rate:g})"
+    def describe(quantity):
+        if quantity == "parameters":
+            return "shared parameters"
+        return getattr(trainer.agent, "loss_descriptions", {}).get(quantity, quantity)
 
-
-def parse_run_batch(text: str) -> int | None:
-    """The command line's spelling: 'all' (None) or a positive integer."""
-    if text.strip().lower() == "all":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"--run-batch must be 'all' or an integer >= 1 (runs vmapped at a time), got {text!r}") from None
-    check_run_batch(value)
-    return value
-
-
-def over_runs(fn: Callable, run_shape: tuple[int, ...], run_batch: int | None) -> Callable:
-    """`fn(state, hparams, *static)` of one run, mapped over runs laid out as `run_shape`: [seeds], with
-    `hparams` shared, or [grid points, seeds], with `hparams` carrying the grid axis.
-    `*static` (a block index) is never batched, so the schedules derived from it stay real branches.
-
-    The runs are flattened to one axis (a vmap of vmaps would add a batch dimension to every array of
-    the physics, see `evaluate.returns_over_params`). run_batch None vmaps them all at once; otherwise
-    `lax.map` vmaps `run_batch` of them at a time (a smaller last batch if they do not divide). The
-    state keeps its layout."""
-    num_runs, num_seeds, grid_hparams = math.prod(run_shape), run_shape[-1], len(run_shape) == 2
-
-    def mapped(state, hparams, *static):
-        flat = jax.tree.map(lambda x: x.reshape((num_runs, *x.shape[len(run_shape):])), state)
-        if grid_hparams:  # [points] -> [points * seeds], the flattened order of the state
-            per_run = jax.tree.map(lambda x: jnp.repeat(x, num_seeds, axis=0), hparams)
-            one_run, runs = (lambda xs: fn(xs[0], xs[1], *static)), (flat, per_run)
-        else:
-            one_run, runs = (lambda s: fn(s, hparams, *static)), flat
-        out = jax.vmap(one_run)(runs) if run_batch is None else jax.lax.map(one_run, runs, batch_size=run_batch)
-        return jax.tree.map(lambda x: x.reshape((*run_shape, *x.shape[1:])), out)
-
-    return mapped
-
-
-def communication(trainer) -> dict:
-    """What crosses the network in this run (`federated.communication`), from the shapes of one
-    agent's shared leaves (nothing is computed)."""
-    config = trainer.config
-    shapes = jax.eval_shape(trainer.init, jax.random.key(0)).agents.learner.shared
-    one_agent = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), shapes)
-    return federated.communication(one_agent, config.num_agents, config.participation, config.num_rounds)
-
-
+    what = describe(name)
+    if name == "parameters":
+        what = "shared parameters (checked at the end of each round)"
+    rest = sorted(problems)[1:]  # (seed, quantity) records after the one reported
+    counts = {q: sum(p[3] == q for p in rest) for q in sorted({p[3] for p in rest})}
+    others = "" if not rest else (f" ({len(rest)} more non-finite record(s) in this block: "
+                                  + ", ".join(f"{describe(q)} in {n} run(s)" for q, n in counts.items()) + ")")
+    raise NonFiniteError(
+        f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}){where}, "
+        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block"
+        f"{others}"
+    )

@@ -200,6 +200,26 @@ def check_memory(trainer, num_runs: int, checkpoints: bool) -> None:
 CACHE_ENV = "FEDJAX_RL_COMPILATION_CACHE"
 
 
+def check_warp_worlds(config, num_runs: int) -> None:
+    """MuJoCo Warp's contact buffers hold a fixed number of worlds (envs.mujoco_engines.WARP_MAX_WORLDS):
+    more environments stepped at once would lose contacts. The widest batch of a program is its final
+    evaluation's: every run's (environment, episode) pairs in one vmap (`evaluate.returns_over_params`),
+    the agents' own environments or the sweep's points, each `eval_episodes` times; training steps
+    `num_agents` per run and the curve's evaluations `eval_episodes`, both no wider."""
+    if config.engine != "warp":
+        return
+    from fedjax_rl.envs import mujoco_engines  # the MuJoCo tasks only
+
+    environments = max(config.num_agents, config.sweep_points)
+    worlds = num_runs * environments * config.eval_episodes
+    if worlds > mujoco_engines.WARP_MAX_WORLDS:
+        raise ValueError(
+            f"engine 'warp' steps at most {mujoco_engines.WARP_MAX_WORLDS} environments at once (its contact "
+            f"buffers), but this run's final evaluation steps {num_runs} runs x max({config.num_agents} agents, "
+            f"{config.sweep_points} sweep points) x {config.eval_episodes} episodes = {worlds}; use a smaller "
+            f"run_batch, fewer seeds, grid points, sweep points or evaluation episodes, or engine 'c'")
+
+
 def compilation_cache_dir() -> str | None:
     """Where compiled programs are kept: CACHE_ENV's directory, None where it says "off", else
     fedjax_rl/jax under the user's cache directory ($XDG_CACHE_HOME, or ~/.cache)."""

@@ -44,6 +44,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -246,7 +248,7 @@ def global_policy(setup: Setup, state: TrainState):
 def init(setup: Setup, key, max_rate=None) -> TrainState:
     """Per-agent physics (m_k = m (1 + n_k)), then every agent's learner and environment.
 
-    `max_rate`: p, the config's when None (then a constant of the program, as it always was). A
+    `max_rate`: p, the config's when None (then a constant of the program). A
     traced p (a grid over the heterogeneity level, `loop.run(grid={"max_rate": [...]})`)
     vmaps: p enters nothing but this draw, and the env params it makes are data carried in the
     state. No key depends on p, so a seed draws the same u_k ~ U(-1, 1) at every level and
@@ -428,3 +430,36 @@ def seed_keys(seed: int, num_seeds: int, first: int = 0) -> jax.Array:
     depend on n; tests/test_pieces.py checks it), so a run of seeds [a, b) trains exactly those seeds
     of a wider run."""
     return jax.random.split(jax.random.key(seed), first + num_seeds)[first:]
+
+
+def over_runs(fn: Callable, run_shape: tuple[int, ...], run_batch: int | None) -> Callable:
+    """`fn(state, hparams, *static)` of one run, mapped over runs laid out as `run_shape`: [seeds], with
+    `hparams` shared, or [grid points, seeds], with `hparams` carrying the grid axis.
+    `*static` (a block index) is never batched, so the schedules derived from it stay real branches.
+
+    The runs are flattened to one axis (a vmap of vmaps would add a batch dimension to every array of
+    the physics, see `evaluate.returns_over_params`). run_batch None vmaps them all at once; otherwise
+    `lax.map` vmaps `run_batch` of them at a time (a smaller last batch if they do not divide). The
+    state keeps its layout."""
+    num_runs, num_seeds, grid_hparams = math.prod(run_shape), run_shape[-1], len(run_shape) == 2
+
+    def mapped(state, hparams, *static):
+        flat = jax.tree.map(lambda x: x.reshape((num_runs, *x.shape[len(run_shape):])), state)
+        if grid_hparams:  # [points] -> [points * seeds], the flattened order of the state
+            per_run = jax.tree.map(lambda x: jnp.repeat(x, num_seeds, axis=0), hparams)
+            one_run, runs = (lambda xs: fn(xs[0], xs[1], *static)), (flat, per_run)
+        else:
+            one_run, runs = (lambda s: fn(s, hparams, *static)), flat
+        out = jax.vmap(one_run)(runs) if run_batch is None else jax.lax.map(one_run, runs, batch_size=run_batch)
+        return jax.tree.map(lambda x: x.reshape((*run_shape, *x.shape[1:])), out)
+
+    return mapped
+
+
+def communication(trainer) -> dict:
+    """What crosses the network in this run (`federated.communication`), from the shapes of one
+    agent's shared leaves (nothing is computed)."""
+    config = trainer.config
+    shapes = jax.eval_shape(trainer.init, jax.random.key(0)).agents.learner.shared
+    one_agent = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), shapes)
+    return federated.communication(one_agent, config.num_agents, config.participation, config.num_rounds)

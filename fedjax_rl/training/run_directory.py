@@ -29,7 +29,6 @@ import json
 import math
 import os
 import warnings
-from typing import Any
 
 import jax
 import numpy as np
