@@ -2,6 +2,7 @@
 rules registered through one path, a failing or clashing plugin named and contained, and the worked
 example (examples/own_algorithm) installed with pip and trained from the command line."""
 
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -102,12 +103,12 @@ def test_a_plugin_with_a_taken_or_mismatched_name_is_named_and_not_used(tmp_path
 def test_register_refuses_what_cannot_serve():
     fedrdqn = agents.get("fedrdqn")
     with pytest.raises(ValueError, match=r"my code: the algorithm name 'fedrdqn' is already taken \(by fedjax_rl\)"):
-        agents.register(agents.Algorithm(**{**vars(fedrdqn), "label": "mine"}), "my code")
+        agents.register(dataclasses.replace(fedrdqn, label="mine"), "my code")
     with pytest.raises(ValueError, match=r"a algorithm name is lower_snake_case .*got 'Fed-X'"):
-        agents.register(agents.Algorithm(**{**vars(fedrdqn), "name": "Fed-X"}))
+        agents.register(dataclasses.replace(fedrdqn, name="Fed-X"))
     with pytest.raises(ValueError, match=r"its agent class object lacks init, act, .* of the agent protocol"):
-        agents.register(agents.Algorithm(**{**vars(fedrdqn), "name": "hollow", "agent": object}))
-    with pytest.raises(ValueError, match=r"a algorithm is a fedjax_rl.agents.Algorithm, got dict"):
+        agents.register(dataclasses.replace(fedrdqn, name="hollow", agent=object))
+    with pytest.raises(ValueError, match=r"a algorithm is a fedjax_rl.agents.registry.Algorithm, got dict"):
         agents.register({"name": "x"})
     assert "hollow" not in agents.ALGORITHMS and agents.register(fedrdqn) is fedrdqn  # the same object again: fine
 

@@ -4,6 +4,8 @@ non-finite loss that stops a run with the quantity, seed, agent and environment 
 
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -27,6 +29,18 @@ def test_registry_lists_every_algorithm_once():
         declared = [s.name for s in algorithm.config.SETTINGS]
         assert len(declared) == len(set(declared))
         assert set(algorithm.fixed) <= set(declared)
+        agents.check_algorithm(algorithm, "built-in")  # its agent and config, now imported, serve
+
+
+def test_the_registry_imports_an_agent_only_when_its_algorithm_is_asked_for():
+    """A label costs no agent module (nor JAX); the agent class imports its family's module alone."""
+    probe = ("import sys; from fedjax_rl import agents; "
+             "assert agents.ALGORITHMS['fedrdqn'].describe({'omega': 0.1}) == 'FedRDQN (ω=0.1)'; "
+             "assert not [m for m in sys.modules if m.startswith('fedjax_rl.agents.') and m != 'fedjax_rl.agents.registry'], "
+             "sorted(sys.modules); assert 'jax' not in sys.modules; "
+             "agents.get('dqnavg').agent; assert 'fedjax_rl.agents.dqn' in sys.modules; "
+             "assert 'fedjax_rl.agents.ddpg' not in sys.modules")
+    subprocess.run([sys.executable, "-c", probe], check=True)
 
 
 @pytest.mark.parametrize(
