@@ -91,7 +91,7 @@ from common import machine  # noqa: E402
 
 from fedjax_rl.analysis import aggregate, power, stats  # noqa: E402
 import mean_intervals  # noqa: E402
-from fedjax_rl.reproduce import report, tables
+from fedjax_rl.reproduce import report, row_records, tables
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 OUT = os.path.join(os.path.dirname(__file__), "results", "verdict_coverage.json")
@@ -110,7 +110,7 @@ def committed_comparisons() -> list[dict]:
     out = []
     for table_name, directory in COMMITTED:
         table = tables.get_table(table_name)
-        for key, rec in tables.finished_rows(table, os.path.join(ROOT, "results", directory)).items():
+        for key, rec in row_records.finished_rows(table, os.path.join(ROOT, "results", directory)).items():
             algs = rec["algorithms"]
             for base in table.baselines:
                 for metric in report.METRICS:
@@ -249,7 +249,7 @@ def committed_tables() -> list[dict]:
     out = []
     for table_name, directory in COMMITTED:
         table = tables.get_table(table_name)
-        records = tables.finished_rows(table, os.path.join(ROOT, "results", directory))
+        records = row_records.finished_rows(table, os.path.join(ROOT, "results", directory))
         for agg in report.aggregates(table, records):
             robust = report.normalised_scores(table, records, "headline", agg["metric"])
             baseline = report.normalised_scores(table, records, agg["baseline"], agg["metric"])

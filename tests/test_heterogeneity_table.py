@@ -17,7 +17,8 @@ from fedjax_rl.analysis import stats
 from fedjax_rl.cli import commands
 from fedjax_rl.reproduce import harness, heterogeneity, paper, plan, status
 from fedjax_rl.training import configs, loop
-from fedjax_rl.reproduce.tables import MapRow, get_table, load_run, row_dir
+from fedjax_rl.reproduce.tables import MapRow, get_table, row_dir
+from fedjax_rl.reproduce.row_records import load_run
 
 ROW = "CartPole-v1/length"
 LEVELS = [0.0, 0.5, 0.9]

@@ -15,7 +15,7 @@ import pytest
 from fedjax_rl import envs
 from fedjax_rl.analysis import aggregate, power, stats
 from fedjax_rl.cli import commands, reproduce_command
-from fedjax_rl.reproduce import costs, harness, paper, plan, report, status, tables
+from fedjax_rl.reproduce import costs, harness, legends, paper, plan, report, row_records, status, tables
 from fedjax_rl.training import loop, machine
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
@@ -129,7 +129,7 @@ def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduc
     with pytest.raises(ValueError, match=r"program must be one of \['fedrdqn'\] for table1, got 'ddpgavg2'"):
         harness.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
     [alone] = harness.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
-    together = tables.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
+    together = row_records.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
     np.testing.assert_array_equal(alone["final"]["local_returns"][2], np.asarray(together["final"]["local_returns"]))
     row = harness.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
     assert row["resumed_blocks"] == 3 and row["wall_s"] == alone["timing"]["wall_s"]
@@ -212,7 +212,7 @@ RESULTS = os.path.join(os.path.dirname(__file__), "..", "results")
 
 def _committed(table_name, directory):
     table = tables.get_table(table_name)
-    return table, tables.finished_rows(table, os.path.join(RESULTS, directory))
+    return table, row_records.finished_rows(table, os.path.join(RESULTS, directory))
 
 
 def test_paper_tables_are_transcribed():
@@ -502,18 +502,18 @@ def test_row_machine_names_the_accelerator_before_its_host():
 
 def test_a_row_names_every_machine_its_pieces_ran_on():
     writer = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["avx2"], backend="cpu")
-    assert tables.ran_on({"machine": writer, "pieces": {}}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
+    assert legends.ran_on({"machine": writer, "pieces": {}}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
     cpu, gpu = "AMD EPYC 7B13 (1 of 2 cores, AVX2, cpu)", "NVIDIA H100 80GB HBM3, host Xeon (16 cores, AVX-512)"
     one = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 2], machine=cpu), dict(seeds=[2, 3], machine=cpu)]}}
-    assert tables.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
+    assert legends.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
     several = {"machine": writer, "pieces": {
         "fedrddpg": [dict(seeds=[0, 2], machine=gpu), dict(seeds=[2, 3], machine=cpu), dict(seeds=[3, 4], machine=cpu),
                      dict(seeds=[5, 6], machine=cpu)],
         "ddpgavg2": [dict(seeds=[0, 6], machine=None)]}}
-    assert tables.ran_on(several) == (f"{gpu} (fedrddpg seeds 0-1), {cpu} (fedrddpg seeds 2-3, 5), "
+    assert legends.ran_on(several) == (f"{gpu} (fedrddpg seeds 0-1), {cpu} (fedrddpg seeds 2-3, 5), "
                                                 "a machine it did not record (ddpgavg2 seeds 0-5)")
     unrecorded = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 4], machine=None)]}}
-    assert tables.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
+    assert legends.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
 
 
 # -- seed pieces -------------------------------------------------------------------------------------
@@ -536,7 +536,7 @@ def test_merged_runs_are_the_seed_axis_concatenated():
          "seed_indices": [0]}
     b = {"curve": {"r": [[3, 4], [5, 6]], "x": [[0, 1], [0, 1]]}, "final": {"local_average": [6.0, 7.0]},
          "timing": {"wall_s": 3.0}}
-    merged = tables.merge_runs([a, b])
+    merged = row_records.merge_runs([a, b])
     assert merged["curve"]["r"] == [[1, 2], [3, 4], [5, 6]] and merged["final"]["local_average"] == [5.0, 6.0, 7.0]
     assert merged["timing"]["wall_s"] == 5.0 and merged["seed_indices"] == [0, 0, 1]  # b predates seed_indices
 
@@ -718,8 +718,8 @@ def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart()
             lift = 40.0 if label == grown["headline"] else 0.0  # the robust one higher on every fresh seed
             algorithm["reported"][metric] = list(algorithm["reported"][metric]) + list(fresh + lift)
     lines = report.comparisons(table, {key: grown})
-    [confirmatory] = [line for line in lines if line["seed_set"] == tables.CONFIRMATORY]
-    [exploratory] = [line for line in lines if line["seed_set"] == tables.EXPLORATORY]
+    [confirmatory] = [line for line in lines if line["seed_set"] == row_records.CONFIRMATORY]
+    [exploratory] = [line for line in lines if line["seed_set"] == row_records.EXPLORATORY]
     assert confirmatory["seed_indices"] == list(range(8, 28)) and confirmatory["seeds"] == 20
     assert (confirmatory["higher"], confirmatory["verdict"]) == (20, stats.AHEAD)
     assert exploratory["seed_indices"] == list(range(3, 8))
@@ -754,23 +754,23 @@ def test_pieces_overlap_exactly_where_they_share_a_seed():
 
 
 def test_old_row_records_are_upgraded_on_read_in_one_place():
-    """row.json without a schema number reads in today's layout (`tables.upgrade_row`), what it lacked
+    """row.json without a schema number reads in today's layout (`row_records.upgrade_row`), what it lacked
     filled and, for the engine, said; a record of today's layout reads as written."""
     old = {"wall_s": 12.0, "resumed_blocks": 3, "configs": {
         "fedrddpg": {"config": {"env_name": "Hopper-v4"}, "grid": None},
         "ddpgavg2": {"config": {"env_name": "Hopper-v4", "engine": "c"}, "grid": None}}}
-    new = tables.upgrade_row(old)
-    assert (new["schema"], new["pieces"], new["run_batch"]) == (tables.ROW_SCHEMA, {}, {})
+    new = row_records.upgrade_row(old)
+    assert (new["schema"], new["pieces"], new["run_batch"]) == (row_records.ROW_SCHEMA, {}, {})
     assert (new["wall_s"], new["wall_s_this_process"]) == (None, 12.0)  # one process's time, after a resume
     assert new["configs"]["fedrddpg"]["config"]["engine"] == "mjx" and new["unrecorded"] == ["engine"]
     assert new["configs"]["ddpgavg2"]["config"]["engine"] == "c"
     assert "schema" not in old and "engine" not in old["configs"]["fedrddpg"]["config"]  # the input is not changed
-    assert tables.upgrade_row(new) is new
-    classic = tables.upgrade_row({"wall_s": 5.0, "configs": {"fedrdqn": {"config": {"env_name": "CartPole-v1"}}}})
+    assert row_records.upgrade_row(new) is new
+    classic = row_records.upgrade_row({"wall_s": 5.0, "configs": {"fedrdqn": {"config": {"env_name": "CartPole-v1"}}}})
     assert (classic["wall_s"], classic["configs"]["fedrdqn"]["config"]["engine"], classic["unrecorded"]) == (5.0, None, [])
     # The committed rows read so: the reduced Table 2's MJX rows say what they did not record.
     table, records = _committed("table2", "table2_reduced")
-    assert all(rec["schema"] == tables.ROW_SCHEMA for rec in records.values())
+    assert all(rec["schema"] == row_records.ROW_SCHEMA for rec in records.values())
     assert "engine" in records["Hopper-v4/torso"]["unrecorded"]
 
 
@@ -778,7 +778,7 @@ def test_a_challenger_joins_a_finished_row_which_keeps_its_numbers(reproduced, e
                                                                    monkeypatch):
     out = str(tmp_path / "out")
     shutil.copytree(reproduced["out"], out)
-    before = tables.read_row(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
+    before = row_records.read_row(os.path.join(out, "table1", "CartPole-v1__length", "row.json"))
     request = {**TINY, "rows": ["CartPole-v1/length"]}
     for taken in ("fedrdqn", "dqnavg"):  # DQNAvg is the row's omega = 0 point: its numbers would be overwritten
         with pytest.raises(ValueError, match=rf"challenger '{taken}' is already a program of these table1 rows"):
@@ -852,7 +852,7 @@ def test_a_row_grows_at_its_chosen_omega_alone_where_asked(in_pieces, tmp_path, 
     grids.clear()
     assert harness.reproduce("table1", out, **{**request, "new_seeds_at": "grid"})["rows"][ROWS[0]] == grown
     assert grids == []
-    assert tables.load_algorithm(os.path.join(out, "table1", "CartPole-v1__length"), grown, other)["seed_indices"] == [0, 1, 2]
+    assert row_records.load_algorithm(os.path.join(out, "table1", "CartPole-v1__length"), grown, other)["seed_indices"] == [0, 1, 2]
 
     with pytest.raises(ValueError, match=r"row CartPole-v1/masscart has no headline omega yet .*--new-seeds-at grid"):
         harness.run_program("table1", out, "CartPole-v1/masscart", "fedrdqn", piece=(0, 1),

@@ -2,7 +2,7 @@
 
 Every finished program (or piece) in a results directory records its wall time (compilation, training
 and the final evaluation), its runs (seeds x grid points) and its steps per agent, and the machine it
-ran on (its own metrics.json since pieces exist; before that, its row's row.json). `measurements`
+ran on (its metrics.json's "machine", or where a run did not record one, its row's row.json). `measurements`
 reads them, every finished piece on disk included (a row still in pieces, or growing by new ones); `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
 
 - on a CPU the work is the networks' (benchmarks/README.md: 97% of a DDPG agent-step), so the time
@@ -26,7 +26,8 @@ import os
 
 from fedjax_rl.training.machine import machine_cores
 from fedjax_rl.reproduce.seed_pieces import found
-from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points, load_run, read_row
+from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points
+from fedjax_rl.reproduce.row_records import load_run, read_row
 
 # The results directories committed with the code (a clone's results/), read beside --out.
 COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -64,7 +65,7 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
                 metrics = load_run(metrics_dir)
             except (OSError, ValueError):
                 continue
-            own = "machine" in metrics  # runs record their machine since pieces exist; before, the row's
+            own = "machine" in metrics  # a run that records no machine ran on its row's
             machine = metrics["machine"] if own else record["machine"]
             wall = metrics.get("timing", {}).get("wall_s")
             if wall is None and len(record["configs"]) == 1 and len(pieces) == 1:

@@ -29,8 +29,8 @@ from fedjax_rl.training import records, run_directory
 from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary
 from fedjax_rl.reproduce.tables import (
-    OMEGA_RULE, ROW_RESULT, ROW_SCHEMA, Family, Program, Table, chosen_omega, first_point_dir, grid_points, read_row,
-    load_program_run, load_run, pieces_holding, row_dir)
+    OMEGA_RULE, ROW_RESULT, Family, Program, Table, chosen_omega, first_point_dir, grid_points, row_dir)
+from fedjax_rl.reproduce.row_records import ROW_SCHEMA, read_row, load_program_run, load_run, pieces_holding
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
 
@@ -60,7 +60,7 @@ def summarize_row(directory: str, family: Family, tuning_seeds: int, pieces: dic
     (so the tables equal the files), and the headline omega chosen on the tuning seeds. `family`:
     the row's programs (`Table.family`). `pieces`: {program: its seed pieces' records, in seed order
     (row.json's: "dir" relative to ROW/PROGRAM/, and "grid" where a piece trained a part of the
-    program's; each algorithm reads the pieces that hold it, `tables.pieces_holding`)} (None: each
+    program's; each algorithm reads the pieces that hold it, `row_records.pieces_holding`)} (None: each
     program's own directory);
     `num_seeds`: the row's seeds, [0, num_seeds) (None: all its pieces hold). `max_rate`: the
     heterogeneity level p of a program gridded over it (None: no such grid): that level's points.
@@ -401,7 +401,7 @@ def _one_or_all(values: list):
 def _piece_record(program_dir: str, found, grid) -> dict:
     """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine it ran on and its
     wall time, from its own metrics (None where its metrics record no machine); and its grid where it
-    trained a part of the program's `grid` (`tables.pieces_holding` reads it)."""
+    trained a part of the program's `grid` (`row_records.pieces_holding` reads it)."""
     own = found.record.get("grid")
     first_point = os.path.join(found.path, first_point_dir(own)) if own else found.path
     metrics = load_run(first_point)

@@ -28,9 +28,9 @@ import numpy as np
 from fedjax_rl import envs
 from fedjax_rl.analysis import cells, judge, power, stats
 from fedjax_rl.reproduce import paper
-from fedjax_rl.reproduce.tables import (OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
-                                       load_program_run, margin_note, ran_on, range_note, row_dir,
-                                       write_csvs)
+from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
+from fedjax_rl.reproduce.row_records import finished_rows, load_program_run
+from fedjax_rl.reproduce.legends import comparison_record, margin_note, ran_on, range_note, write_csvs
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}

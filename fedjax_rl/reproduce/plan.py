@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from fedjax_rl import agents
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import (
-    ROW_RESULT, TABLES, Program, Table, challenger_program, get_table, read_row, row_dir)
+    ROW_RESULT, TABLES, Program, Table, challenger_program, get_table, row_dir)
+from fedjax_rl.reproduce.row_records import read_row
 from fedjax_rl.training import configs
 
 DEFAULT_OMEGAS = (0.01, 0.05, 0.1, 0.2)

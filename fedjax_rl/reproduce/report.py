@@ -16,9 +16,11 @@ import numpy as np
 from fedjax_rl import envs
 from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 from fedjax_rl.reproduce import heterogeneity, paper
-from fedjax_rl.reproduce.tables import (
-    CONFIRMATORY, CONFIRMATORY_TABLE, EXPLORATORY, OMEGA_RULE, ROW_RESULT, Table, comparison_record, finished_rows,
-    load_algorithm, margin_note, plan_words, ran_on, range_note, row_dir, seed_runs, seed_sets, write_csvs)
+from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
+from fedjax_rl.reproduce.row_records import CONFIRMATORY, EXPLORATORY, finished_rows, load_algorithm, seed_sets
+from fedjax_rl.reproduce.legends import (
+    CONFIRMATORY_TABLE, comparison_record, margin_note, plan_words, ran_on, range_note, seed_runs,
+    write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -512,7 +514,7 @@ def _steps(per_program: dict) -> str:
 
 def _physics_engine(rec: dict) -> str:
     """', physics: MuJoCo's C engine' for a MuJoCo row, saying so where the row did not record it
-    (`tables.upgrade_row`)."""
+    (`row_records.upgrade_row`)."""
     config = next(iter(rec["configs"].values()))["config"]
     if envs.get_spec(config["env_name"]).engines == ("jax",):
         return ""

@@ -39,7 +39,8 @@ import json
 import os
 
 from fedjax_rl.training import records, run_directory
-from fedjax_rl.reproduce.tables import ROW_RESULT, read_row
+from fedjax_rl.reproduce.tables import ROW_RESULT
+from fedjax_rl.reproduce.row_records import read_row
 
 PIECE_PREFIX = run_directory.NESTED_RUN_PREFIX  # seeds_A-B
 # What a piece's recorded configuration holds beyond its program's identity (`identity`).
@@ -130,7 +131,7 @@ def found(program_dir: str, program: str) -> list[Found]:
 
 def _whole_in_old_row(program_dir: str) -> bool:
     """Whether the row holds this program's directory itself as a finished piece: it lists it among its
-    pieces (dir ""), or lists no pieces at all (`tables.upgrade_row`: it ran each program whole) and
+    pieces (dir ""), or lists no pieces at all (`row_records.upgrade_row`: it ran each program whole) and
     reads this program's numbers from it. Such directories may lack their finished.json (the committed
     Table 1 rows keep only the grid points' metrics), yet the row finished, so its program did, and the
     row can grow by new seeds."""
