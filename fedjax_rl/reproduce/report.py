@@ -18,14 +18,12 @@ from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 from fedjax_rl.reproduce import heterogeneity, paper
 from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
 from fedjax_rl.reproduce.row_records import CONFIRMATORY, EXPLORATORY, finished_rows, load_algorithm, seed_sets
-from fedjax_rl.reproduce.legends import (
-    CONFIRMATORY_TABLE, comparison_record, margin_note, plan_words, ran_on, range_note, seed_runs,
-    write_csvs)
+from fedjax_rl.reproduce.legends import (CONFIRMATORY_TABLE, comparison_record, margin_note, plan_words, ran_on,
+                                        range_note, seed_runs, write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
-    values = np.asarray(values, float)
-    return float(values.mean()), float(values.std())
+    return float(np.mean(np.asarray(values, float))), float(np.std(np.asarray(values, float)))
 
 
 def _fmt(mean_std) -> str:
