@@ -209,9 +209,36 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     # the smallest to the largest difference, [-13, +16]: inside CartPole's margin of +-22.6, equivalent.
     assert "3 vs 3 (unpaired)" in unpaired and "| equivalent " in unpaired
     assert "too few seeds below 6 seeds" in out and "seeds for 80% power" in out
-    # Only a run with omega > 0 is compared against a baseline: one run alone prints no differences.
+    # The two DQNAvg runs differ in their seed keys alone: labelled by it, and judged too (the later
+    # listed minus the earlier), unpaired.
+    assert "DQNAvg [seed=1] − DQNAvg [seed=0] | 3 vs 3 (unpaired)" in out
+    # One run alone prints no differences.
     assert commands.main(["compare", base]) == 0
     assert "−" not in capsys.readouterr().out
+
+
+def test_compare_judges_any_two_runs_and_says_why_it_does_not(tmp_path, capsys):
+    """Two robust runs that differ in one setting are told apart by it and judged, the later listed
+    minus the earlier; runs of another task or budget are not compared, and the table says why."""
+    median = _fake_run(tmp_path / "median", "fedrdqn", 0.1, [100.0 + s for s in range(6)], [0.0] * 6)
+    mean = _fake_run(tmp_path / "mean", "fedrdqn", 0.1, [90.0 + s for s in range(6)], [0.0] * 6)
+    for directory, aggregation in ((median, "median"), (mean, "mean")):
+        config = json.loads((tmp_path / directory / "config.json").read_text())
+        (tmp_path / directory / "config.json").write_text(json.dumps({**config, "aggregation": aggregation}))
+    shorter = _fake_run(tmp_path / "shorter", "dqnavg", 0.0, [100.0] * 6, [0.0] * 6)
+    config = json.loads((tmp_path / "shorter" / "config.json").read_text())
+    (tmp_path / "shorter" / "config.json").write_text(json.dumps({**config, "physics": ["masscart"]}))
+    capsys.readouterr()
+    assert commands.main(["compare", median, mean, shorter]) == 0
+    out = capsys.readouterr().out
+    # Lower on all 6 paired seeds by 10: the sign test's one-sided p = (1/2)^6 = 0.016 <= 2.5% says
+    # behind, by less than CartPole's margin of +-22.6.
+    [line] = [line for line in out.splitlines() if line.startswith("CartPole-v1 (length) |")]
+    assert "FedRDQN (ω=0.1) [aggregation=mean] − FedRDQN (ω=0.1) [aggregation=median] | 6 (paired)" in line
+    assert "| -10.0 [-10.0, -10.0] " in line and "| behind, within the margin " in line, line
+    assert "not compared (a comparison needs one task and one budget):" in out
+    assert ("DQNAvg and FedRDQN (ω=0.1) [aggregation=median]: other perturbed parameters: masscart vs length" in out
+            or "FedRDQN (ω=0.1) [aggregation=median] and DQNAvg: other perturbed parameters: length vs masscart" in out)
 
 
 # -- a finished run is never lost; damaged files; messages instead of tracebacks (issue 29) ---------

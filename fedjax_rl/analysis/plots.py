@@ -195,9 +195,9 @@ def _save(fig, path: str, dpi: int = 120) -> str:
 
 def comparison_table(run_dirs: list[str]) -> str:
     """Table-1 style: mean ± std over seeds of the Average and Minimum local-environment returns,
-    one row per run directory (named in the first column), then every robust run against every
-    baseline run of the same task (`differences_table`)."""
-    runs = [load_run(d) for d in run_dirs]
+    one row per run directory (named in the first column), then every pair of runs on the same task
+    and budget judged against each other (`differences_table`)."""
+    runs = distinguish([load_run(d) for d in run_dirs])
     differences = differences_table(runs)
     return results_table(runs) + (f"\n\n{differences}" if differences else "")
 
@@ -237,63 +237,138 @@ def results_table(runs: list[dict]) -> str:
     return table
 
 
+# What a run records that says nothing about the algorithm it ran: not shown where labels differ.
+_NOT_DISTINGUISHING = {"num_seeds", "first_seed", "tensorboard", "cpu_dots", "run_batch"}
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    """A config record as {name: value}, the agent's settings by their own names."""
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, "" if key == "agent" else f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def distinguish(runs: list[dict]) -> list[dict]:
+    """The runs, each that shares its label with another labelled also by the settings that tell them
+    apart: 'FedRDQN (ω=0.1) [aggregation=median]', 'DQNAvg [seed=1]'."""
+    by_label: dict[str, list[dict]] = {}
+    for run in runs:
+        by_label.setdefault(run["label"], []).append(run)
+    for same in (group for group in by_label.values() if len(group) > 1):
+        flats = [_flat(run["config"]) for run in same]
+        names = sorted({name for flat in flats for name in flat} - _NOT_DISTINGUISHING)
+        differing = [n for n in names if len({repr(flat.get(n)) for flat in flats}) > 1]
+        for run, flat in zip(same, flats):
+            if differing:
+                shown = ", ".join(f"{n}={_shown(flat.get(n))}" for n in differing)
+                run["label"] = f"{run['label']} [{shown}]"
+    return runs
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _task(run: dict) -> tuple:
     return run["config"]["env_name"], tuple(run["config"]["physics"])
 
 
+# What two runs must share to be compared: one task, one heterogeneity, one federation size and one
+# training budget (their Average and Minimum are then over the same kind of environments).
+COMPARABLE = {"env_name": "task", "physics": "perturbed parameters", "max_rate": "heterogeneity (max_rate)",
+              "num_agents": "number of agents", "steps_per_agent": "budget (steps per agent)"}
+
+
+def why_not_comparable(a: dict, b: dict) -> str | None:
+    """Why runs `a` and `b` cannot be judged against each other ('budget (steps per agent): 50000 vs
+    20000'), or None when they can."""
+    reasons = []
+    for key, what in COMPARABLE.items():
+        x, y = a["config"].get(key), b["config"].get(key)
+        if x is not None and y is not None and x != y:
+            shown = [", ".join(v) if isinstance(v, list) else _shown(v) for v in (x, y)]
+            reasons.append(f"{what}: {shown[0]} vs {shown[1]}")
+    return "; ".join(reasons) or None
+
+
 def _seeds_paired(a: dict, b: dict) -> bool:
-    """Runs pair by seed index when they drew the same seed keys: `loop.run`'s seed and
-    number of seeds (recorded in config.json) are equal. In-memory runs record neither: unpaired."""
+    """Runs pair by seed index when they drew the same seed keys: `loop.run`'s seed, first seed and
+    number of seeds (recorded in config.json) are equal. In-memory runs record none: unpaired."""
     keys = ("seed", "num_seeds")
     return all(k in a["config"] and k in b["config"] for k in keys) and all(
-        a["config"][k] == b["config"][k] for k in keys)
+        a["config"][k] == b["config"][k] for k in (*keys, "first_seed") if k in a["config"] or k in b["config"])
+
+
+def _is_baseline(run: dict) -> bool:
+    return run["config"]["agent"].get("omega", 0.0) == 0
+
+
+def _pairs(runs: list[dict]) -> list[tuple[dict, dict]]:
+    """(A, B) for every two runs, judged as A - B: a robust run (omega > 0) minus a baseline
+    (omega = 0), otherwise the later run listed minus the earlier (the first is the reference)."""
+    out = []
+    for i, first in enumerate(runs):
+        for later in runs[i + 1:]:
+            flip = _is_baseline(later) and not _is_baseline(first)
+            out.append((first, later) if flip else (later, first))
+    return out
 
 
 def differences_table(runs: list[dict]) -> str:
-    """Each robust run (omega > 0) minus each baseline run (omega = 0) of the same task: mean
-    difference on Minimum and Average with a 95% interval, paired by seed where the runs share their
-    seed keys, P(robust > baseline), the verdict on Minimum, and for an undecided one about how many
-    seeds would decide it (`fedjax_rl.analysis.stats`). Empty when there is no such pair; stopped runs are
-    left out."""
+    """Every two runs of the same task and budget, A minus B (`_pairs`): the median difference on
+    Minimum and Average with a 95% interval, paired by seed where the runs share their seed keys,
+    P(A > B), the verdict on Minimum, and for an undecided one about how many seeds would decide it
+    (`fedjax_rl.analysis.judge`, the tables' rule). Pairs that cannot be compared are listed with
+    the reason. Empty when there are fewer than two finished runs; stopped runs are left out."""
     from fedjax_rl import envs
     from fedjax_rl.analysis import cells, judge, power, stats
 
     finished = [r for r in runs if r["final"]]  # a stopped run has no final evaluation
-    robust = [r for r in finished if r["config"]["agent"].get("omega", 0.0) > 0]
-    baselines = [r for r in finished if r["config"]["agent"].get("omega", 0.0) == 0]
-    rows, counts = [], []
-    for rob in robust:
-        for base in (b for b in baselines if _task(b) == _task(rob)):
-            paired = _seeds_paired(rob, base)
-            x = {name: np.asarray(rob["final"][f"local_{name}"], float) for name in ("minimum", "average")}
-            y = {name: np.asarray(base["final"][f"local_{name}"], float) for name in ("minimum", "average")}
-            env, physics = _task(rob)
-            listed = env in envs.list_envs()  # Brax's tasks are not listed
-            line = judge.comparison(x, y, ("minimum", "average"), paired=paired,
-                                    value_range=envs.return_range(env) if listed else None,
-                                    margin=envs.equivalence_margin(env) if listed else None)
-            m, n = len(x["minimum"]), len(y["minimum"])
-            counts.append(min(m, n))
-            improvement = f"{line['minimum_improvement']:.2f} / {line['average_improvement']:.2f}"
-            rows.append((f"{env} ({', '.join(physics)})", f"{rob['label']} − {base['label']}",
-                         f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", line["minimum"].format(),
-                         line["average"].format(), improvement,
-                         line["verdict"] + cells.margin_words(line["verdict"], line["within_margin"]),
-                         cells.seeds_cell(line)))
-    if not rows:
-        return ""
-    header = ("task", "difference", "seeds", "Minimum: median [95% CI]", "Average: median [95% CI]",
-              "P(robust > baseline) Min / Avg", "verdict", f"seeds for {power.POWER:.0%} power")
-    return _text_table(header, rows) + "\n" + DIFFERENCES_NOTE.format(
-        min_seeds=stats.MIN_SEEDS, power=power.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE,
-        rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, sorted(set(counts)))))
+    rows, counts, refused = [], [], []
+    for a, b in _pairs(finished):
+        reason = why_not_comparable(a, b)
+        if reason:
+            refused.append(f"{a['label']} and {b['label']}: other {reason}")
+            continue
+        paired = _seeds_paired(a, b)
+        x = {name: np.asarray(a["final"][f"local_{name}"], float) for name in ("minimum", "average")}
+        y = {name: np.asarray(b["final"][f"local_{name}"], float) for name in ("minimum", "average")}
+        env, physics = _task(a)
+        listed = env in envs.list_envs()  # Brax's tasks are not listed
+        line = judge.comparison(x, y, ("minimum", "average"), paired=paired,
+                                value_range=envs.return_range(env) if listed else None,
+                                margin=envs.equivalence_margin(env) if listed else None)
+        m, n = len(x["minimum"]), len(y["minimum"])
+        counts.append(min(m, n))
+        improvement = f"{line['minimum_improvement']:.2f} / {line['average_improvement']:.2f}"
+        rows.append((f"{env} ({', '.join(physics)})", f"{a['label']} − {b['label']}",
+                     f"{m} (paired)" if paired else f"{m} vs {n} (unpaired)", line["minimum"].format(),
+                     line["average"].format(), improvement,
+                     line["verdict"] + cells.margin_words(line["verdict"], line["within_margin"]),
+                     cells.seeds_cell(line)))
+    text = ""
+    if rows:
+        header = ("task", "difference A − B", "seeds", "Minimum: median [95% CI]", "Average: median [95% CI]",
+                  "P(A > B) Min / Avg", "verdict", f"seeds for {power.POWER:.0%} power")
+        text = _text_table(header, rows) + "\n" + DIFFERENCES_NOTE.format(
+            min_seeds=stats.MIN_SEEDS, power=power.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE,
+            rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, sorted(set(counts)))))
+    if refused:
+        text += ("\n\n" if text else "") + "not compared (a comparison needs one task and one budget):\n" + "\n".join(
+            refused)
+    return text
 
 
 DIFFERENCES_NOTE = (
-    "Robust minus baseline: the median of the per-seed differences with its 95% order-statistic interval "
-    "(unpaired: the Hodges-Lehmann shift with its Mann-Whitney interval), distribution-free, and P(robust > "
-    "baseline) over all seed pairs (ties 1/2). The verdict asks whether robust does better on more seeds than it "
-    "does worse, on Minimum: paired, ahead / behind when, of the seeds that are not equal, it is higher (lower) on "
+    "A − B: a robust run (omega > 0) minus a baseline (omega = 0), otherwise the later run listed minus the earlier. "
+    "The median of the per-seed differences with its 95% order-statistic interval "
+    "(unpaired: the Hodges-Lehmann shift with its Mann-Whitney interval), distribution-free, and P(A > B) over all "
+    "seed pairs (ties 1/2). The verdict asks whether A does better on more seeds than it does worse, on Minimum: "
+    "paired, ahead / behind when, of the seeds that are not equal, A is higher (lower) on "
     "more than a fair coin gives with probability 2.5% (the sign test with ties set aside; unpaired, when the "
     "shift's interval excludes 0); otherwise equivalent when the median's {equivalence_level:.0%} interval lies "
     "strictly inside the task's margin (fedjax_rl.envs.equivalence_margin); too few seeds below {min_seeds} seeds; "
