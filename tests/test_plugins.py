@@ -6,10 +6,12 @@ import dataclasses
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +61,10 @@ def test_installed_lists_what_importlib_metadata_lists_without_importing(tmp_pat
     assert federated.AGGREGATORS.known("loud") and "loud" in federated.AGGREGATORS.names()
     with pytest.raises(plugins.PluginError, match=r"plugin 'loud' of fedjax_rl.aggregators \(broken_plugin:RULE"):
         federated.AGGREGATORS.get("loud")
+    # `train --help` names the installed rule after --aggregation, read from metadata alone.
+    help_text = subprocess.run([sys.executable, "-m", "fedjax_rl.cli", "train", "--help"], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True).stdout
+    assert "Installed plugin rules: loud." in " ".join(help_text.split())
 
 
 def test_a_plugin_that_fails_to_import_is_named_and_breaks_nothing_else(tmp_path, monkeypatch, capsys):
@@ -71,12 +77,23 @@ def test_a_plugin_that_fails_to_import_is_named_and_breaks_nothing_else(tmp_path
     with pytest.raises(plugins.PluginError, match=r"plugin 'broken' of fedjax_rl.algorithms \(broken_plugin:ALGORITHM, "
                                                   r"from broken_plugin-0.1\) failed to load: ImportError: missing"):
         agents.get("broken")
+    # Where it failed: the plugin's file and line, and how to see the whole traceback.
+    where = re.escape(str(tmp_path / "broken_plugin.py"))
+    with pytest.raises(plugins.PluginError, match=rf"\(at {where}:1; FEDJAX_RL_TRACEBACK=1 shows the traceback\)$"):
+        agents.get("broken")
+    monkeypatch.setenv(plugins.TRACEBACK_ENV, "1")
+    with pytest.raises(plugins.PluginError, match=r"Traceback \(most recent call last\):(.|\n)*ImportError: missing"):
+        agents.get("broken")
+    monkeypatch.delenv(plugins.TRACEBACK_ENV)
     assert agents.get("fedrdqn").label == "FedRDQN"  # the built-ins are untouched
     with pytest.raises(SystemExit, match="failed to load: ImportError"):  # named before anything compiles
         commands.main(["train", "--algo", "broken", "--steps", "1000"])
     with pytest.raises(SystemExit) as help_exit:  # --help lists it without importing it
         commands.main(["train", "--help"])
-    assert help_exit.value.code == 0 and "--algo {broken,ddpgavg1," in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert help_exit.value.code == 0 and "--algo {broken,ddpgavg1," in shown
+    assert "Plugin algorithms (broken) declare settings of their own: `fedjax-rl plugins` lists them." in " ".join(
+        shown.split())
     with pytest.raises(SystemExit, match=r"1 plugin\(s\) failed"):
         commands.main(["plugins"])
     assert "broken = broken_plugin:ALGORITHM (broken_plugin-0.1): plugin 'broken'" in capsys.readouterr().out
@@ -93,11 +110,17 @@ def test_a_plugin_with_a_taken_or_mismatched_name_is_named_and_not_used(tmp_path
         ALGORITHM = dataclasses.replace(agents.get("fedrdqn"), label="not FedRDQN")
         """})
     monkeypatch.syspath_prepend(str(tmp_path))
-    report = agents.load_plugins()
+    # Wherever the taken name is used (here by the plugin's own module, importing FedRDQN), the plugin
+    # that claims it is said not to be used, once.
+    with pytest.warns(UserWarning, match=r"plugin 'fedrdqn' of fedjax_rl.algorithms \(clash:ALGORITHM, from clash-0.1\) "
+                                         r"is not used: the algorithm name 'fedrdqn' is already taken \(by fedjax_rl\)"):
+        report = agents.load_plugins()
     assert report["fedrdqn"].startswith("plugin 'fedrdqn' of fedjax_rl.algorithms (clash:ALGORITHM, from clash-0.1): "
                                         "the algorithm name 'fedrdqn' is already taken (by fedjax_rl)")
     assert "names the algorithm 'fedrdqn': an entry point's name and its algorithm's must be the same" in report["other_name"]
-    assert agents.get("fedrdqn").label == "FedRDQN"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert agents.get("fedrdqn").label == "FedRDQN"
 
 
 def test_register_refuses_what_cannot_serve():
@@ -186,3 +209,68 @@ def test_the_example_installs_with_pip_and_trains_from_the_command_line(tmp_path
     recorded = json.loads((run / "config.json").read_text())
     assert recorded["algo"] == "fedrdqn_min" and recorded["agent"]["pessimism"] == 1.0
     assert (run / "finished.json").exists() and (run / "metrics.json").exists()
+
+    # "Is my idea better than FedRDQN?": the plugin's runs against FedRDQN's, on the same seed keys, are
+    # paired and judged by the tables' rule. 8 seeds, the plugin higher on 8 of 8 by 1: the sign test's
+    # p = (1/2)^8 says ahead, by less than CartPole's margin (run directories holding what compare reads).
+    def run_directory(name, algo, minimum):
+        directory = tmp_path / name
+        directory.mkdir()
+        agent = dict(robust=True, omega=0.1, **({"pessimism": 1.0} if algo == "fedrdqn_min" else {}))
+        (directory / "config.json").write_text(json.dumps(dict(
+            algo=algo, env_name="CartPole-v1", physics=["length"], num_agents=5, max_rate=0.5, steps_per_agent=2000,
+            agent=agent, num_seeds=len(minimum), seed=0)))
+        (directory / "metrics.json").write_text(json.dumps(dict(
+            curve=dict(nominal_return=[[0.0]] * len(minimum)), final=dict(local_minimum=minimum, local_average=minimum))))
+        return str(directory)
+
+    listed = subprocess.run([*cli, "plugins"], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert "its own settings (--set NAME=VALUE): pessimism (default 1.0, kappa:" in listed.stdout, listed.stdout
+
+    fedrdqn = run_directory("fedrdqn", "fedrdqn", [100.0 + 10 * s for s in range(8)])
+    mine = run_directory("mine", "fedrdqn_min", [101.0 + 10 * s for s in range(8)])
+    compared = subprocess.run([*cli, "compare", fedrdqn, mine], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    [line] = [line for line in compared.stdout.splitlines() if "FedRDQN-min (ω=0.1) − FedRDQN (ω=0.1)" in line]
+    assert "| 8 (paired) " in line and "| +1.0 [+1.0, +1.0] " in line and "| ahead, within the margin " in line, line
+
+
+DOCS_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "own_algorithm.md")
+# Run after the page's snippets: what each defines does what the page says (in a process of its own, so
+# that nothing it registers reaches the other tests' registries).
+SNIPPETS_CHECK = """
+config = MinDQNConfig(hidden_sizes=(4,))
+agents.check_algorithm(ALGORITHM, "docs/own_algorithm.md")
+term, fedrdqn_term = MinRobustTerm(config, None), robust.RobustTerm(config, None)
+batch = agents_base.Transition(obs=jnp.zeros((3, 2)), action=jnp.zeros(3, jnp.int32), reward=jnp.ones(3),
+                               next_obs=jnp.zeros((3, 2)), terminated=jnp.array([False, False, True]))
+shared = dqn.DQNShared(q=None, q_target=None, degree=term.net.init(jax.random.key(1), jnp.zeros(2)))
+hp = config.hparams().replace(omega=0.5, pessimism=0.0)
+next_value = jnp.array([1.0, -1.0, 2.0])
+assert (term.td_target(shared, batch, next_value, hp) == fedrdqn_term.td_target(shared, batch, next_value, hp)).all()
+
+for aggregator in (MIDDLE_60, PARTICIPANTS_MEAN):
+    federated.register_aggregator(aggregator)
+leaves = {"w": jnp.array([[0.0], [1.0], [2.0], [3.0], [100.0]])}  # 5 agents' shared leaves
+weights = jnp.array([1.0, 1.0, 0.0, 1.0, 1.0])
+server = federated.Server(num_agents=5, aggregation="middle_60")
+on_agents = lambda rule, *args: jax.vmap(rule, axis_name=federated.AGENT_AXIS)(*args)
+mean = on_agents(federated.Server(num_agents=5, aggregation="participants_mean").rule, leaves, weights)
+assert jnp.allclose(mean["w"], (0.0 + 1.0 + 3.0 + 100.0) / 4), mean
+assert jnp.allclose(on_agents(lambda x: mean_of_participants(x, None), leaves)["w"], 106.0 / 5)
+middle = on_agents(lambda x: server.rule(x, None), leaves)  # drops 0 and 100, averages 1, 2, 3
+assert jnp.allclose(middle["w"], 2.0), middle
+print("snippets ok")
+"""
+
+
+def test_the_plugin_pages_snippets_run_as_written():
+    """docs/own_algorithm.md's Python snippets, in order, are one module that runs: the FedRDQN-min
+    agent (kappa = 0 is FedRDQN's target) and two aggregation rules on five agents' leaves."""
+    with open(DOCS_PAGE) as f:
+        page = f.read()
+    snippets = re.findall(r"^```python\n(.*?)^```", page, flags=re.S | re.M)
+    assert len(snippets) >= 4
+    source = "\n".join(snippets) + "\nfrom fedjax_rl.agents import base as agents_base\n" + SNIPPETS_CHECK
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "snippets ok" in done.stdout, done.stderr[-3000:]

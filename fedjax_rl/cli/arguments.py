@@ -55,6 +55,29 @@ class PluginChoices:
         return len(self._all())
 
 
+# Flags whose help names the installed plugins of a group (read from metadata when the help is
+# printed, nothing imported): the sentence, with {names}.
+PLUGIN_HELP = {
+    "aggregation": ("fedjax_rl.aggregators", "Installed plugin rules: {names}."),
+    "set": ("fedjax_rl.algorithms", "Plugin algorithms ({names}) declare settings of their own: `fedjax-rl plugins` "
+                                    "lists them."),
+}
+
+
+class PluginHelpFormatter(argparse.HelpFormatter):
+    """A command's help with the installed plugins named after the flags they add to (`PLUGIN_HELP`)."""
+
+    def _expand_help(self, action):
+        text = super()._expand_help(action)
+        if action.dest not in PLUGIN_HELP:
+            return text
+        from fedjax_rl import plugins
+
+        group, sentence = PLUGIN_HELP[action.dest]
+        names = sorted(plugins.installed(group))
+        return f"{text}. {sentence.format(names=', '.join(names))}" if names else text
+
+
 def with_plugins(entry: dict) -> dict:
     """A flag's table entry whose choices include the installed plugins' names (`PluginChoices`)."""
     group = PLUGIN_FLAGS.get(entry["dest"])

@@ -28,7 +28,7 @@ import time
 import warnings
 
 from fedjax_rl.cli import flag_table, flags, reproduce_command
-from fedjax_rl.cli.arguments import RUN_BATCH_HELP, add_flag, usage_error, with_plugins
+from fedjax_rl.cli.arguments import RUN_BATCH_HELP, PluginHelpFormatter, add_flag, usage_error, with_plugins
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
     """Add the `train` command's flags to `p`: the generated flags of the settings (`flags.TABLE`), then
@@ -229,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="run a federated training (seeds vmapped, one compiled program)",
+                       formatter_class=PluginHelpFormatter,
                        description="Train one algorithm on one task; every setting is checked before anything "
                                    "compiles. Rerunning the same command on the same --out resumes it.")
     add_train_arguments(p)
@@ -282,8 +283,22 @@ def cmd_plugins(args) -> None:
             entry_point = installed[name]
             print(f"  {name} = {entry_point.value} ({entry_point.distribution}): {status}")
             failed += status != "ok"
+            if status == "ok" and group == plugins.ALGORITHMS:
+                print(_own_settings(agents.get(name)))
     if failed:
         raise SystemExit(f"fedjax-rl: {failed} plugin(s) failed to load (above)")
+
+
+def _own_settings(algorithm) -> str:
+    """'    settings beyond the built-in algorithms': a plugin algorithm's own `--set` names, defaults and help."""
+    from fedjax_rl import agents
+
+    built_in = {s.name for name in agents.built_in() for s in agents.get(name).config.SETTINGS}
+    own = [s for s in algorithm.config.SETTINGS if s.name not in built_in]
+    if not own:
+        return "    settings: those of the built-in algorithms (--set NAME=VALUE)"
+    return "    its own settings (--set NAME=VALUE): " + "; ".join(
+        f"{s.name} (default {s.default!r}{', ' + s.help if s.help else ''})" for s in own)
 
 
 def _add_render_parser(sub) -> None:

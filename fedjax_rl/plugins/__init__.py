@@ -98,8 +98,13 @@ def _installed(path: tuple[str, ...]) -> dict[str, tuple[tuple[str, EntryPoint],
     return {group: tuple(entries.items()) for group, entries in found.items()}
 
 
+# Set to 1 for the whole traceback of a plugin that fails to load in its error message.
+TRACEBACK_ENV = "FEDJAX_RL_TRACEBACK"
+
+
 def load(entry_point: EntryPoint):
-    """The object `entry_point` names, imported; a PluginError naming the plugin if it cannot be."""
+    """The object `entry_point` names, imported; a PluginError naming the plugin, the file and line
+    where its import failed (the whole traceback with FEDJAX_RL_TRACEBACK=1) if it cannot be."""
     import importlib
 
     module_name, _, attribute = entry_point.value.partition(":")
@@ -108,8 +113,24 @@ def load(entry_point: EntryPoint):
         for part in filter(None, attribute.strip().split(".")):
             obj = getattr(obj, part)
     except Exception as err:  # noqa: BLE001 - any failure of a plugin's import is that plugin's
-        raise PluginError(f"{entry_point.describe()} failed to load: {type(err).__name__}: {err}") from err
+        raise PluginError(f"{entry_point.describe()} failed to load: {type(err).__name__}: {err}"
+                          f"{_where(err)}") from err
     return obj
+
+
+def _where(err: Exception) -> str:
+    """' (at FILE:LINE; ...)': where `err` was raised (a syntax error: where the bad line is), and with
+    FEDJAX_RL_TRACEBACK=1 the whole traceback."""
+    import traceback
+
+    if isinstance(err, SyntaxError) and err.filename:
+        place = f"{err.filename}:{err.lineno}"
+    else:
+        frames = traceback.extract_tb(err.__traceback__)
+        place = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown"
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        return f" (at {place})\n" + "".join(traceback.format_exception(err)).rstrip()
+    return f" (at {place}; {TRACEBACK_ENV}=1 shows the traceback)"
 
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
@@ -128,6 +149,7 @@ class Registry:
         self.kind, self.group, self.cls, self.setting, self.check = kind, group, cls, setting, check
         self.entries: dict[str, object] = {}
         self.origins: dict[str, str] = {}
+        self._warned: set[str] = set()  # taken names a plugin also claims, said once each
 
     def register(self, obj, origin: str = "user code"):
         """Add `obj` under its name and return it. A ValueError naming `origin` for an object of another
@@ -163,13 +185,26 @@ class Registry:
     def get(self, name: str):
         """The object `name`: a registered one, else the installed plugin of that name, loaded and
         registered (a PluginError naming the plugin if it cannot be); a ValueError listing the names
-        if there is none."""
+        if there is none. An installed plugin that claims a registered object's name is not used, and
+        said so (once) wherever the name is asked for."""
         if name in self.entries:
+            self._warn_if_shadowed(name)
             return self.entries[name]
         entry_point = installed(self.group).get(name)
         if entry_point is None:
             raise ValueError(f"{self.setting} must be one of {list(self.names())}, got {name!r}")
         return self.load(entry_point)
+
+    def _warn_if_shadowed(self, name: str) -> None:
+        entry_point = installed(self.group).get(name)
+        if entry_point is None or self.origins[name] == entry_point.describe() or name in self._warned:
+            return
+        self._warned.add(name)
+        import warnings
+
+        warnings.warn(f"{entry_point.describe()} is not used: the {self.kind} name {name!r} is already taken (by "
+                      f"{self.origins[name]}); {self.setting} {name} is {self.origins[name]}'s. Rename the plugin's "
+                      "entry point to use it", UserWarning, stacklevel=3)
 
     def load(self, entry_point: EntryPoint):
         """Import the plugin `entry_point` names and register its object under the entry point's name."""
