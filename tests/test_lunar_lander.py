@@ -19,6 +19,7 @@ import pytest
 from gymnasium.envs.box2d import lunar_lander as gym_ll
 
 from fedjax_rl.envs import lunar_lander as ll
+from fedjax_rl.envs import lunar_lander_physics as physics
 from fedjax_rl.envs.lunar_lander import EnvParams, LunarLander, heuristic_action
 
 # The fixtures are expensive and session-scoped; `make test` runs pytest with `--dist loadfile`,
@@ -504,7 +505,7 @@ def test_observation_reads_the_landers_own_body_as_gymnasium_does():
                           vel=jnp.asarray(vel, jnp.float32), angvel=jnp.asarray(spin, jnp.float32),
                           leg_contact=jnp.asarray([False, True]))
     c, s = np.cos(angle[0]), np.sin(angle[0])
-    local = np.asarray(ll.LANDER_LOCAL_CENTER, np.float64)
+    local = np.asarray(physics.LANDER_LOCAL_CENTER, np.float64)
     origin = pos[0] - np.array([c * local[0] - s * local[1], s * local[0] + c * local[1]])  # lander.position
     expected = [(origin[0] - ll.W / 2) / (ll.W / 2), (origin[1] - (ll.HELIPAD_Y + ll.LEG_DOWN / ll.SCALE)) / (ll.H / 2),
                 vel[0, 0] * (ll.W / 2) / ll.FPS, vel[0, 1] * (ll.H / 2) / ll.FPS, angle[0], 20.0 * spin[0] / ll.FPS,
@@ -533,10 +534,10 @@ def test_reset_draws_the_wind_phases_with_gymnasiums_bounds(monkeypatch):
 def test_legs_hang_like_gymnasiums_after_reset():
     env = LunarLander()
     _, state = env.reset(jax.random.PRNGKey(0), env.default_params)
-    joint = np.asarray(state.angle[1:] - state.angle[0] - ll.REF_ANGLE)
+    joint = np.asarray(state.angle[1:] - state.angle[0] - physics.REF_ANGLE)
     np.testing.assert_allclose(joint, [0.542, -0.542], atol=0.01)  # gymnasium: +-0.542 (+-0.002)
     # The legs' centres sit on their joints.
-    _, _, legs = ll._kinematics(state.pos[0], state.angle[0], state.angle[1:])
+    _, _, legs = physics._kinematics(state.pos[0], state.angle[0], state.angle[1:])
     np.testing.assert_allclose(np.asarray(legs), np.asarray(state.pos[1:]), atol=1e-5)
 
 
@@ -559,7 +560,7 @@ def test_reset_step_matches_gymnasiums_for_the_same_push(wind):
         obs, _ = gym_env.reset(seed=seed)
         rng = np.random.default_rng(seed)  # gymnasium's np_random for this seed
         rng.uniform(0, ll.H / 2, size=ll.CHUNKS + 1)
-        forces.append(rng.uniform(-ll.INITIAL_RANDOM, ll.INITIAL_RANDOM, size=2))
+        forces.append(rng.uniform(-physics.INITIAL_RANDOM, physics.INITIAL_RANDOM, size=2))
         indices.append([rng.integers(-9999, 9999), rng.integers(-9999, 9999)] if wind else [0, 0])
         gym_obs.append(obs)
         gym_legs.append([leg.angle for leg in gym_env.unwrapped.legs])
@@ -609,7 +610,7 @@ def test_landing_deceleration_matches_box2d():
     env = LunarLander()
     params = env.default_params
     _, state = env.reset(jax.random.PRNGKey(0), params)
-    pos = [target + ll._LANDER_CENTER] + [target + r for r, _ in rel]
+    pos = [target + physics._LANDER_CENTER] + [target + r for r, _ in rel]
     state = state.replace(
         terrain_y=state.terrain_y.at[3:8].set(0.99 * ll.HELIPAD_Y),
         pos=jnp.asarray(np.array(pos), jnp.float32),

@@ -20,6 +20,7 @@ import pytest
 from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
 
 from fedjax_rl.envs import lunar_lander as ll
+from fedjax_rl.envs import lunar_lander_physics as physics
 from fedjax_rl.envs import make
 
 
@@ -183,12 +184,12 @@ def test_lunar_lander_termination_and_terminal_rewards_match_gymnasium():
     angle, velocity, spin = np.float32(0.1), np.array([0.7, -1.3], np.float32), np.float32(0.4)
     env, params = ll.make_env()
     _, state = env.reset(jax.random.key(0), params)
-    center = np.asarray(ll.LANDER_LOCAL_CENTER)
+    center = np.asarray(physics.LANDER_LOCAL_CENTER)
 
     def placed(x, game_over, awake):
         origin = np.array([x, y], np.float32)
         pos = np.asarray(state.pos).copy()
-        pos[0] = origin + np.asarray(ll._rot(angle, jnp.asarray(center)))
+        pos[0] = origin + np.asarray(physics._rot(angle, jnp.asarray(center)))
         # The lander's centre of mass from its origin in float32 may round: nudge it until the
         # port's `lander_origin` gives back exactly `x`.
         for _ in range(4):
@@ -257,7 +258,7 @@ def test_lunar_lander_step_judges_the_same_edges():
     params = params.replace(gravity=0.0, leg_spring_torque=0.0)
     _, state = env.reset(jax.random.key(0), params)
     state = state.replace(vel=jnp.zeros((3, 2)), angvel=jnp.zeros(3), angle=state.angle - state.angle[0])
-    center = np.asarray(ll.LANDER_LOCAL_CENTER)
+    center = np.asarray(physics.LANDER_LOCAL_CENTER)
 
     def placed(x, game_over=False, sleep_time=0.0):
         pos = np.asarray(state.pos).copy()
@@ -272,7 +273,7 @@ def test_lunar_lander_step_judges_the_same_edges():
 
     xs = [np.float32(0.0), *beside(ll.W, np.float32)]
     cases = [placed(x) for x in xs] + [placed(np.float32(10.0), game_over=True),
-                                       placed(np.float32(10.0), sleep_time=ll.TIME_TO_SLEEP)]
+                                       placed(np.float32(10.0), sleep_time=physics.TIME_TO_SLEEP)]
     before = np.asarray([ll.lander_origin(s.pos, s.angle)[0] for s in cases])
     step = jax.jit(jax.vmap(lambda s: env.step_with_noise(jnp.zeros(2), s, 0, params)))
     _, after, reward, terminated, info = step(_stack(cases))
