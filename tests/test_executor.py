@@ -250,6 +250,29 @@ def test_the_request_is_spelled_as_flags_that_read_back_to_it():
         plan.parse_run_settings(["physics=length"])
 
 
+def test_a_challengers_own_settings_travel_as_flags_and_are_checked(example_algorithm):
+    """--challenger-set: parsed by the challenger's declarations, spelled back by Request.args, refused
+    before compiling without a challenger, for a setting no challenger declares, or out of range."""
+    request = Request("table1", challengers=("fedrdqn_min",), challenger_overrides={"pessimism": 0.5})
+    args = request.args()
+    assert args[:4] == ["--challenger", "fedrdqn_min", "--challenger-set", "pessimism=0.5"]
+    parsed = commands.build_parser().parse_args(["reproduce", "table1", *args])
+    assert reproduce_command.challenger_overrides(parsed.challenger, parsed.challenger_set) == {"pessimism": 0.5}
+    planned = Request("table1", rows=["CartPole-v1/length"], challengers=("fedrdqn_min",),
+                      challenger_overrides={"pessimism": 0.5}).plan()
+    assert planned.record["challenger_overrides"] == {"pessimism": 0.5}
+    [*own, theirs] = planned.programs["CartPole-v1/length"]
+    assert theirs.config.agent.pessimism == 0.5 and all(not hasattr(p.config.agent, "pessimism") for p in own)
+    for overrides, challengers, error in (
+            ({"pessimism": 1.5}, ("fedrdqn_min",), r"pessimism must be in \[0, 1\], got 1.5"),
+            ({"kappa": 1.0}, ("fedrdqn_min",), r"unknown challenger settings \['kappa'\] for --challenger-set"),
+            ({"pessimism": 0.5}, (), r"add --challenger ALGO")):
+        with pytest.raises(ValueError, match=error):
+            Request("table1", challengers=challengers, challenger_overrides=overrides).plan()
+    with pytest.raises(ValueError, match=r"--challenger-set sets a challenger's settings: add --challenger ALGO"):
+        reproduce_command.challenger_overrides([], ["pessimism=0.5"])
+
+
 def test_cores_are_split_into_contiguous_groups():
     assert executor.core_groups([0, 1, 2, 3, 4, 5, 6, 7], 3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
     assert executor.core_groups([4, 5, 6, 7], 2) == [[4, 5], [6, 7]]

@@ -242,8 +242,12 @@ def test_a_challenger_maps_over_the_levels_beside_the_rows_own(mapped, example_a
         assert (new["headline"], new["chosen_omega"]) == (old["headline"], old["chosen_omega"])
     text = open(os.path.join(out, "heterogeneity.md")).read()
     section = text[text.index("## Challenger: FedRDQN-min"):text.index("## Per row")]
+    # Against DQNAvg and against the row's own FedRDQN at each level's headline omega.
     verdicts = [line for line in section.splitlines() if line.startswith("| CartPole-v1/length | 5 |")]
-    assert len(verdicts) == len(LEVELS) and all(any(w in line for w in stats.VERDICTS) for line in verdicts)
-    assert "**Whole table** against DQNAvg" in section and "**Whole row** CartPole-v1/length" in section
+    assert len(verdicts) == 2 * len(LEVELS) and all(any(w in line for w in stats.VERDICTS) for line in verdicts)
+    assert sum("| FedR* (headline ω) |" in line for line in verdicts) == len(LEVELS)
+    for reference in ("DQNAvg", "FedR* (headline ω)"):
+        assert f"**Whole table** against {reference}" in section
+    assert "**Whole row** CartPole-v1/length" in section
     # The table without challengers is the same text before the challenger's section.
     assert open(os.path.join(mapped["out"], "heterogeneity.md")).read().split("## Per row")[0] in text

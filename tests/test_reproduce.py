@@ -795,19 +795,39 @@ def test_a_challenger_joins_a_finished_row_which_keeps_its_numbers(reproduced, e
     assert sorted(challenger["tuning_minimum_mean"]) == ["0.05", "0.2"]  # the row's omegas, not omega = 0
     assert challenger["headline"] == f"FedRDQN-min (ω={challenger['chosen_omega']:g})"
     assert row["request"]["challengers"] == ["fedrdqn_min"]
-    # The table reports the challenger against the row's baseline, with a verdict, beside the rows without it.
+    # The table reports the challenger against the row's baseline and its FedRDQN, with verdicts, the
+    # whole-table lines and the IQM, beside the rows without it; the title names it.
     text = open(os.path.join(out, "table1.md")).read()
+    assert text.startswith("# Table 1: DQNAvg vs FedRDQN, with challenger FedRDQN-min\n")
     section = text[text.index("## Challenger: FedRDQN-min"):text.index("## Across rows")]
+    assert section.startswith("## Challenger: FedRDQN-min (headline ω) − DQNAvg and FedRDQN (headline ω), paired")
     assert f"| CartPole-v1/length | **{challenger['headline']}** (challenger) |" in text
-    verdict_line = next(line for line in section.splitlines() if line.startswith("| CartPole-v1/length | DQNAvg |"))
-    assert any(word in verdict_line for word in stats.VERDICTS)
-    assert "- Against DQNAvg: FedRDQN-min is" in section and "**Whole table** against DQNAvg" in section
+    for reference in ("DQNAvg", "FedRDQN (headline ω)"):
+        verdict_line = next(line for line in section.splitlines()
+                            if line.startswith(f"| CartPole-v1/length | {reference} |"))
+        assert any(word in verdict_line for word in stats.VERDICTS)
+        assert f"- Against {reference}: FedRDQN-min is" in section and f"**Whole table** against {reference}" in section
+    iqm = section[section.index("FedRDQN-min: IQM across rows"):]
+    assert "| Minimum | FedRDQN (headline ω) | 1 x 2 |" in iqm and "| Average | DQNAvg | 1 x 2 |" in iqm
+    # Its paired differences against FedRDQN are its numbers minus the row's headline's, seed by seed.
+    csv_rows = list(csv.DictReader(open(os.path.join(out, "table1_comparisons.csv"))))
+    against_fedrdqn = [r for r in csv_rows if r["robust"] == challenger["headline"] and r["baseline"] == "FedRDQN (headline ω)"]
+    mine = np.asarray(row["algorithms"][challenger["headline"]]["reported"]["minimum"])
+    theirs = np.asarray(row["algorithms"][row["headline"]]["reported"]["minimum"])
+    assert len(against_fedrdqn) == 1 and int(against_fedrdqn[0]["higher"]) == int((mine > theirs).sum())
     assert "CartPole-v1/masscart" not in section  # a row that did not run it
     assert "FedRDQN-min: tuning-seed mean Minimum {ω=0.05: " in text  # its omega choice, per row
     # The same request again trains nothing; a request without the challenger finds the row finished too.
     trained.clear()
     harness.reproduce("table1", out, challengers=["fedrdqn_min"], **request)
     harness.reproduce("table1", out, **request)
+    assert trained == []
+    # The challenger with another setting of its own is another computation: refused, not read back.
+    with pytest.raises(ValueError, match=r"computed with different settings \['challenger_overrides'\] "
+                                         r"\(\{'challenger_overrides': None\} vs requested "
+                                         r"\{'challenger_overrides': \{'pessimism': 0.5\}\}\)"):
+        harness.reproduce("table1", out, challengers=["fedrdqn_min"], challenger_overrides={"pessimism": 0.5},
+                          **request)
     assert trained == []
 
 

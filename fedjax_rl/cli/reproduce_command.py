@@ -28,6 +28,23 @@ def agent_overrides(table_name: str, pairs: list[str], rows: list[str] | None = 
                                 f"{table_name} agent settings")
 
 
+def challenger_overrides(challengers: list[str], pairs: list[str]) -> dict:
+    """--challenger-set pairs parsed by the declarations of the challengers' algorithms (the first
+    challenger that declares a name parses it); the plan checks the rest (`plan.check_challenger_overrides`)."""
+    if not pairs:
+        return {}
+    from fedjax_rl import agents
+    from fedjax_rl.core import settings
+
+    declared = {}
+    for name in challengers:
+        for setting in agents.get(name).config.SETTINGS:
+            declared.setdefault(setting.name, setting)
+    if not challengers:
+        raise ValueError("--challenger-set sets a challenger's settings: add --challenger ALGO")
+    return settings.parse_pairs(tuple(declared.values()), pairs, "challenger settings", flag="--challenger-set")
+
+
 def _switches(args, names: tuple[str, ...]) -> dict:
     """The run settings among `names` whose switch was given, parsed by their declarations."""
     from fedjax_rl.core import settings
@@ -101,6 +118,7 @@ def run(args) -> None:
                        max_rates=max_rates, budget=args.budget, seed=args.seed, run_batch=run_batch,
                        challengers=tuple(args.challenger), new_seeds_at=args.new_seeds_at,
                        agent_overrides=agent_overrides(args.table, args.set, rows) or None,
+                       challenger_overrides=challenger_overrides(args.challenger, args.challenger_set) or None,
                        train_overrides={**_switches(args, ("tensorboard",)), **run_settings(args.set_run)}
                        or None)
         piece_seeds = _piece_seeds(args.piece_seeds)
@@ -162,8 +180,12 @@ def add_parser(sub) -> None:
     p.add_argument("--challenger", action="append", default=[], metavar="ALGO",
                    help="add a registered algorithm (an installed plugin's, e.g. fedrdqn_min) to each requested row "
                         "beside its own programs, on the same seeds, budget and settings, tuned by the same omega "
-                        "rule if it has omega, and judged against the row's baselines; a finished row's programs "
-                        "are read back, not run again; repeatable (default: none)")
+                        "rule if it has omega, and judged against the row's baselines and its robust algorithm; "
+                        "a finished row's programs are read back, not run again; repeatable (default: none)")
+    p.add_argument("--challenger-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a challenger's own setting, for every challenger that declares it, e.g. "
+                        "--challenger-set pessimism=0.5; validated like --set and recorded in the row "
+                        "(default: none, the challenger's defaults)")
     p.add_argument("--new-seeds-at", choices=table["new_seeds_at"], default="grid",
                    help="what the seeds a finished row gains train: its whole omega grid, or only the baseline and "
                         "the headline omega the row chose on its tuning seeds (read from its row.json), which is "

@@ -127,7 +127,8 @@ def _read_program(directory: str, program: Program, pieces: dict | None, tuning_
 # which a request may add (the row's own programs are read back, the challenger's trained), and without
 # what its new seeds train (`Request.new_seeds_at`: the row's algorithms stay, some hold fewer seeds).
 CHALLENGERS = "challengers"
-_GROWS = ("num_seeds", CHALLENGERS, "new_seeds_at")
+CHALLENGER_OVERRIDES = "challenger_overrides"
+_GROWS = ("num_seeds", CHALLENGERS, CHALLENGER_OVERRIDES, "new_seeds_at")
 
 
 def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[str]]:
@@ -139,6 +140,10 @@ def row_state(row_result: str, request: dict) -> tuple[str, dict | None, list[st
         return "none", None, []
     record = read_row(row_result)
     diff = sorted(k for k in request if k not in _GROWS and record["request"].get(k) != request[k])
+    # A challenger the row has, asked for with other settings of its own, is other settings too.
+    shared = set(request.get(CHALLENGERS, ())) & set(record["request"].get(CHALLENGERS, ()))
+    if shared and record["request"].get(CHALLENGER_OVERRIDES, {}) != request.get(CHALLENGER_OVERRIDES, {}):
+        diff.append(CHALLENGER_OVERRIDES)
     if diff:
         return "other settings", record, diff
     enough = len(record["seeds"]["reported"]) >= request["num_seeds"]
@@ -154,7 +159,7 @@ def row_finished(row_result: str, request: dict) -> bool:
     if state == "other settings":
         previous = record["request"]
         raise ValueError(f"{row_result} was computed with different settings {diff} "
-                         f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request[k] for k in diff} }); "
+                         f"({ {k: previous.get(k) for k in diff} } vs requested { {k: request.get(k) for k in diff} }); "
                          "use another --out or remove that row directory")
     return state == "finished"
 
@@ -267,6 +272,7 @@ def reproduce(
     max_rates: Sequence[float] | None = None,
     challengers: Sequence[str] = (),
     new_seeds_at: str = "grid",
+    challenger_overrides: dict | None = None,
 ) -> dict:
     """Run the requested rows of `table_name` (those without a row.json of at least the requested
     seeds), then rebuild the table and figures from every finished row in `out_dir`. Each program
@@ -277,10 +283,11 @@ def reproduce(
     (`loop.run`); "auto" is `default_run_batch()`. `num_seeds`, `tuning_seeds`, `omegas` and
     (a table with a heterogeneity grid) `max_rates`, the levels p: None is the table's default
     (`table_defaults`: 5, 3 and 0.01-0.2 for the paper's tables; `heterogeneity`: 10, 2, 0.05 and 0.1).
-    `new_seeds_at`: what a finished row's new seeds train (`plan.Request`).
+    `new_seeds_at`: what a finished row's new seeds train (`plan.Request`). `challenger_overrides`: settings
+    of the `challengers` ({name: value}, each for every challenger that declares it), recorded in the row.
     Returns {"rows": {key: row record}, "paths": [written files]}."""
     plan = Request(table_name, rows, num_seeds, tuning_seeds, omegas, budget, seed, agent_overrides, train_overrides,
-                   run_batch, max_rates, tuple(challengers), new_seeds_at).plan()
+                   run_batch, max_rates, tuple(challengers), new_seeds_at, challenger_overrides).plan()
     table, selected, request, run_batch = plan.table, plan.rows, plan.record, plan.run_batch
     tuning_seeds, num_total = request["tuning_seeds"], plan.total_seeds
     resolved = unfinished(out_dir, plan)

@@ -60,10 +60,15 @@ def level_points(table: Table, records: dict, out_dir: str):
             yield key, row, row_path, rec, point
 
 
+# How a challenger's comparisons name the row's own robust algorithm at the level's headline omega.
+ROBUST_REFERENCE = "FedR* (headline ω)"
+
+
 def comparisons(table: Table, records: dict, out_dir: str, challenger: str | None = None) -> list[dict]:
     """Per finished row, level p and baseline: the level's headline FedR* (or the `challenger`'s
-    headline, at the levels of the rows that ran it) against the baseline on the reported seeds
-    (judge.comparison), with both algorithms' mean Minimum."""
+    headline, at the levels of the rows that ran it, against the level's headline FedR* as well,
+    `ROBUST_REFERENCE`) against the baseline on the reported seeds (judge.comparison), with both
+    algorithms' mean Minimum."""
     out = []
     for key, row, row_path, rec, point in level_points(table, records, out_dir):
         if challenger is not None and challenger not in point.get("challengers", {}):
@@ -71,8 +76,12 @@ def comparisons(table: Table, records: dict, out_dir: str, challenger: str | Non
         algs = point["algorithms"]
         ours = point if challenger is None else point["challengers"][challenger]
         robust = reported_values(row_path, rec, algs[ours["headline"]])
-        for base in table.family(row).baselines:
-            baseline = reported_values(row_path, rec, algs[base])
+        # A challenger is judged against the row's own FedR* at the level's headline omega as well.
+        against = {base: base for base in table.family(row).baselines}
+        if challenger is not None:
+            against[ROBUST_REFERENCE] = point["headline"]
+        for base, label in against.items():
+            baseline = reported_values(row_path, rec, algs[label])
             out.append(dict(row=key, panel=row.panel, num_agents=row.num_agents, max_rate=point["max_rate"],
                             robust=ours["headline"], omega=ours["chosen_omega"], baseline=base,
                             robust_minimum=float(robust["minimum"].mean()),
@@ -144,7 +153,7 @@ def table_lines(table: Table, records: dict, lines: list[dict],
            + [""] + whole_table_lines(table, lines) + ["", WHOLE_TABLE_LEGEND])
     for name, theirs in (challengers or {}).items():
         label = _challenger_label(records, name)
-        md += ["", f"## Challenger: {label} − baseline, paired by seed, per level p", "",
+        md += ["", f"## Challenger: {label} − each baseline and {ROBUST_REFERENCE}, paired by seed, per level p", "",
                CHALLENGER_NOTE.format(label=label), "", *_comparison_table(theirs, label), "",
                *answer_lines(theirs, label), "", *across_levels_lines(theirs, label), "",
                *whole_table_lines(table, theirs, label)]

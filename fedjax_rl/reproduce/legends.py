@@ -126,3 +126,85 @@ def write_csvs(out_dir: str, tables: dict[str, list[dict]]) -> list[str]:
             writer.writerows(rows)
         paths.append(path)
     return paths
+
+
+# The reports' legends: what a table's columns, verdicts and scales are, with the levels they quote
+# left as fields that `report` computes for the seeds at hand.
+NORMALISATION = (
+    "normalised score = (return - random-policy return) / (the paper's {ref} return - random-policy return), "
+    "per row and per metric (the paper's {ref} Minimum for Minimum, its Average for Average): 0 is a "
+    "uniformly random policy and 1 the paper's {ref} in that row. Why: the rows' returns differ in scale "
+    "and sign (Acrobot -500..0, CartPole 0..500, HalfCheetah thousands), so they can only be pooled on a "
+    "common scale; the random policy is a floor every task has (fedjax_rl.envs.random_return, measured at "
+    "the nominal physics of the row's variant), and the paper's {ref} is the one reference every row has "
+    "from outside this reproduction, so it cannot move with our own results")
+
+NORMALISATION_BEYOND = (
+    "normalised score = (return - random-policy return) / (our {ref}'s mean return - random-policy return), "
+    "per row and per metric, over the row's reported seeds: 0 is a uniformly random policy and 1 our {ref} "
+    "in that row. The paper has no {ref} numbers to anchor the scale from outside, so our own baseline is "
+    "the reference: its IQM is near 1 by construction, and the robust algorithm's is read against it")
+
+COMPARISON_LEGEND = (
+    "Per row and baseline, over the reported seeds, paired by seed, on Minimum: on how many seeds {robust} is "
+    "higher / lower / equal, and its share of wins among the seeds that are not equal, with its Clopper-Pearson 95% "
+    "interval; on Minimum and Average, the median of the per-seed differences with its 95% interval, the "
+    "order-statistic interval [d_(k), d_(n+1-k)] (distribution-free, exact whatever the shape of the differences; "
+    "fedjax_rl/analysis/stats.py), the size of a typical difference; and the mean difference on Minimum, a "
+    "description (the paper's numbers are means), judged by nothing. {range_note}**What the verdict asks**: does "
+    "{robust} do better than the baseline on more seeds than it does worse, on Minimum (the paper's claim)? A seed "
+    "where both reach the same return (CartPole's cap of 500 on most seeds) says nothing either way and is set "
+    "aside. **Verdict**: *ahead* if, of the seeds that are not equal, {robust} is higher on more than a fair coin "
+    "gives with probability 2.5% (the sign test with ties set aside: exact given the number of ties, whatever the "
+    "returns' distribution), *behind* likewise; otherwise *equivalent* if the median difference's interval at "
+    "{equivalence_level:.0%} (two one-sided tests at 5%) lies strictly inside ± the task's margin, 5% of the way "
+    "from a random policy to gymnasium's solved return, declared before looking ({margins}; "
+    "fedjax_rl.envs.equivalence_margin); *too few seeds* below {min_seeds} seeds, where no count of wins decides; "
+    "otherwise *inconclusive*. A direction found whose typical size lies inside the margin too reads *ahead, "
+    "within the margin*. **Levels, computed** (stats.sign_level, stats.equivalence_level): where winning and losing "
+    "are equally likely, the verdict says ahead or behind in at most {rule_level:.1%} of datasets at these seed "
+    "counts ({counts}), whatever the tie rate; *equivalent* is said of a median difference exactly on the margin "
+    "in at most {equivalence_rate:.1%}. A rule for the mean (the hull of Student t and bootstrap-t intervals) said "
+    "ahead or behind of equal means in up to {hull_false_rate:.0%} of simulated datasets "
+    "(benchmarks/verdict_coverage.py). **Seeds for {power:.0%} power**: for an undecided comparison, about how many "
+    "seeds would decide it that often: the verdict's exact power given wins and ties, averaged over effects with "
+    "P(higher) {plan_higher} among untied seeds, either way, and {plan_ties} ties, each weighted by how likely it "
+    "makes the seeds seen. Over those effects the figure delivers {plan_mean:.0%} power on average (exact; at least "
+    "{plan_smallest:.0%} from pilots of each of {plan_pilots} seeds; less where the effect is weakest); *more than "
+    "2,000* where the seeds are too unsure of the direction for any count to get there.")
+
+WHOLE_TABLE_LEGEND = (
+    "**Whole table**: a row's question and test over the table's independent units. A unit is one task at one "
+    "reported seed: a task's rows (two perturbed parameters) share their seeds' keys, so they are not independent "
+    "draws and count as one unit, on which {robust} wins where it is higher on more of the task's rows than lower, "
+    "loses the other way, and is even otherwise; different tasks' runs are independent. *Ahead* if, of the units "
+    "that are not even, {robust} wins more than a fair coin gives with probability 2.5% or less, *behind* likewise "
+    "(the sign test with ties set aside, as in a row). Where winning and losing are equally likely it says ahead or "
+    "behind in at most {whole_level:.1%} of tables of {units} units (computed, stats.sign_level); counting each row "
+    "as its own unit instead said so in up to 8% of simulated tables whose rows share their signs "
+    "(benchmarks/verdict_coverage.py). The share of wins comes with its Clopper-Pearson 95% interval.")
+
+AGGREGATE_LEGEND = (
+    "IQM: the mean of the middle half of all (row, reported seed) scores (rliable's interquartile mean). "
+    "Intervals: stratified percentile bootstrap, the rows are the strata (seeds are resampled within each row, "
+    "the same draw for both algorithms, so the difference stays paired), {reps:,} resamples. A description of the "
+    "table's scale, not its verdict (the whole-table line above is). With 4-5 seeds per row such an interval is "
+    "narrower than its nominal level, so the difference's is printed at nominal {level:.1%}: on simulated tables "
+    "of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
+    "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate:.1%} of them, where a nominal "
+    "95% one did in up to {aggregate_nominal_false_rate:.0%}. The IQMs' and P({robust} > baseline)'s intervals are "
+    "nominal 95%, not measured as intervals (P's excluded 1/2 in up to {improvement_excludes_half:.0%} of those "
+    "tables); P is averaged over the rows.")
+
+CONFIRMATORY_NOTE = (
+    "Rows with confirmatory seeds (seed indices {first} on: fresh seeds added after the first reported ones had "
+    "been read, at the omega the row had already chosen) have two lines per baseline: the verdict and the counts "
+    "below are read on the confirmatory seeds alone, and so is their row's part of the whole-table line; the "
+    "exploratory line (the earlier reported seeds) is shown apart and decides nothing. A second whole-table line "
+    "reads the confirmatory seeds of every row that has them, and nothing else: the one test of the table "
+    "declared before its data existed.")
+
+CHALLENGER_NOTE = (
+    "{label} ran as a challenger in {rows} of these rows: a registered algorithm added beside the row's own "
+    "programs, on the same seeds (the same keys), budget and settings{omega}. It is judged against the same "
+    "baselines, by the same rule, as {robust} above; the row's other programs were read back, not run again.")

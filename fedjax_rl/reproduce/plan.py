@@ -99,12 +99,14 @@ class Planned(NamedTuple):
 
 def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Sequence[float],
                  agent_overrides: dict | None = None, train_overrides: dict | None = None,
-                 max_rates: Sequence[float] | None = None, challengers: Sequence[Program] = ()) -> list[Planned]:
+                 max_rates: Sequence[float] | None = None, challengers: Sequence[Program] = (),
+                 challenger_overrides: dict | None = None) -> list[Planned]:
     """The `Planned` programs of one row; raises a ValueError naming what this
     installation lacks (an environment, a parameter, an algorithm's task defaults) before compiling.
     `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
     p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
-    paper table's config exactly. `challengers`: programs run after the row's own (`challenger_program`)."""
+    paper table's config exactly. `challengers`: programs run after the row's own (`challenger_program`),
+    each with those of `challenger_overrides` its algorithm declares (`check_challenger_overrides`)."""
     out = []
     try:
         for program in (*table.family(row).programs, *challengers):
@@ -113,8 +115,10 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
                           eval_episodes=paper.EVAL_EPISODES, num_agents=getattr(row, "num_agents", paper.NUM_AGENTS),
                           sync_every=paper.SYNC_EVERY, max_rate=paper.MAX_RATE)
             fields.update(train_overrides or {})
-            config = configs.train_config(program.algo, row.env_name, agent_overrides=dict(agent_overrides or {}),
-                                          **fields)
+            overrides = dict(agent_overrides or {})
+            if program.challenger:
+                overrides.update(declared_by(program.algo, challenger_overrides or {}))
+            config = configs.train_config(program.algo, row.env_name, agent_overrides=overrides, **fields)
             tuned = program.zero_label or (program.challenger and agents.get(program.algo).has_omega)
             grid = {**({"max_rate": [float(p) for p in max_rates]} if max_rates is not None else {}),
                     **({"omega": [0.0, *omegas] if program.zero_label else list(omegas)} if tuned else {})} or None
@@ -126,20 +130,51 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
 
 
 def request_record(budget, num_seeds, tuning_seeds, omegas, seed, agent_overrides, train_overrides,
-                   max_rates=None, challengers: Sequence[str] = (), new_seeds_at: str = "grid") -> dict:
+                   max_rates=None, challengers: Sequence[str] = (), new_seeds_at: str = "grid",
+                   challenger_overrides: dict | None = None) -> dict:
     """What a row records of the request it ran (another request on a finished row is refused). Run
     settings that change no number (`--no-tensorboard`) are left out, as config.json leaves them;
     `max_rates` only for a table with a heterogeneity grid (the paper tables' rows record no levels);
-    `challengers` only when there are some (a row without records none, and may gain them);
+    `challengers` only when there are some (a row without records none, and may gain them), and their
+    `challenger_overrides` likewise;
     `new_seeds_at` only when it is not the whole grid."""
     extra = {} if max_rates is None else {"max_rates": list(max_rates)}
     if challengers:
         extra["challengers"] = sorted(challengers)
+    if challenger_overrides:
+        extra["challenger_overrides"] = dict(sorted(challenger_overrides.items()))
     if new_seeds_at != "grid":
         extra["new_seeds_at"] = new_seeds_at
     return json.loads(json.dumps(dict(budget=budget, num_seeds=num_seeds, tuning_seeds=tuning_seeds,
                                       omegas=list(omegas), seed=seed, agent_overrides=agent_overrides or {},
                                       train_overrides=configs.identity_fields(train_overrides or {}), **extra)))
+
+
+def declared_by(algo: str, overrides: dict) -> dict:
+    """The settings of `overrides` that the algorithm `algo` declares."""
+    declared = {s.name for s in agents.get(algo).config.SETTINGS}
+    return {name: value for name, value in overrides.items() if name in declared}
+
+
+def check_challenger_overrides(challengers: Sequence[Program], overrides: dict | None) -> dict:
+    """`overrides` ({setting: value}, each for every challenger that declares it) checked before
+    anything compiles: a ValueError for overrides without a challenger, a setting no challenger
+    declares (naming theirs), or a value outside its setting's range."""
+    if not overrides:
+        return {}
+    if not challengers:
+        raise ValueError("challenger_overrides (--challenger-set) set a challenger's settings: add --challenger ALGO")
+    declared = {}
+    for program in challengers:
+        for setting in agents.get(program.algo).config.SETTINGS:
+            declared.setdefault(setting.name, setting)
+    unknown = sorted(set(overrides) - set(declared))
+    if unknown:
+        raise ValueError(f"unknown challenger settings {unknown} for --challenger-set; the challengers' "
+                         f"({', '.join(p.algo for p in challengers)}): {sorted(declared)}")
+    for name, value in overrides.items():
+        declared[name].validate(value)
+    return dict(overrides)
 
 
 def check_challengers(table: Table, rows: Sequence[paper.PaperRow], names: Sequence[str]) -> tuple[Program, ...]:
@@ -279,6 +314,7 @@ class Request:
     max_rates: Sequence[float] | None = None
     challengers: Sequence[str] = ()
     new_seeds_at: str = "grid"
+    challenger_overrides: Mapping | None = None
 
     @classmethod
     def of(cls, table: str, **settings) -> "Request":
@@ -313,10 +349,12 @@ class Request:
                              "heterogeneity level p, so its new seeds train the whole grid (--new-seeds-at grid)")
         selected = select_rows(table, self.rows)
         challengers = check_challengers(table, selected, self.challengers)
+        theirs = check_challenger_overrides(challengers, self.challenger_overrides)
         record = request_record(budget, num_seeds, tuning_seeds, omegas, self.seed, self.agent_overrides,
-                                self.train_overrides, max_rates, [c.name for c in challengers], self.new_seeds_at)
+                                self.train_overrides, max_rates, [c.name for c in challengers], self.new_seeds_at,
+                                theirs)
         programs = {row.key: row_programs(table, row, budget, omegas, self.agent_overrides, self.train_overrides,
-                                          max_rates, challengers) for row in selected}
+                                          max_rates, challengers, theirs) for row in selected}
         return Plan(table, selected, record, programs, run_batch, self.seed)
 
     def args(self) -> list[str]:
@@ -338,6 +376,12 @@ class Request:
                 args += [flag, spell(value)]
         for name in self.challengers:
             args += ["--challenger", name]
+        theirs = {s.name: s for name in self.challengers for s in agents.get(name).config.SETTINGS
+                  } if self.challenger_overrides else {}
+        for name, value in (self.challenger_overrides or {}).items():
+            if name not in theirs:
+                raise ValueError(f"unknown challenger setting {name!r}; the challengers': {sorted(theirs)}")
+            args += ["--challenger-set", f"{name}={theirs[name].text(value)}"]
         if self.new_seeds_at != "grid":
             args += ["--new-seeds-at", self.new_seeds_at]
         args += ["--budget", repr(parse_budget(self.budget)), "--seed", str(int(self.seed)),

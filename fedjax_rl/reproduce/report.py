@@ -18,8 +18,10 @@ from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 from fedjax_rl.reproduce import heterogeneity, paper
 from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
 from fedjax_rl.reproduce.row_records import CONFIRMATORY, EXPLORATORY, finished_rows, load_algorithm, seed_sets
-from fedjax_rl.reproduce.legends import (CONFIRMATORY_TABLE, comparison_record, margin_note, plan_words, ran_on,
-                                        range_note, seed_runs, write_csvs)
+from fedjax_rl.reproduce.legends import (
+    AGGREGATE_LEGEND, CHALLENGER_NOTE, COMPARISON_LEGEND, CONFIRMATORY_NOTE, CONFIRMATORY_TABLE, NORMALISATION,
+    NORMALISATION_BEYOND, WHOLE_TABLE_LEGEND, comparison_record, margin_note, plan_words, ran_on, range_note, seed_runs,
+    write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -41,49 +43,6 @@ def _sign(value: float) -> str:
 
 
 METRICS = ("minimum", "average")
-NORMALISATION = (
-    "normalised score = (return - random-policy return) / (the paper's {ref} return - random-policy return), "
-    "per row and per metric (the paper's {ref} Minimum for Minimum, its Average for Average): 0 is a "
-    "uniformly random policy and 1 the paper's {ref} in that row. Why: the rows' returns differ in scale "
-    "and sign (Acrobot -500..0, CartPole 0..500, HalfCheetah thousands), so they can only be pooled on a "
-    "common scale; the random policy is a floor every task has (fedjax_rl.envs.random_return, measured at "
-    "the nominal physics of the row's variant), and the paper's {ref} is the one reference every row has "
-    "from outside this reproduction, so it cannot move with our own results")
-
-NORMALISATION_BEYOND = (
-    "normalised score = (return - random-policy return) / (our {ref}'s mean return - random-policy return), "
-    "per row and per metric, over the row's reported seeds: 0 is a uniformly random policy and 1 our {ref} "
-    "in that row. The paper has no {ref} numbers to anchor the scale from outside, so our own baseline is "
-    "the reference: its IQM is near 1 by construction, and the robust algorithm's is read against it")
-
-
-COMPARISON_LEGEND = (
-    "Per row and baseline, over the reported seeds, paired by seed, on Minimum: on how many seeds {robust} is "
-    "higher / lower / equal, and its share of wins among the seeds that are not equal, with its Clopper-Pearson 95% "
-    "interval; on Minimum and Average, the median of the per-seed differences with its 95% interval, the "
-    "order-statistic interval [d_(k), d_(n+1-k)] (distribution-free, exact whatever the shape of the differences; "
-    "fedjax_rl/analysis/stats.py), the size of a typical difference; and the mean difference on Minimum, a "
-    "description (the paper's numbers are means), judged by nothing. {range_note}**What the verdict asks**: does "
-    "{robust} do better than the baseline on more seeds than it does worse, on Minimum (the paper's claim)? A seed "
-    "where both reach the same return (CartPole's cap of 500 on most seeds) says nothing either way and is set "
-    "aside. **Verdict**: *ahead* if, of the seeds that are not equal, {robust} is higher on more than a fair coin "
-    "gives with probability 2.5% (the sign test with ties set aside: exact given the number of ties, whatever the "
-    "returns' distribution), *behind* likewise; otherwise *equivalent* if the median difference's interval at "
-    "{equivalence_level:.0%} (two one-sided tests at 5%) lies strictly inside ± the task's margin, 5% of the way "
-    "from a random policy to gymnasium's solved return, declared before looking ({margins}; "
-    "fedjax_rl.envs.equivalence_margin); *too few seeds* below {min_seeds} seeds, where no count of wins decides; "
-    "otherwise *inconclusive*. A direction found whose typical size lies inside the margin too reads *ahead, "
-    "within the margin*. **Levels, computed** (stats.sign_level, stats.equivalence_level): where winning and losing "
-    "are equally likely, the verdict says ahead or behind in at most {rule_level:.1%} of datasets at these seed "
-    "counts ({counts}), whatever the tie rate; *equivalent* is said of a median difference exactly on the margin "
-    "in at most {equivalence_rate:.1%}. A rule for the mean (the hull of Student t and bootstrap-t intervals) said "
-    "ahead or behind of equal means in up to {hull_false_rate:.0%} of simulated datasets "
-    "(benchmarks/verdict_coverage.py). **Seeds for {power:.0%} power**: for an undecided comparison, about how many "
-    "seeds would decide it that often: the verdict's exact power given wins and ties, averaged over effects with "
-    "P(higher) {plan_higher} among untied seeds, either way, and {plan_ties} ties, each weighted by how likely it "
-    "makes the seeds seen. Over those effects the figure delivers {plan_mean:.0%} power on average (exact; at least "
-    "{plan_smallest:.0%} from pilots of each of {plan_pilots} seeds; less where the effect is weakest); *more than "
-    "2,000* where the seeds are too unsure of the direction for any count to get there.")
 
 
 def comparison_legend(robust: str, env_names: Sequence[str], seed_counts: Sequence[int]) -> str:
@@ -97,28 +56,17 @@ def comparison_legend(robust: str, env_names: Sequence[str], seed_counts: Sequen
         hull_false_rate=stats.MEAN_RULE_FALSE_RATE)
 
 
-WHOLE_TABLE_LEGEND = (
-    "**Whole table**: a row's question and test over the table's independent units. A unit is one task at one "
-    "reported seed: a task's rows (two perturbed parameters) share their seeds' keys, so they are not independent "
-    "draws and count as one unit, on which {robust} wins where it is higher on more of the task's rows than lower, "
-    "loses the other way, and is even otherwise; different tasks' runs are independent. *Ahead* if, of the units "
-    "that are not even, {robust} wins more than a fair coin gives with probability 2.5% or less, *behind* likewise "
-    "(the sign test with ties set aside, as in a row). Where winning and losing are equally likely it says ahead or "
-    "behind in at most {whole_level:.1%} of tables of {units} units (computed, stats.sign_level); counting each row "
-    "as its own unit instead said so in up to 8% of simulated tables whose rows share their signs "
-    "(benchmarks/verdict_coverage.py). The share of wins comes with its Clopper-Pearson 95% interval.")
-
-
 def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: str | None = None,
-                      legend: bool = True) -> list[str]:
+                      legend: bool = True, references: Sequence[str] | None = None) -> list[str]:
     """One line per baseline beginning '**Whole table**': the sign test over the (task, seed) units of
     the rows' Minimum differences (`stats.pooled_signs`, a task's rows grouped), exploratory lines left
     out; where rows hold confirmatory seeds, a second line on those alone (CONFIRMATORY_TABLE), the
     one test of the table declared before its data existed; then (`legend`) what the test is.
-    `robust`: the algorithm the lines judge (default: the table's FedR*)."""
+    `robust`: the algorithm the lines judge (default: the table's FedR*); `references`: what it is
+    judged against (default: the table's baselines)."""
     robust = robust or table.robust_label
     md, units = [], []
-    for base in table.baselines:
+    for base in references or table.baselines:
         deciding = [line for line in lines if line["baseline"] == base and line["seed_set"] != EXPLORATORY]
         confirmatory = [line for line in deciding if line["seed_set"] == CONFIRMATORY]
         for title, mine in (("**Whole table**", deciding), (CONFIRMATORY_TABLE, confirmatory)):
@@ -141,22 +89,20 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: st
             if legend else ["", *md[:-1]])
 
 
-AGGREGATE_LEGEND = (
-    "IQM: the mean of the middle half of all (row, reported seed) scores (rliable's interquartile mean). "
-    "Intervals: stratified percentile bootstrap, the rows are the strata (seeds are resampled within each row, "
-    "the same draw for both algorithms, so the difference stays paired), {reps:,} resamples. A description of the "
-    "table's scale, not its verdict (the whole-table line above is). With 4-5 seeds per row such an interval is "
-    "narrower than its nominal level, so the difference's is printed at nominal {level:.1%}: on simulated tables "
-    "of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
-    "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate:.1%} of them, where a nominal "
-    "95% one did in up to {aggregate_nominal_false_rate:.0%}. The IQMs' and P({robust} > baseline)'s intervals are "
-    "nominal 95%, not measured as intervals (P's excluded 1/2 in up to {improvement_excludes_half:.0%} of those "
-    "tables); P is averaged over the rows.")
+def robust_reference(table: Table) -> str:
+    """How a challenger's comparisons name the row's own robust algorithm at its headline omega."""
+    return f"{table.robust_label} (headline ω)"
+
+
+def references(table: Table, challenger: str | None = None) -> tuple[str, ...]:
+    """What the table judges an algorithm against: the baselines, and for a challenger the row's own
+    robust algorithm (`robust_reference`) too."""
+    return table.baselines if challenger is None else (*table.baselines, robust_reference(table))
 
 
 def comparisons(table: Table, records: dict, challenger: str | None = None) -> list[dict]:
     """Per finished row and baseline: the headline FedR* (or the `challenger`'s headline, in the rows
-    that ran it) against the baseline on the reported seeds,
+    that ran it, against the row's headline FedR* as well: `references`) on the reported seeds,
     paired by seed (one program's grid, or programs with the same seed keys), on Minimum and on
     Average, as judge.comparison judges it (within the task's return range where it has one);
     and the paper's own Minimum difference where its table reports both. A row with confirmatory seeds
@@ -169,16 +115,18 @@ def comparisons(table: Table, records: dict, challenger: str | None = None) -> l
         prow, algs = rows_by_key[key], rec["algorithms"]
         headline = rec["headline"] if challenger is None else rec["challengers"][challenger]["headline"]
         bounds = envs.return_range(prow.env_name)
-        for (seed_set, positions), base in itertools.product(seed_sets(table, rec).items(), table.baselines):
+        for (seed_set, positions), base in itertools.product(seed_sets(table, rec).items(),
+                                                             references(table, challenger)):
+            reference = rec["headline"] if base == robust_reference(table) else base
             robust, baseline = ({metric: np.asarray(values, float)[positions] for metric, values in algs[name]["reported"].items()}
-                                for name in (headline, base))
+                                for name in (headline, reference))
             line = dict(row=key, baseline=base, robust=headline, seed_set=seed_set,
                         seed_indices=np.asarray(rec["seeds"]["reported"])[positions].tolist(),
                         **judge.comparison(robust, baseline, METRICS, value_range=bounds,
                                            margin=envs.equivalence_margin(prow.env_name)))
-            p_robust, p_base = prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]
-            if challenger is not None:  # the paper's difference is its robust algorithm's, not a challenger's
-                p_robust = None
+            # The paper's difference is its robust algorithm's against a baseline, not a challenger's.
+            p_robust, p_base = ((None, None) if challenger is not None else
+                                (prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]))
             # Rounded as the paper prints its numbers (one decimal), so that -4.7 is not -4.700000000000017.
             line["paper_minimum_difference"] = None if p_robust is None or p_base is None else round(p_robust - p_base, 1)
             line["sign_agrees"] = (None if line["paper_minimum_difference"] is None
@@ -198,16 +146,26 @@ def _anchors(table: Table, row: paper.PaperRow, metric: str, record: dict | None
     return envs.random_return(row.env_name, (row.param,)), reference
 
 
+def _label_in(rec: dict, algorithm: str, table: Table) -> str:
+    """The label in row `rec` of `algorithm`: "headline" (or `robust_reference`) is the row's headline
+    FedR*, "challenger:NAME" that challenger's headline, anything else a label."""
+    if algorithm in ("headline", robust_reference(table)):
+        return rec["headline"]
+    if algorithm.startswith("challenger:"):
+        return rec["challengers"][algorithm.partition(":")[2]]["headline"]
+    return algorithm
+
+
 def normalised_scores(table: Table, records: dict, algorithm: str, metric: str) -> dict:
-    """{row key: the reported seeds' `metric` of `algorithm` ("headline" for the headline FedR*),
-    normalised by the random policy and the paper's reference baseline (NORMALISATION)}; rows
-    without the paper's reference number are left out."""
+    """{row key: the reported seeds' `metric` of `algorithm` (`_label_in`), normalised by the random
+    policy and the paper's reference baseline (NORMALISATION)}; rows without the paper's reference
+    number are left out."""
     rows_by_key = {row.key: row for row in table.rows}
     out = {}
     for key, rec in records.items():
         random_return, reference = _anchors(table, rows_by_key[key], metric, rec)
         if reference is not None:
-            label = rec["headline"] if algorithm == "headline" else algorithm
+            label = _label_in(rec, algorithm, table)
             out[key] = aggregate.normalise(rec["algorithms"][label]["reported"][metric], random_return, reference)
     return out
 
@@ -220,14 +178,16 @@ def paper_robust_iqm(table: Table, keys: Sequence[str], metric: str) -> float:
                                             *_anchors(table, rows_by_key[k], metric))) for k in keys])
 
 
-def aggregates(table: Table, records: dict) -> list[dict]:
+def aggregates(table: Table, records: dict, challenger: str | None = None) -> list[dict]:
     """Per metric and baseline: the IQM over every (row, reported seed) of the normalised scores of
-    the baseline and of the headline FedR*, their difference and the mean P(FedR* > baseline), with
+    the baseline and of the headline FedR* (or of the `challenger`'s headline, against the headline
+    FedR* as well: `references`), their difference and the mean P(FedR* > baseline), with
     stratified bootstrap intervals (rows are the strata; `aggregate.stratified_iqm`)."""
     out = []
     for metric in METRICS:
-        robust = normalised_scores(table, records, "headline", metric)
-        for base in table.baselines:
+        robust = normalised_scores(table, records, "headline" if challenger is None else f"challenger:{challenger}",
+                                   metric)
+        for base in references(table, challenger):
             baseline = normalised_scores(table, records, base, metric)
             keys = [k for k in robust if k in baseline]
             if keys:
@@ -252,13 +212,15 @@ def _preamble_lines(table: Table, records: dict) -> list[str]:
     """The title, where the paper's numbers come from, the budget and overridden settings, and the
     head of the per-algorithm table."""
     unreported = [b for b in table.baselines if b != table.paper_baseline]
+    theirs = sorted({c["label"] for rec in records.values() for c in rec.get("challengers", {}).values()})
+    title = table.title + (f", with challenger{'s' if len(theirs) > 1 else ''} {', '.join(theirs)}" if theirs else "")
     if table.in_paper:
-        md = [f"# {table.title}", "",
+        md = [f"# {title}", "",
               f"Source of the paper's numbers: {paper.SOURCE} ({paper.URL}), transcribed in fedjax_rl/reproduce/paper.py "
               "with their \"±\" as printed (the paper does not say over what)."
               + (f" The paper's table does not report {', '.join(unreported)} (its figures do)." if unreported else ""), ""]
     else:
-        md = [f"# {table.title}", "",
+        md = [f"# {title}", "",
               f"**Beyond the paper**: {paper.SOURCE} reports no numbers for {table.robust_label} or "
               f"{', '.join(table.baselines)}, so this table has no paper columns. It tests the paper's claim, "
               f"{paper.CLAIM}, on these algorithms.", ""]
@@ -362,15 +324,12 @@ def _comparison_csv(table: Table, line: dict) -> dict:
         paper_minimum_difference=line["paper_minimum_difference"], sign_agrees=line["sign_agrees"])
 
 
-def _comparison_head(robust: str, paper_columns: bool) -> list[str]:
-    return [f"| row | baseline | seeds | Minimum: {robust} higher / lower / equal | Minimum: share of wins [95% CI] | "
+def _comparison_head(robust: str, paper_columns: bool, reference: str = "baseline") -> list[str]:
+    return [f"| row | {reference} | seeds | Minimum: {robust} higher / lower / equal | Minimum: share of wins [95% CI] | "
             "Minimum: median difference [95% CI] | Average: median difference [95% CI] | Minimum: mean difference | "
             f"verdict | seeds for {power.POWER:.0%} power |"
             + (" paper's Minimum difference | sign agrees |" if paper_columns else ""),
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if paper_columns else "")]
-
-
-
 
 
 def _verdict_counts(baselines, lines: list[dict], robust: str) -> list[str]:
@@ -385,12 +344,6 @@ def _verdict_counts(baselines, lines: list[dict], robust: str) -> list[str]:
     return md
 
 
-CHALLENGER_NOTE = (
-    "{label} ran as a challenger in {rows} of these rows: a registered algorithm added beside the row's own "
-    "programs, on the same seeds (the same keys), budget and settings{omega}. It is judged against the same "
-    "baselines, by the same rule, as {robust} above; the row's other programs were read back, not run again.")
-
-
 def _challenger_sections(table: Table, records: dict) -> tuple[list[str], list[dict]]:
     """Per challenger (`--challenger`): its paired comparisons with the baselines, verdict counts and
     the whole-table line, over the rows that ran it."""
@@ -402,12 +355,15 @@ def _challenger_sections(table: Table, records: dict) -> tuple[list[str], list[d
         omega = (", its omega chosen by the same rule on the same tuning seeds"
                  if any(s["tuning_minimum_mean"] for s in summaries) else " (it has no omega to choose)")
         lines = comparisons(table, mine, challenger=name)
-        md += ["", f"## Challenger: {label} (headline ω) − baseline, paired by seed", "",
+        against = references(table, name)
+        md += ["", f"## Challenger: {label} (headline ω) − {' and '.join(against)}, paired by seed", "",
                CHALLENGER_NOTE.format(label=label, rows=len(mine), omega=omega, robust=table.robust_label), "",
-               *_comparison_head(label, False), *[_comparison_cells(line, False) for line in lines], ""]
+               *_comparison_head(label, False, reference="against"),
+               *[_comparison_cells(line, False) for line in lines], ""]
         decisive = [line for line in lines if line["seed_set"] != EXPLORATORY]
-        md += (_verdict_counts(table.baselines, decisive, label)
-               + whole_table_lines(table, decisive, mine, label, legend=False))
+        md += (_verdict_counts(against, decisive, label)
+               + whole_table_lines(table, decisive, mine, label, legend=False, references=against)
+               + _aggregate_rows(table, mine, aggregates(table, mine, name), label, title=f"{label}: IQM across rows"))
         csv_rows += [_comparison_csv(table, line) for line in lines]
     return md, csv_rows
 
@@ -417,15 +373,6 @@ def _seeds_cell(line: dict) -> str:
     if line["seed_set"] == "reported":
         return str(line["seeds"])
     return f"{line['seeds']} {line['seed_set']} ({seed_runs(line['seed_indices'])})"
-
-
-CONFIRMATORY_NOTE = (
-    "Rows with confirmatory seeds (seed indices {first} on: fresh seeds added after the first reported ones had "
-    "been read, at the omega the row had already chosen) have two lines per baseline: the verdict and the counts "
-    "below are read on the confirmatory seeds alone, and so is their row's part of the whole-table line; the "
-    "exploratory line (the earlier reported seeds) is shown apart and decides nothing. A second whole-table line "
-    "reads the confirmatory seeds of every row that has them, and nothing else: the one test of the table "
-    "declared before its data existed.")
 
 
 def _claim_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
@@ -460,23 +407,30 @@ def _aggregate_section(table: Table, records: dict) -> list[str]:
     md = ["", "## Across rows: IQM of normalised scores", "",
           (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". "
           + AGGREGATE_LEGEND.format(robust=robust, reps=aggregate.REPS, level=aggregate.AGGREGATE_CONFIDENCE,
-                                    **aggregate.MEASURED), "",
+                                    **aggregate.MEASURED)]
+    aggs = aggregates(table, records)
+    md += _aggregate_rows(table, records, aggs, robust)
+    paper_iqm = [f"{paper_robust_iqm(table, agg['rows'], agg['metric']):.2f} on {agg['metric'].capitalize()}"
+                 for agg in aggs if agg["baseline"] == reference and table.in_paper]
+    if paper_iqm:
+        md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
+               f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
+    return md
+
+
+def _aggregate_rows(table: Table, records: dict, aggs: list[dict], robust: str, title: str | None = None) -> list[str]:
+    """`aggregates` as a markdown table of `robust` against each reference (under `title`, if given)."""
+    md = ["", *([title, ""] if title else []),
           f"| metric | baseline | rows x seeds | baseline IQM [nominal 95%] | {robust} IQM [nominal 95%] | "
           f"{robust} − baseline [nominal {aggregate.AGGREGATE_CONFIDENCE:.1%}] | "
           f"P({robust} > baseline) [nominal 95%] |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
-    paper_iqm = []
-    for agg in aggregates(table, records):
+    for agg in aggs:
         a = agg["aggregate"]
-        if agg["baseline"] == reference and table.in_paper:
-            paper_iqm.append(f"{paper_robust_iqm(table, agg['rows'], agg['metric']):.2f} on {agg['metric'].capitalize()}")
         seeds = sorted({len(records[k]["algorithms"][records[k]["headline"]]["reported"]["minimum"]) for k in agg["rows"]})
         md.append(f"| {agg['metric'].capitalize()} | {agg['baseline']} | {a.num_rows} x {'/'.join(map(str, seeds))} | "
                   f"{_unsigned(a.baseline)} | {_unsigned(a.robust)} | "
                   f"{a.difference.format(2)} | {_unsigned(a.probability_of_improvement)} |")
-    if paper_iqm:
-        md += ["", f"For scale: in these units the paper's own {robust} means over the same rows have an IQM of "
-               f"{' and '.join(paper_iqm)} (its {reference} is 1 by construction)."]
     return md
 
 
@@ -497,8 +451,6 @@ def _per_row_section(table: Table, records: dict) -> list[str]:
                   f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md
-
-
 
 
 def _unsigned(interval: stats.Interval) -> str:
