@@ -158,6 +158,7 @@ INITIAL_JOINT_ANGLE = 0.542
 
 # --- small 2D helpers ------------------------------------------------------------------------
 def cross(a, b):
+    """The 2D cross product a_x b_y - a_y b_x (Box2D's b2Cross of two vectors), over the last axis."""
     return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
 
 
