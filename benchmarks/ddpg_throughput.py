@@ -267,17 +267,17 @@ def main() -> None:
     p.add_argument("--out", default=RESULTS)
     a = p.parse_args()
     if a.memory_only:
-        param = a.param or envs.get_spec(a.env).perturbed[0]
+        param = a.param or envs.get(a.env).perturbed[0]
         print(json.dumps(memory_case(a.env, param, a.seeds, a.memory_buffer)))
         return
-    param = a.param or envs.get_spec(a.env).perturbed[0]
+    param = a.param or envs.get(a.env).perturbed[0]
     info = common.machine()
     print(common.machine_line(info), flush=True)
 
     memory = None
     if a.memory_env or a.memory_into:
         # its own process, so that ru_maxrss is this run's peak and nothing else's
-        mparam = envs.get_spec(a.memory_env).perturbed[0]
+        mparam = envs.get(a.memory_env).perturbed[0]
         cmd = [sys.executable, os.path.abspath(__file__), "--memory-only", "--env", a.memory_env, "--param", mparam,
                "--seeds", str(a.seeds), "--memory-buffer", str(a.memory_buffer)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -303,7 +303,7 @@ def main() -> None:
                                         cpu_dots=dots, run_batch=configs.parse_run_batch(run_batch))
             cases.append((row, call, []))
             print(f"compiled {label(row)} {a.env}: {row['compile_s']:.0f}s", flush=True)
-    body = envs.get_spec(a.env).perturbed[0] if param is None else param
+    body = envs.get(a.env).perturbed[0] if param is None else param
     families = sorted({sb3_family(row["algo"]) for row, _, _ in cases})  # the SB3 algorithms to run
     sb3_runs = {family: [] for family in families}
     for r in range(a.repeats):

@@ -35,8 +35,9 @@ import mujoco
 import numpy as np
 from mujoco import mjx, rollout
 
+from fedjax_rl import envs
 from fedjax_rl.core import perturb
-from fedjax_rl.envs import get_spec, make
+from fedjax_rl.envs import make
 from fedjax_rl.envs.locomotion import gymnasium_xml_path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -57,7 +58,7 @@ def _best_of(fn, repeats):
 
 def mjx_steps_per_second(name: str, num_envs: int, steps: int, repeats: int = 2) -> dict:
     env, nominal = make(name)
-    parts = get_spec(name).perturbed
+    parts = envs.get(name).perturbed
     rates = perturb.sample_rates(jax.random.key(1), num_envs * len(parts), 0.5).reshape(num_envs, -1)
     params = perturb.agent_env_params(env, nominal, parts, rates)
     low, high = env.action_space(nominal).low, env.action_space(nominal).high

@@ -42,10 +42,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
+from fedjax_rl import envs  # noqa: E402
 from fedjax_rl.core import perturb  # noqa: E402
 from fedjax_rl.training import checkpoint, configs
 from fedjax_rl.agents.base import Transition  # noqa: E402
-from fedjax_rl.envs import get_spec, make, mujoco_engines  # noqa: E402
+from fedjax_rl.envs import make, mujoco_engines  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results", "mujoco_engines.json")
@@ -70,7 +71,7 @@ def batch_of(name: str, engine: str, size: int, uncapped: bool = False):
     env, nominal = make(name, engine=engine)
     if uncapped:
         env = type(env)(engine, mjx_ls_iterations=env.mj_model.opt.ls_iterations)
-    parts = get_spec(name).perturbed
+    parts = envs.get(name).perturbed
     rates = jax.random.uniform(jax.random.key(1), (size, len(parts)), minval=-0.5, maxval=0.5)
     params = perturb.agent_env_params(env, nominal, parts, rates)
     _, states = jax.vmap(env.reset)(jax.random.split(jax.random.key(2), size), params)

@@ -29,9 +29,9 @@ def test_brax_hopper_is_registered_with_its_bodies_and_pipelines(hopper):
     assert isinstance(env, base.EnvIdentity) and env == envs.make("brax:hopper")[0]
     assert env != envs.make("brax:hopper", None, "mjx")[0]  # another pipeline: another program
     assert env.physics_names(nominal) == ("torso", "thigh", "leg", "foot", "gravity")
-    assert envs.get_spec("brax:hopper").engines == ("generalized", "mjx")
+    assert envs.get("brax:hopper").engines == ("generalized", "mjx")
     with pytest.raises(ValueError, match="unknown Brax environment 'pong'.*brax:hopper"):
-        envs.get_spec("brax:pong")
+        envs.get("brax:pong")
     with pytest.raises(ValueError, match="engine for brax:hopper must be one of generalized, mjx, got 'positional'"):
         configs.train_config("fedrddpg", "brax:hopper", engine="positional")
     with pytest.raises(ValueError, match="unknown physical parameter 'wings' for brax:hopper"):

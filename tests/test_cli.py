@@ -487,9 +487,9 @@ def test_every_flag_has_help_with_its_default_and_choices():
                 assert "(default" in action.help or action.choices, (name, action.option_strings, action.help)
     train = {a.dest: a for a in subcommands["train"]._actions}
     assert list(train["algo"].choices) == list(agents.names())
-    for env in envs.list_envs():
+    for env in envs.built_in():
         assert env in train["env_name"].help
-        assert f"{env}: {', '.join(envs.get_spec(env).perturbed)} (the paper's)" in train["physics"].help
+        assert f"{env}: {', '.join(envs.get(env).perturbed)} (the paper's)" in train["physics"].help
     assert "0.1 for fedrdqn, fedrddpg" in train["omega"].help
     for flag in ("seeds", "seed", "out", "no_progress", "new_run", "set"):
         assert train[flag].help

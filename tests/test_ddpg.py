@@ -294,4 +294,4 @@ def test_learns_pendulum_with_perturbed_mass(algo):
 def agents_random_return():
     from fedjax_rl import envs
 
-    return envs.get_spec("Pendulum-v1").random_return
+    return envs.get("Pendulum-v1").random_return

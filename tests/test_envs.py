@@ -17,12 +17,11 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
 
+from fedjax_rl import envs
 from fedjax_rl.core import perturb
 from fedjax_rl.envs import (
     EnvSpec,
     check_physics_param,
-    get_spec,
-    list_envs,
     make,
     physics_names,
     random_policy_returns,
@@ -319,7 +318,7 @@ def test_acrobot_length_is_link_one_and_centres_of_mass_follow():
 
 @pytest.mark.parametrize("env_name", CLASSIC)
 def test_paper_parameters_are_physical_names(env_name):
-    spec = get_spec(env_name)
+    spec = envs.get(env_name)
     env, params = make(env_name)
     assert set(spec.perturbed) <= set(env.physics_names(params))
     assert spec.max_steps == params.max_steps_in_episode
@@ -333,15 +332,15 @@ def test_registry_names_and_errors():
     assert isinstance(make("CartPole-v1")[0], CartPole)
     assert isinstance(make("Acrobot-v1")[0], Acrobot)
     assert isinstance(make("MountainCar-v0")[0], MountainCar)
-    assert list_envs() == (
+    assert envs.built_in() == (
         "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "LunarLander-v3",
         "Hopper-v4", "Walker2d-v4", "HalfCheetah-v4", "Ant-v4",  # tests/test_mujoco_envs.py
     )
-    assert isinstance(get_spec("CartPole-v1"), EnvSpec)
-    assert get_spec("CartPole-v1").perturbed == ("length", "masscart")
-    assert get_spec("Acrobot-v1").perturbed == ("gravity", "length")
-    assert get_spec("MountainCar-v0").perturbed == ("gravity", "force")
-    assert get_spec("LunarLander-v3").perturbed == ("gravity", "wind")
+    assert isinstance(envs.get("CartPole-v1"), EnvSpec)
+    assert envs.get("CartPole-v1").perturbed == ("length", "masscart")
+    assert envs.get("Acrobot-v1").perturbed == ("gravity", "length")
+    assert envs.get("MountainCar-v0").perturbed == ("gravity", "force")
+    assert envs.get("LunarLander-v3").perturbed == ("gravity", "wind")
     with pytest.raises(ValueError, match="CartPole-v1.*Acrobot-v1.*MountainCar-v0.*LunarLander-v3"):
         make("Pong-v0")
     with pytest.raises(ValueError, match="allowed"):
@@ -440,7 +439,7 @@ def _fixed_action_rollout(env, params, state, actions, num_steps):
 @pytest.mark.parametrize("env_name", CLASSIC)
 def test_agent_params_give_different_trajectories(env_name):
     env, nominal = make(env_name)
-    spec = get_spec(env_name)
+    spec = envs.get(env_name)
     num_agents = 5
     for names in [(spec.perturbed[0],), (spec.perturbed[1],), spec.perturbed]:
         rates = perturb.sample_rates(jax.random.key(3), num_agents * len(names), 0.5)
@@ -479,7 +478,7 @@ def test_cartpole_agent_params_recompute_derived_fields():
 @pytest.mark.parametrize("env_name", CLASSIC)
 def test_zero_rates_reproduce_nominal_exactly(env_name):
     env, nominal = make(env_name)
-    names = get_spec(env_name).perturbed
+    names = envs.get(env_name).perturbed
     params = perturb.agent_env_params(env, nominal, names, jnp.zeros((4, len(names))))
 
     def check(batched, single):
@@ -494,7 +493,7 @@ def test_zero_rates_reproduce_nominal_exactly(env_name):
 @pytest.mark.parametrize("env_name", CLASSIC)
 def test_sweep_params_run(env_name):
     env, nominal = make(env_name)
-    names = get_spec(env_name).perturbed
+    names = envs.get(env_name).perturbed
     scales = perturb.sweep_scales()
     params = perturb.scaled_env_params(env, nominal, names, scales)
     for name in names:
@@ -525,10 +524,10 @@ def test_documented_random_return(env_name):
     episodes; recorded to 3 decimals), and every episode's return lies in the declared range."""
     env, params = make(env_name)
     returns = np.asarray(random_policy_returns(env, params, jax.random.key(0), 1000))
-    low, high = get_spec(env_name).return_range
+    low, high = envs.get(env_name).return_range
     assert low <= returns.min() and returns.max() <= high
     assert high - low == params.max_steps_in_episode  # one unit of reward per step at most
-    assert returns.mean() == pytest.approx(get_spec(env_name).random_return, abs=5e-4)
+    assert returns.mean() == pytest.approx(envs.get(env_name).random_return, abs=5e-4)
 
 
 def test_pendulum_return_range_is_its_worst_step_for_every_step():
@@ -537,7 +536,7 @@ def test_pendulum_return_range_is_its_worst_step_for_every_step():
     from gymnax.environments.classic_control.pendulum import EnvState
 
     env, params = make("Pendulum-v1")
-    low, high = get_spec("Pendulum-v1").return_range
+    low, high = envs.get("Pendulum-v1").return_range
     worst = EnvState(theta=jnp.float32(np.pi), theta_dot=jnp.float32(params.max_speed), last_u=jnp.float32(0.0), time=0)
     _, _, reward, _, _, _ = env.step(jax.random.key(0), worst, jnp.array([params.max_torque]), params)
     assert high == 0.0 and params.max_steps_in_episode == 200

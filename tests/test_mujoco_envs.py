@@ -36,9 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fedjax_rl import envs
 from fedjax_rl.core import perturb
 from fedjax_rl.envs import base as envs_base
-from fedjax_rl.envs import check_engine, check_physics_param, get_spec, make, mujoco_engines
+from fedjax_rl.envs import check_engine, check_physics_param, make, mujoco_engines
 from fedjax_rl.envs.locomotion import TASKS
 
 EXACT = ("Hopper-v4", "Walker2d-v4", "HalfCheetah-v4")
@@ -82,7 +83,7 @@ def _gym_env(name, part_bodies=(), scale=1.0, max_steps=TRUNCATE):
 
 def _settings(name):
     """(part, scale) pairs: nominal, and two scales of each of the paper's two parts."""
-    return [(None, 1.0)] + [(part, c) for part in get_spec(name).perturbed for c in SCALES]
+    return [(None, 1.0)] + [(part, c) for part in envs.get(name).perturbed for c in SCALES]
 
 
 def _state_of(env, gym_env, elapsed):
@@ -226,7 +227,7 @@ def test_batched_model_is_the_agents_perturbations_in_order(ant):
     row k = agent k; and row k of a vmapped step is, bit for bit, what every row gives when all
     rows carry agent k's params."""
     env, nominal, batched_step = ant
-    parts = get_spec("Ant-v4").perturbed
+    parts = envs.get("Ant-v4").perturbed
     rates = jax.random.uniform(jax.random.key(5), (ANT_BATCH, len(parts)), minval=-0.5, maxval=0.5)
     params = perturb.agent_env_params(env, _strong(nominal), parts, rates)
     model, in_axes = env.batched_physics_model(params)
@@ -270,7 +271,7 @@ def _batch_against_c(name, engine):
     stepping WARP_BATCH environments with their own masses of the paper's parts (x U(0.5, 1.5)) in
     one vmapped program, WARP_STEPS steps from the same resets with the same actions (auto-resets
     included); asserts the terminations agree."""
-    parts = get_spec(name).perturbed
+    parts = envs.get(name).perturbed
     made = {each: make(name, engine=each) for each in ("c", engine)}
     rates = jax.random.uniform(jax.random.key(5), (WARP_BATCH, len(parts)), minval=-0.5, maxval=0.5)
     actions = jax.random.uniform(jax.random.key(6), (WARP_STEPS, WARP_BATCH, made["c"][0].num_actions),
@@ -316,7 +317,7 @@ def test_c_engine_float32_program_carries_float64_physics(name):
     import mujoco
 
     env = TASKS[name]("c")
-    part = get_spec(name).perturbed[0]
+    part = envs.get(name).perturbed[0]
     params = _strong(env.scale_physics(env.default_params.replace(max_steps_in_episode=TRUNCATE), part, 1.5))
     reference = _gym_env(name)
     bodies = list(env._part_bodies[part])
@@ -357,7 +358,7 @@ def test_c_engine_batches_and_threads_change_no_number(monkeypatch):
     one axis, per-agent masses along the other) give, row by row, the single-environment steps bit
     for bit, whatever the number of threads, and the callback touches its inputs only as numpy."""
     env, nominal = make("Hopper-v4")
-    parts = get_spec("Hopper-v4").perturbed
+    parts = envs.get("Hopper-v4").perturbed
     rates = jax.random.uniform(jax.random.key(5), (4, len(parts)), minval=-0.5, maxval=0.5)
     params = _strong(perturb.agent_env_params(env, nominal, parts, rates))  # [4 agents]
     keys = jax.random.split(jax.random.key(6), (3, 4))  # [3 seeds, 4 agents]
@@ -507,7 +508,7 @@ def test_bad_names_and_scales_raise_before_compiling():
 def test_names_spaces_and_fields():
     for name, cls in TASKS.items():
         env, params = make(name)
-        spec = get_spec(name)
+        spec = envs.get(name)
         assert params.max_steps_in_episode == spec.max_steps == 1000
         nu, nq, nv = env.mj_model.nu, env.mj_model.nq, env.mj_model.nv
         space = env.action_space(params)
@@ -595,7 +596,7 @@ def test_halfcheetah_free_run_before_chaos(x64):
 @pytest.mark.parametrize("name", EXACT)
 def test_scale_one_is_bit_identical_and_scales_differ(name, x64):
     env, nominal = make(name, engine="mjx")
-    parts = get_spec(name).perturbed
+    parts = envs.get(name).perturbed
     unit = perturb.agent_env_params(env, nominal, parts, jnp.zeros((3, len(parts))))
     swept = perturb.scaled_env_params(env, nominal, parts, np.array([0.5, 1.0, 1.5]))
     candidates = {

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl import agents, plugins
+from fedjax_rl import agents, envs, plugins
 from fedjax_rl.agents import dqn, robust
 from fedjax_rl.agents.base import Transition
 from fedjax_rl.cli import commands
@@ -41,7 +41,7 @@ def _fake_distribution(root, name: str, entry_points: str, modules: dict[str, st
 
 def test_installed_lists_what_importlib_metadata_lists_without_importing(tmp_path, monkeypatch):
     # Parity with the standard library's reading, on every group of this environment...
-    for group in ("console_scripts", plugins.ALGORITHMS):
+    for group in ("console_scripts", plugins.ALGORITHM_GROUP):
         expected = {ep.name for ep in importlib.metadata.entry_points(group=group)}
         assert set(plugins.installed(group)) == expected, group
     # ... and on a distribution added to the path, whose module would fail if it were imported.
@@ -52,10 +52,10 @@ def test_installed_lists_what_importlib_metadata_lists_without_importing(tmp_pat
         loud = broken_plugin:RULE
         """, {"broken_plugin": "raise ImportError('missing dependency: not_a_package')"})
     monkeypatch.syspath_prepend(str(tmp_path))
-    found = plugins.installed(plugins.ALGORITHMS)
-    assert found["broken"] == plugins.EntryPoint(plugins.ALGORITHMS, "broken", "broken_plugin:ALGORITHM",
+    found = plugins.installed(plugins.ALGORITHM_GROUP)
+    assert found["broken"] == plugins.EntryPoint(plugins.ALGORITHM_GROUP, "broken", "broken_plugin:ALGORITHM",
                                                  "broken_plugin-0.1")
-    assert {ep.name for ep in importlib.metadata.entry_points(group=plugins.ALGORITHMS)} == set(found)
+    assert {ep.name for ep in importlib.metadata.entry_points(group=plugins.ALGORITHM_GROUP)} == set(found)
     assert "broken_plugin" not in sys.modules
     # An aggregation rule's plugin is found and named the same way, through the same registry.
     assert federated.AGGREGATORS.known("loud") and "loud" in federated.AGGREGATORS.names()
@@ -274,3 +274,81 @@ def test_the_plugin_pages_snippets_run_as_written():
     source = "\n".join(snippets) + "\nfrom fedjax_rl.agents import base as agents_base\n" + SNIPPETS_CHECK
     done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "snippets ok" in done.stdout, done.stderr[-3000:]
+
+
+EXAMPLE_ENV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "own_environment")
+
+
+@pytest.fixture
+def forget_plugins():
+    """Registries as they were after the test: whatever a test's plugins registered is removed."""
+    registries = (agents.REGISTRY, federated.AGGREGATORS, envs.REGISTRY)
+    before = [dict(r.entries) for r in registries]
+    yield
+    for registry, entries in zip(registries, before):
+        for name in set(registry.entries) - set(entries):
+            registry.entries.pop(name)
+            registry.origins.pop(name)
+
+
+def test_an_installed_environment_is_an_env_name_of_every_command(tmp_path, monkeypatch, capsys, forget_plugins):
+    """examples/own_environment as an installed package: listed without importing it, loaded when its
+    name is asked for, validated before compiling like a built-in task, named in `train --help` and in
+    `fedjax-rl plugins` with what it perturbs."""
+    with open(os.path.join(EXAMPLE_ENV, "slide.py")) as f:
+        _fake_distribution(tmp_path, "slide_env", """
+            [fedjax_rl.environments]
+            Slide-v0 = slide:SPEC
+            """, {"slide": f.read()})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "Slide-v0" in envs.names() and "slide" not in sys.modules
+    config = configs.train_config("dqnavg", "Slide-v0", steps_per_agent=1000)
+    assert config.physics == ("mass",) and envs.get("Slide-v0").name == "Slide-v0"
+    with pytest.raises(SystemExit, match=r"unknown physical parameter 'friction' for Slide-v0; allowed: mass"):
+        commands.main(["train", "--env", "Slide-v0", "--param", "friction"])
+    assert commands.main(["plugins"]) == 0
+    listed = capsys.readouterr().out
+    assert "fedjax_rl.environments: 1 installed" in listed
+    assert "Slide-v0 = slide:SPEC (slide_env-0.1): ok" in listed and "perturbable: mass (the default: mass)" in listed
+    with pytest.raises(SystemExit):
+        commands.main(["train", "--help"])
+    assert "Installed plugin environments: Slide-v0." in " ".join(capsys.readouterr().out.split())
+    # The example's own pyproject.toml declares it so: installed with pip, it loads.
+    source, target = tmp_path / "src", tmp_path / "site"  # built from a copy: the build leaves files beside it
+    shutil.copytree(EXAMPLE_ENV, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+                    str(target), str(source)], check=True, capture_output=True, text=True, cwd=tmp_path)
+    path = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    listed = subprocess.run([sys.executable, "-m", "fedjax_rl.cli", "plugins"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": path}, cwd=target)  # not beside the fake one above
+    assert "Slide-v0 = slide:SPEC (slide_env-0.1.0): ok" in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_a_taken_name_is_refused_whoever_took_it(tmp_path, monkeypatch, forget_plugins):
+    """A user's algorithm, aggregation rule or environment under a name a loaded plugin holds is refused,
+    naming the plugin, as one under a built-in's name is."""
+    _fake_distribution(tmp_path, "theirs", """
+        [fedjax_rl.algorithms]
+        theirs_algo = theirs:ALGORITHM
+        [fedjax_rl.aggregators]
+        theirs_rule = theirs:RULE
+        [fedjax_rl.environments]
+        Theirs-v0 = theirs:SPEC
+        """, {"theirs": """
+        import dataclasses
+        from fedjax_rl import agents, envs
+        from fedjax_rl.core import federated
+        ALGORITHM = dataclasses.replace(agents.get("fedrdqn"), name="theirs_algo", label="Theirs")
+        RULE = federated.Aggregator("theirs_rule", lambda server: federated.federated_median, robust=True)
+        SPEC = dataclasses.replace(envs.get("CartPole-v1"), name="Theirs-v0")
+        """})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    theirs_algo, theirs_rule, theirs_env = (agents.get("theirs_algo"), federated.AGGREGATORS.get("theirs_rule"),
+                                           envs.get("Theirs-v0"))
+    for register, mine, kind in (
+            (agents.register, dataclasses.replace(theirs_algo, label="Mine"), "algorithm"),
+            (federated.register_aggregator, dataclasses.replace(theirs_rule, robust=False), "aggregation rule"),
+            (envs.register, dataclasses.replace(theirs_env, max_steps=10), "environment")):
+        with pytest.raises(ValueError, match=rf"my code: the {kind} name '{mine.name}' is already taken \(by plugin "
+                                             rf"'{mine.name}' of fedjax_rl\.\w+ \(theirs:\w+, from theirs-0\.1\)\)"):
+            register(mine, "my code")

@@ -327,7 +327,7 @@ def test_normalised_scores_run_from_random_to_the_papers_baseline():
     np.testing.assert_allclose(scores["CartPole-v1/length"], (np.asarray(cartpole) - 22.502) / (266.5 - 22.502))
     # LunarLander's gravity row runs without wind, so its random policy is the windless one.
     assert envs.random_return("LunarLander-v3", ("gravity",)) == -186.210
-    assert envs.random_return("LunarLander-v3", ("wind",)) == envs.get_spec("LunarLander-v3").random_return
+    assert envs.random_return("LunarLander-v3", ("wind",)) == envs.get("LunarLander-v3").random_return
     lander = records["LunarLander-v3/gravity"]["algorithms"]["DQNAvg"]["reported"]["average"]
     np.testing.assert_allclose(report.normalised_scores(table, records, "DQNAvg", "average")["LunarLander-v3/gravity"],
                                (np.asarray(lander) + 186.210) / (152.9 + 186.210))
@@ -408,7 +408,7 @@ def test_bad_requests_fail_before_compiling(tmp_path, monkeypatch):
         commands.main(["reproduce", "table1", "--program", "fedrdqn", "--out", str(tmp_path), "--no-progress"])
     with pytest.raises(SystemExit, match="program must be one of \\['fedrdqn'\\] for table1, got 'ddpgavg2'"):
         commands.main(["reproduce", "table1", "--rows", "CartPole-v1/length", "--program", "ddpgavg2", "--out", str(tmp_path)])
-    if "Ant-v4" not in envs.list_envs():
+    if not envs.known("Ant-v4"):
         with pytest.raises(SystemExit, match="table2 row Ant-v4/back_left_leg cannot run .*Ant-v4.*MuJoCo"):
             commands.main(["reproduce", "table2", "--out", str(tmp_path), "--no-progress"])
     assert not os.listdir(tmp_path)

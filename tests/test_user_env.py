@@ -3,6 +3,7 @@ fedjax_rl/envs/base.py, registered with `envs.register` (no edit of the registry
 the same door as every other task. The example in docs/environments.md ("Your own environment") is
 this file's `Slide`."""
 
+import dataclasses
 import math
 
 import jax
@@ -14,7 +15,7 @@ from gymnax.environments import environment, spaces
 
 from fedjax_rl import envs
 from fedjax_rl.training import configs, program
-from fedjax_rl.envs import base, registry
+from fedjax_rl.envs import base
 
 
 @struct.dataclass
@@ -60,12 +61,15 @@ def slide():
     spec = envs.register(envs.EnvSpec(name="Slide-v0", factory=lambda perturbed, engine: Slide(),
                                       perturbed=("mass",), max_steps=20, random_return=math.nan))
     yield spec
-    del registry._SPECS[spec.name]
+    envs.REGISTRY.entries.pop(spec.name)
+    envs.REGISTRY.origins.pop(spec.name)
 
 
 def test_a_registered_env_of_ones_own_trains_with_per_agent_physics(slide):
-    with pytest.raises(ValueError, match="'Slide-v0' is already registered"):
-        envs.register(slide)
+    # The rules of every registry: the same spec again is fine, another under its name is refused.
+    assert envs.register(slide) is slide
+    with pytest.raises(ValueError, match=r"my code: the environment name 'Slide-v0' is already taken \(by user code\)"):
+        envs.register(dataclasses.replace(slide, max_steps=30), "my code")
     with pytest.raises(ValueError, match="are Brax's"):
         envs.register(envs.EnvSpec(name="brax:mine", factory=None, perturbed=("m",), max_steps=1, random_return=0.0))
     with pytest.raises(ValueError, match="unknown physical parameter 'friction' for Slide-v0; allowed: mass"):

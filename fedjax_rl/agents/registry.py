@@ -102,7 +102,7 @@ def check_algorithm(algorithm: Algorithm, origin: str) -> None:
                          "(fedjax_rl.core.settings.config_class)")
 
 
-REGISTRY = plugins.Registry("algorithm", plugins.ALGORITHMS, Algorithm, "algo", check_algorithm)
+REGISTRY = plugins.Registry("algorithm", plugins.ALGORITHM_GROUP, Algorithm, "algo", check_algorithm)
 ALGORITHMS = REGISTRY.entries  # name -> Algorithm: the registered ones (a plugin once asked for)
 register, get, names, known = REGISTRY.register, REGISTRY.get, REGISTRY.names, REGISTRY.known
 built_in, load_plugins = REGISTRY.built_in, REGISTRY.load_plugins

@@ -27,7 +27,7 @@ def add_flag(p: argparse.ArgumentParser, entry: dict) -> None:
 
 
 # The flags whose choices installed plugins add to (`fedjax_rl.plugins`): listed, not imported.
-PLUGIN_FLAGS = {"algo": "fedjax_rl.algorithms"}  # plugins.ALGORITHMS, without importing it here
+PLUGIN_FLAGS = {"algo": "fedjax_rl.algorithms"}  # plugins.ALGORITHM_GROUP, without importing it here
 
 
 class PluginChoices:
@@ -59,6 +59,7 @@ class PluginChoices:
 # printed, nothing imported): the sentence, with {names}.
 PLUGIN_HELP = {
     "aggregation": ("fedjax_rl.aggregators", "Installed plugin rules: {names}."),
+    "env_name": ("fedjax_rl.environments", "Installed plugin environments: {names}."),
     "set": ("fedjax_rl.algorithms", "Plugin algorithms ({names}) declare settings of their own: `fedjax-rl plugins` "
                                     "lists them."),
 }

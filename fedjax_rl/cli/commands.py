@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plugins", help="the installed plugins (algorithms, aggregation rules), each loaded and checked",
                        description="Every installed fedjax_rl plugin (Python entry points in the groups "
-                                   "fedjax_rl.algorithms and fedjax_rl.aggregators), loaded and registered one by "
+                                   "fedjax_rl.algorithms, fedjax_rl.aggregators and fedjax_rl.environments), loaded and registered one by "
                                    "one: ok, or the error that keeps it out (a failed import, a name already taken).")
     p.set_defaults(func=cmd_plugins)
     return parser
@@ -272,19 +272,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_plugins(args) -> None:
     """`fedjax-rl plugins`: each installed plugin, its origin and whether it loads; exit 1 if one fails."""
-    from fedjax_rl import agents, plugins
+    from fedjax_rl import agents, envs, plugins
     from fedjax_rl.core import federated
 
     failed = 0
-    for group, load in ((plugins.ALGORITHMS, agents.load_plugins), (plugins.AGGREGATORS, federated.AGGREGATORS.load_plugins)):
+    for group, load in ((plugins.ALGORITHM_GROUP, agents.load_plugins),
+                        (plugins.AGGREGATOR_GROUP, federated.AGGREGATORS.load_plugins),
+                        (plugins.ENVIRONMENT_GROUP, envs.load_plugins)):
         installed = plugins.installed(group)
         print(f"{group}: " + ("none installed" if not installed else f"{len(installed)} installed"))
         for name, status in load().items():
             entry_point = installed[name]
             print(f"  {name} = {entry_point.value} ({entry_point.distribution}): {status}")
             failed += status != "ok"
-            if status == "ok" and group == plugins.ALGORITHMS:
+            if status == "ok" and group == plugins.ALGORITHM_GROUP:
                 print(_own_settings(agents.get(name)))
+            if status == "ok" and group == plugins.ENVIRONMENT_GROUP:
+                print(f"    perturbable: {', '.join(envs.physics_names(name))} (the default: "
+                      f"{', '.join(envs.get(name).perturbed)}); --env {name} --param NAME")
     if failed:
         raise SystemExit(f"fedjax-rl: {failed} plugin(s) failed to load (above)")
 

@@ -49,7 +49,7 @@ def flag_table() -> dict:
         "num_devices": "none: every agent on one device",
     }
     if "engine" in {s.name for s in TRAIN_SETTINGS}:
-        by_engine = _defaults_by_value({name: envs.get_spec(name).engines[0] for name in envs.list_envs()})
+        by_engine = _defaults_by_value({name: envs.get(name).engines[0] for name in envs.built_in()})
         resolved["engine"] = "; ".join(part for part in by_engine if not part.startswith("jax ")) + \
             "; none for the tasks written in JAX"
     resolved["cpu_dots"] = "; ".join(_defaults_by_value(
@@ -66,7 +66,7 @@ def flag_table() -> dict:
         elif setting.name == "cpu_dots":
             entry["choices"] = list(machine.CPU_DOTS)
         elif setting.name == "env_name":
-            entry["help"] = f"{setting.help}: {', '.join(envs.list_envs())} (default: {default})"
+            entry["help"] = f"{setting.help}: {', '.join(envs.built_in())} (default: {default})"
             entry["metavar"] = "ENV"
         elif setting.kind is bool:  # a switch: --no-NAME for a setting on by default, --NAME otherwise
             entry["flags"] = [_flag(("no_" if setting.default else "") + setting.name)]
@@ -75,8 +75,8 @@ def flag_table() -> dict:
                              else f"with {setting.help} (default: without)")
         elif setting.name == "physics":
             per_env = []
-            for name in envs.list_envs():
-                paper, every = envs.get_spec(name).perturbed, envs.physics_names(name)
+            for name in envs.built_in():
+                paper, every = envs.get(name).perturbed, envs.physics_names(name)
                 others = [n for n in every if n not in paper]
                 also = ("any body by its XML name or float model field" if len(every) > 20
                         else ", ".join(others))

@@ -274,7 +274,7 @@ class Aggregator:
     robust: bool = False
 
 
-AGGREGATORS = plugins.Registry("aggregation rule", plugins.AGGREGATORS, Aggregator, "aggregation")
+AGGREGATORS = plugins.Registry("aggregation rule", plugins.AGGREGATOR_GROUP, Aggregator, "aggregation")
 register_aggregator, get_aggregator = AGGREGATORS.register, AGGREGATORS.get
 for _aggregator in (
     Aggregator("mean", lambda server: federated_mean),

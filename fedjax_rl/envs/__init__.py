@@ -1,13 +1,18 @@
-"""Perturbable environments and their registry. `make(name) -> (env, nominal_params)`."""
+"""Perturbable environments and their registry. `make(name) -> (env, nominal_params)`; `register`,
+`get` and `names` as for algorithms and aggregation rules (`fedjax_rl.plugins.Registry`)."""
 
 from fedjax_rl.envs.registry import (
+    REGISTRY,
     EnvSpec,
+    built_in,
     check_engine,
     check_physics_param,
     equivalence_margin,
-    get_spec,
-    list_envs,
+    get,
+    known,
+    load_plugins,
     make,
+    names,
     physics_names,
     random_policy_returns,
     random_return,
@@ -16,13 +21,17 @@ from fedjax_rl.envs.registry import (
 )
 
 __all__ = [
+    "REGISTRY",
     "EnvSpec",
+    "built_in",
     "check_engine",
     "check_physics_param",
     "equivalence_margin",
-    "get_spec",
-    "list_envs",
+    "get",
+    "known",
+    "load_plugins",
     "make",
+    "names",
     "physics_names",
     "random_policy_returns",
     "random_return",

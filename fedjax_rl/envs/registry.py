@@ -9,9 +9,12 @@ the mean is given next to each number).
 Unknown environment names and unknown physical parameter names raise a `ValueError` that names the
 allowed values; `check_physics_param` lets a command line check a name before compiling anything.
 
-Two ways in besides the specs below: `brax:<name>` is any of Brax's own environments
-(`fedjax_rl/envs/brax_envs.py`), and `register(EnvSpec(...))` adds an environment of your own (any
-gymnax environment meeting the contract in `fedjax_rl/envs/base.py`) without editing this file.
+The specs live on a `plugins.Registry`, as algorithms and aggregation rules do, with the same calls
+(`register`, `get`, `names`) and the same rule for a taken name. Besides the specs below:
+`brax:<name>` is any of Brax's own environments (`fedjax_rl/envs/brax_envs.py`); `register(EnvSpec(...))`
+adds an environment of your own (any gymnax environment meeting the contract in
+`fedjax_rl/envs/base.py`) without editing this file; and an installed package adds one through the
+entry-point group `fedjax_rl.environments`, loaded when its name is asked for (`--env NAME`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import re
+
 import jax
 import jax.numpy as jnp
+
+from fedjax_rl import plugins
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,129 +130,140 @@ def _check_mujoco_engine(engine: str) -> None:
     check_mujoco_engine(engine)
 
 
-_SPECS: dict[str, EnvSpec] = {
-    spec.name: spec
-    for spec in (
-        EnvSpec(
-            name="CartPole-v1",
-            factory=_cartpole,
-            perturbed=("length", "masscart"),
-            max_steps=500,
-            random_return=22.502,  # +- 0.372 (s.e.); gymnasium: about 22
-            return_range=(0.0, 500.0),  # +1 per step, at most max_steps steps
-            notes="`length` is half the pole length (gymnasium's convention).",
-            solved_return=475.0,
-        ),
-        EnvSpec(
-            name="Acrobot-v1",
-            factory=_acrobot,
-            perturbed=("gravity", "length"),
-            max_steps=500,
-            random_return=-498.726,  # +- 0.398 (s.e.); a few episodes reach the goal
-            return_range=(-500.0, 0.0),  # -1 per step until the goal, at most max_steps steps
-            notes="`length` is link 1 (gymnasium's LINK_LENGTH_1); centres of mass follow.",
-            solved_return=-100.0,
-        ),
-        EnvSpec(
-            name="MountainCar-v0",
-            factory=_mountain_car,
-            perturbed=("gravity", "force"),
-            max_steps=200,
-            random_return=-200.0,  # a random policy never reaches the goal in 200 steps
-            return_range=(-200.0, 0.0),  # -1 per step until the goal, at most max_steps steps
-            solved_return=-110.0,
-        ),
-        EnvSpec(
-            name="Pendulum-v1",
-            factory=_pendulum,
-            perturbed=("m", "l"),
-            max_steps=200,
-            random_return=-1199.359,  # +- 8.763 (s.e.); gymnasium: about -1200
-            # The cost per step is theta^2 + 0.1 thetadot^2 + 0.001 u^2 with theta in [-pi, pi],
-            # |thetadot| <= max_speed 8 and |u| <= max_torque 2: at most 16.2736 for 200 steps.
-            return_range=(-200 * (math.pi**2 + 0.1 * 8.0**2 + 0.001 * 2.0**2), 0.0),
-            notes="continuous torque in [-2, 2]; `m` is the mass, `l` the length.",
-        ),
-        EnvSpec(
-            name="LunarLander-v3",
-            factory=_lunar_lander,
-            perturbed=("gravity", "wind"),
-            max_steps=1000,
-            # Wind-enabled variant (the default here): -277.833 +- 4.784 (s.e.). Without wind
-            # (`make(name, ("gravity",))`): -186.210 +- 3.492. gymnasium's Box2D env, 400 episodes
-            # (tests/test_lunar_lander.py): -262.7 with wind 15, -180.0 without.
-            random_return=-277.833,
-            variant_random_returns=((("gravity",), -186.210),),
-            notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
-            solved_return=200.0,
-        ),
-        EnvSpec(
-            name="Hopper-v4",
-            factory=_locomotion("Hopper-v4"),
-            perturbed=("torso", "thigh"),
-            max_steps=1000,
-            random_return=18.628,  # +- 0.575 (s.e.), 1000 episodes (mean length 22.7), gymnasium
-            notes=_MUJOCO_NOTES,
-            engines=_MUJOCO_ENGINES,
-            check_engine=_check_mujoco_engine,
-            solved_return=3800.0,
-        ),
-        EnvSpec(
-            name="Walker2d-v4",
-            factory=_locomotion("Walker2d-v4"),
-            perturbed=("left_leg", "left_foot"),
-            max_steps=1000,
-            random_return=2.759,  # +- 0.196 (s.e.), 1000 episodes (mean length 21.6), gymnasium
-            notes=_MUJOCO_NOTES,
-            engines=_MUJOCO_ENGINES,
-            check_engine=_check_mujoco_engine,
-        ),
-        EnvSpec(
-            name="HalfCheetah-v4",
-            factory=_locomotion("HalfCheetah-v4"),
-            perturbed=("front_foot", "front_shin"),
-            max_steps=1000,
-            random_return=-282.487,  # +- 7.263 (s.e.), 100 episodes (all 1000 steps), gymnasium
-            notes=_MUJOCO_NOTES,
-            engines=_MUJOCO_ENGINES,
-            check_engine=_check_mujoco_engine,
-            solved_return=4800.0,
-        ),
-        EnvSpec(
-            name="Ant-v4",
-            factory=_locomotion("Ant-v4"),
-            perturbed=("back_left_leg", "front_right_leg"),
-            max_steps=1000,
-            random_return=-51.351,  # +- 2.844 (s.e.), 1000 episodes (mean length 154.2), gymnasium
-            notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
-            engines=_MUJOCO_ENGINES,
-            check_engine=_check_mujoco_engine,
-            solved_return=6000.0,
-        ),
-    )
-}
-
-
-def register(spec: EnvSpec, replace: bool = False) -> EnvSpec:
-    """Add an environment of your own under `spec.name` (`--env`, `configs.train_config`, `make`):
-    `spec.factory(perturbed, engine)` returns an env meeting the contract in `fedjax_rl/envs/base.py`.
-    A name already registered raises unless `replace`; `brax:` names are Brax's."""
-    if spec.name.startswith(_BRAX_PREFIX):
-        raise ValueError(f"environment names starting with {_BRAX_PREFIX!r} are Brax's; choose another name")
-    if spec.name in _SPECS and not replace:
-        raise ValueError(f"environment {spec.name!r} is already registered; pass replace=True to replace it")
-    if not spec.perturbed or not spec.engines:
-        raise ValueError(f"{spec.name}: an EnvSpec needs at least one perturbed parameter and one engine")
-    _SPECS[spec.name] = spec
-    return spec
-
-
-def list_envs() -> tuple[str, ...]:
-    """Registered environment names (Brax's, `brax:<name>`, are not listed: see `brax_envs`)."""
-    return tuple(_SPECS)
+_BUILT_IN = (
+    EnvSpec(
+        name="CartPole-v1",
+        factory=_cartpole,
+        perturbed=("length", "masscart"),
+        max_steps=500,
+        random_return=22.502,  # +- 0.372 (s.e.); gymnasium: about 22
+        return_range=(0.0, 500.0),  # +1 per step, at most max_steps steps
+        notes="`length` is half the pole length (gymnasium's convention).",
+        solved_return=475.0,
+    ),
+    EnvSpec(
+        name="Acrobot-v1",
+        factory=_acrobot,
+        perturbed=("gravity", "length"),
+        max_steps=500,
+        random_return=-498.726,  # +- 0.398 (s.e.); a few episodes reach the goal
+        return_range=(-500.0, 0.0),  # -1 per step until the goal, at most max_steps steps
+        notes="`length` is link 1 (gymnasium's LINK_LENGTH_1); centres of mass follow.",
+        solved_return=-100.0,
+    ),
+    EnvSpec(
+        name="MountainCar-v0",
+        factory=_mountain_car,
+        perturbed=("gravity", "force"),
+        max_steps=200,
+        random_return=-200.0,  # a random policy never reaches the goal in 200 steps
+        return_range=(-200.0, 0.0),  # -1 per step until the goal, at most max_steps steps
+        solved_return=-110.0,
+    ),
+    EnvSpec(
+        name="Pendulum-v1",
+        factory=_pendulum,
+        perturbed=("m", "l"),
+        max_steps=200,
+        random_return=-1199.359,  # +- 8.763 (s.e.); gymnasium: about -1200
+        # The cost per step is theta^2 + 0.1 thetadot^2 + 0.001 u^2 with theta in [-pi, pi],
+        # |thetadot| <= max_speed 8 and |u| <= max_torque 2: at most 16.2736 for 200 steps.
+        return_range=(-200 * (math.pi**2 + 0.1 * 8.0**2 + 0.001 * 2.0**2), 0.0),
+        notes="continuous torque in [-2, 2]; `m` is the mass, `l` the length.",
+    ),
+    EnvSpec(
+        name="LunarLander-v3",
+        factory=_lunar_lander,
+        perturbed=("gravity", "wind"),
+        max_steps=1000,
+        # Wind-enabled variant (the default here): -277.833 +- 4.784 (s.e.). Without wind
+        # (`make(name, ("gravity",))`): -186.210 +- 3.492. gymnasium's Box2D env, 400 episodes
+        # (tests/test_lunar_lander.py): -262.7 with wind 15, -180.0 without.
+        random_return=-277.833,
+        variant_random_returns=((("gravity",), -186.210),),
+        notes='"wind" selects the wind-enabled variant (gymnasium `enable_wind=True`).',
+        solved_return=200.0,
+    ),
+    EnvSpec(
+        name="Hopper-v4",
+        factory=_locomotion("Hopper-v4"),
+        perturbed=("torso", "thigh"),
+        max_steps=1000,
+        random_return=18.628,  # +- 0.575 (s.e.), 1000 episodes (mean length 22.7), gymnasium
+        notes=_MUJOCO_NOTES,
+        engines=_MUJOCO_ENGINES,
+        check_engine=_check_mujoco_engine,
+        solved_return=3800.0,
+    ),
+    EnvSpec(
+        name="Walker2d-v4",
+        factory=_locomotion("Walker2d-v4"),
+        perturbed=("left_leg", "left_foot"),
+        max_steps=1000,
+        random_return=2.759,  # +- 0.196 (s.e.), 1000 episodes (mean length 21.6), gymnasium
+        notes=_MUJOCO_NOTES,
+        engines=_MUJOCO_ENGINES,
+        check_engine=_check_mujoco_engine,
+    ),
+    EnvSpec(
+        name="HalfCheetah-v4",
+        factory=_locomotion("HalfCheetah-v4"),
+        perturbed=("front_foot", "front_shin"),
+        max_steps=1000,
+        random_return=-282.487,  # +- 7.263 (s.e.), 100 episodes (all 1000 steps), gymnasium
+        notes=_MUJOCO_NOTES,
+        engines=_MUJOCO_ENGINES,
+        check_engine=_check_mujoco_engine,
+        solved_return=4800.0,
+    ),
+    EnvSpec(
+        name="Ant-v4",
+        factory=_locomotion("Ant-v4"),
+        perturbed=("back_left_leg", "front_right_leg"),
+        max_steps=1000,
+        random_return=-51.351,  # +- 2.844 (s.e.), 1000 episodes (mean length 154.2), gymnasium
+        notes=_MUJOCO_NOTES + " A leg is its whole chain of three bodies.",
+        engines=_MUJOCO_ENGINES,
+        check_engine=_check_mujoco_engine,
+        solved_return=6000.0,
+    ),
+)
 
 
 _BRAX_PREFIX = "brax:"  # brax_envs.PREFIX; not imported here so that listing does not load Brax
+# gymnasium's ids: a letter, then letters, digits, "_", "-" or "." ("CartPole-v1", "Slide-v0").
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+
+
+def check_spec(spec: EnvSpec, origin: str) -> None:
+    """A ValueError naming `origin` for a spec that cannot serve: no perturbed parameter or engine."""
+    if not spec.perturbed or not spec.engines:
+        raise ValueError(f"{origin}: environment {spec.name!r}: an EnvSpec needs at least one perturbed parameter "
+                         "and one engine")
+
+
+REGISTRY = plugins.Registry("environment", plugins.ENVIRONMENT_GROUP, EnvSpec, "env_name", check_spec,
+                            pattern=ENV_NAME_PATTERN,
+                            rule="a gymnasium-style id (a letter, then letters, digits, _, - or .; brax: is Brax's)")
+known, built_in, load_plugins = REGISTRY.known, REGISTRY.built_in, REGISTRY.load_plugins
+for _spec in _BUILT_IN:
+    REGISTRY.register(_spec, plugins.BUILT_IN)
+
+
+def register(spec: EnvSpec, origin: str = "user code") -> EnvSpec:
+    """Add an environment of your own under `spec.name` (`--env`, `configs.train_config`, `make`):
+    `spec.factory(perturbed, engine)` returns an env meeting the contract in `fedjax_rl/envs/base.py`.
+    As for algorithms and aggregation rules (`plugins.Registry.register`): the same spec again is
+    fine; a name another spec has, whoever registered it, raises, naming who; `brax:` names are Brax's."""
+    if isinstance(spec, EnvSpec) and spec.name.startswith(_BRAX_PREFIX):
+        raise ValueError(f"{origin}: environment names starting with {_BRAX_PREFIX!r} are Brax's; choose another name")
+    return REGISTRY.register(spec, origin)
+
+
+def names() -> tuple[str, ...]:
+    """Every environment name, sorted: the registered ones and the installed plugins' (none imported).
+    Brax's, `brax:<name>`, are not listed: see `brax_envs`."""
+    return REGISTRY.names()
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,28 +287,29 @@ def _brax_spec(name: str) -> EnvSpec:
     )
 
 
-def get_spec(name: str) -> EnvSpec:
-    """The `EnvSpec` of `name`; ValueError naming the registered envs if there is none."""
+def get(name: str) -> EnvSpec:
+    """The `EnvSpec` of `name`: a registered one, an installed plugin's (loaded and registered), or
+    Brax's for `brax:<name>`; a ValueError naming the environments if there is none."""
     if name.startswith(_BRAX_PREFIX):
         return _brax_spec(name)
-    try:
-        return _SPECS[name]
-    except KeyError:
-        raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(_SPECS)}, "
-                         f"or {_BRAX_PREFIX}<name> for Brax's") from None
+    if REGISTRY.known(name):
+        return REGISTRY.get(name)
+    listed = dict.fromkeys((*REGISTRY.built_in(), *REGISTRY.names()))  # the library's in its order, then the rest
+    raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(listed)}, "
+                     f"or {_BRAX_PREFIX}<name> for Brax's")
 
 
 def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:
     """The random-policy return of the variant `make(name, perturbed)` builds (the paper's rows:
     LunarLander's gravity row runs without wind, its wind row with)."""
-    spec = get_spec(name)
+    spec = get(name)
     return dict(spec.variant_random_returns).get(tuple(perturbed or spec.perturbed), spec.random_return)
 
 
 def return_range(name: str) -> tuple[float, float] | None:
     """(low, high) that every episode return of `name` lies in, or None where its rewards do not bound
     it (`EnvSpec.return_range`)."""
-    return get_spec(name).return_range
+    return get(name).return_range
 
 
 # "Equivalent" in the comparisons: a median difference within this fraction of the way from a random
@@ -304,7 +323,7 @@ def equivalence_margin(name: str) -> float | None:
     """EQUIVALENCE_FRACTION x (solved return - random-policy return) of a registered task, in its own
     return units: CartPole-v1 22.6, Acrobot-v1 19.9, MountainCar-v0 4.5; None where gymnasium sets no
     solved return (then no comparison of that task is called equivalent)."""
-    spec = get_spec(name)
+    spec = get(name)
     if spec.solved_return is None:
         return None
     return EQUIVALENCE_FRACTION * (spec.solved_return - spec.random_return)
@@ -314,11 +333,11 @@ def make(name: str, perturbed: tuple[str, ...] | None = None, engine: str | None
     """`(env, nominal_params)` for a registered environment.
 
     `perturbed` names the physical parameters that will be perturbed (default: the paper's,
-    `get_spec(name).perturbed`); they are checked here, and choose the variant where that matters
+    `get(name).perturbed`); they are checked here, and choose the variant where that matters
     (LunarLander with "wind" is the wind-enabled one). `engine` is one of the task's physics
-    engines (`get_spec(name).engines`, default the first): "c", "mjx" or "warp" for the MuJoCo tasks.
+    engines (`get(name).engines`, default the first): "c", "mjx" or "warp" for the MuJoCo tasks.
     """
-    spec = get_spec(name)
+    spec = get(name)
     perturbed = spec.perturbed if perturbed is None else tuple(perturbed)
     env = spec.factory(perturbed, check_engine(name, engine))
     params = env.default_params
@@ -330,7 +349,7 @@ def make(name: str, perturbed: tuple[str, ...] | None = None, engine: str | None
 def check_engine(env_name: str, engine: str | None) -> str:
     """`engine`, or the task's default when None; a ValueError naming the task's engines, or why
     this machine cannot run it (MuJoCo Warp without an NVIDIA GPU). Compiles nothing."""
-    spec = get_spec(env_name)
+    spec = get(env_name)
     if engine is None:
         return spec.engines[0]
     if engine not in spec.engines:
@@ -342,7 +361,7 @@ def check_engine(env_name: str, engine: str | None) -> str:
 
 def physics_names(env_name: str, engine: str | None = None) -> tuple[str, ...]:
     """Every physical parameter name `env_name` accepts (in its most general variant)."""
-    spec = get_spec(env_name)
+    spec = get(env_name)
     env = spec.factory(spec.perturbed, check_engine(env_name, engine))
     return env.physics_names(env.default_params)
 
@@ -350,7 +369,7 @@ def physics_names(env_name: str, engine: str | None = None) -> tuple[str, ...]:
 def check_physics_param(env_name: str, param: str, engine: str | None = None) -> None:
     """Raise a ValueError naming the allowed values unless `param` is a physical parameter of
     `env_name` (and `env_name` is registered). Cheap: builds the env, compiles nothing."""
-    spec = get_spec(env_name)
+    spec = get(env_name)
     env = spec.factory(spec.perturbed, check_engine(env_name, engine))
     _check(env, env.default_params, env_name, param)
 

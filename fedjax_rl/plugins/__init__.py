@@ -14,8 +14,9 @@ Two steps, kept apart so that the command line stays fast and whole:
     other plugin are untouched by it.
 
 A `Registry` holds the objects of one kind by name (`fedjax_rl.agents`' algorithms,
-`fedjax_rl.core.federated`'s aggregation rules): the library registers its own through it exactly as a
-user's code or plugin does.
+`fedjax_rl.core.federated`'s aggregation rules, `fedjax_rl.envs`' environments), with one vocabulary
+for all three (`register`, `get`, `names`, `known`) and one rule for a taken name, whoever took it:
+the library registers its own through it exactly as a user's code or plugin does.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ import os
 import re
 import sys
 
-ALGORITHMS = "fedjax_rl.algorithms"
-AGGREGATORS = "fedjax_rl.aggregators"
+# The entry-point groups, one per registry: algorithms (`fedjax_rl.agents`), aggregation rules
+# (`fedjax_rl.core.federated`) and environments (`fedjax_rl.envs`).
+ALGORITHM_GROUP = "fedjax_rl.algorithms"
+AGGREGATOR_GROUP = "fedjax_rl.aggregators"
+ENVIRONMENT_GROUP = "fedjax_rl.environments"
+GROUPS = (ALGORITHM_GROUP, AGGREGATOR_GROUP, ENVIRONMENT_GROUP)
 
 
 class PluginError(ValueError):
@@ -134,6 +139,7 @@ def _where(err: Exception) -> str:
 
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+NAME_RULE = "lower_snake_case (a letter, then letters, digits or _)"
 BUILT_IN = "fedjax_rl"
 
 
@@ -145,8 +151,10 @@ class Registry:
     ValueError for an object that cannot serve (an agent class missing a method of its protocol)."""
 
     def __init__(self, kind: str, group: str, cls: type, setting: str,
-                 check: collections.abc.Callable[[object, str], None] | None = None):
+                 check: collections.abc.Callable[[object, str], None] | None = None,
+                 pattern: re.Pattern = NAME_PATTERN, rule: str = NAME_RULE):
         self.kind, self.group, self.cls, self.setting, self.check = kind, group, cls, setting, check
+        self.pattern, self.rule = pattern, rule
         self.entries: dict[str, object] = {}
         self.origins: dict[str, str] = {}
         self._warned: set[str] = set()  # taken names a plugin also claims, said once each
@@ -158,9 +166,8 @@ class Registry:
             raise ValueError(f"{origin}: a {self.kind} is a {self.cls.__module__}.{self.cls.__qualname__}, "
                              f"got {type(obj).__name__}")
         name = obj.name
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-            raise ValueError(f"{origin}: a {self.kind} name is lower_snake_case (a letter, then letters, digits or "
-                             f"_), got {name!r}")
+        if not isinstance(name, str) or not self.pattern.fullmatch(name):
+            raise ValueError(f"{origin}: a {self.kind} name is {self.rule}, got {name!r}")
         if name in self.entries and self.entries[name] != obj:
             raise ValueError(f"{origin}: the {self.kind} name {name!r} is already taken (by {self.origins[name]}); "
                              "register it under another name")

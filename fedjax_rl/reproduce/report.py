@@ -466,7 +466,7 @@ def _physics_engine(rec: dict) -> str:
     """', physics: MuJoCo's C engine' for a MuJoCo row, saying so where the row did not record it
     (`row_records.upgrade_row`)."""
     config = next(iter(rec["configs"].values()))["config"]
-    if envs.get_spec(config["env_name"]).engines == ("jax",):
+    if envs.get(config["env_name"]).engines == ("jax",):
         return ""
     engine = config["engine"]
     return f", physics: {ENGINE_NAMES.get(engine, engine)}" + (

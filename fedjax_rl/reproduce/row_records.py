@@ -37,7 +37,7 @@ def upgrade_row(record: dict) -> dict:
     for program in record["configs"].values():
         config = program["config"]
         if "engine" not in config:
-            mujoco = envs.get_spec(config["env_name"]).engines != ("jax",)
+            mujoco = envs.get(config["env_name"]).engines != ("jax",)
             program["config"] = {**config, "engine": "mjx" if mujoco else None}
             if mujoco and "engine" not in record["unrecorded"]:
                 record["unrecorded"].append("engine")

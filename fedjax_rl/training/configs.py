@@ -15,7 +15,7 @@ the loss").
 
 Training-loop defaults resolved per task::
 
-  physics            the task's first perturbed parameter (the paper's order, `envs.get_spec`).
+  physics            the task's first perturbed parameter (the paper's order, `envs.get`).
   engine             the task's default physics engine: "c" (MuJoCo's C engine) for the MuJoCo
                      tasks; None for the others, which are written in JAX and have no choice.
   steps_per_agent    RL-Zoo3's training budget for the task (n_timesteps).
@@ -215,7 +215,7 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     (TrainConfig fields) and `agent_overrides` (the algorithm's settings). Raises a ValueError
     naming a bad or unknown setting; compiles nothing."""
     algorithm = agents.get(algo)
-    envs.get_spec(env_name)  # an unknown name raises with the allowed names
+    envs.get(env_name)  # an unknown name raises with the allowed names
     engine = envs.check_engine(env_name, overrides.get("engine"))
     env, params = envs.make(env_name, None, engine)
     algorithm.agent.check_env(env_name, env.action_space(params))
@@ -226,8 +226,8 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     agent = agent_config(algo, env_name, **(agent_overrides or {}))
     resolved = dict(overrides)
     if resolved.get("physics") is None:
-        resolved["physics"] = envs.get_spec(env_name).perturbed[:1]
-    resolved["engine"] = None if envs.get_spec(env_name).engines == ("jax",) else engine
+        resolved["physics"] = envs.get(env_name).perturbed[:1]
+    resolved["engine"] = None if envs.get(env_name).engines == ("jax",) else engine
     if resolved.get("steps_per_agent") is None:
         resolved["steps_per_agent"] = algorithm.steps(env_name)
     if resolved.get("sync_every") is None:

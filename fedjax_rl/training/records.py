@@ -126,5 +126,5 @@ def as_recorded(value):
         if value["aggregation"] != "trimmed_mean":
             value.pop("trim", None)
         if "engine" not in value:
-            value["engine"] = "mjx" if envs.get_spec(value["env_name"]).engines != ("jax",) else None
+            value["engine"] = "mjx" if envs.get(value["env_name"]).engines != ("jax",) else None
     return value
