@@ -104,7 +104,7 @@ RUN_SCHEMA = 2
 UNRECORDED_BEFORE = {
     ("agent", "init"): "flax",  # network initialisation (agents.base.INIT)
     ("agent_revision",): 1,  # how the agents act and learn, where no other setting says (agents.base.REVISION)
-    ("aggregation",): "mean",  # FedAvg, the only rule before the rule was a setting
+    ("aggregation",): "mean",  # FedAvg: a record without the setting averaged by the mean
     ("run_batch",): None,  # every run in one vmap
     ("first_seed",): 0,  # a run from seed index 0: a whole program, not a later piece
 }
