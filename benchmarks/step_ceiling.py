@@ -1,0 +1,230 @@
+"""Each DQN gradient step against its own ceiling: the library's step beside a plain JAX update of
+exactly its matrix products, and the plain update grown part by part toward the library's.
+
+On a CPU, evidence is bought in agent-steps, and a gradient step is most of an agent-step. The
+ceiling of a step is the plain update of its own networks: the forward and backward passes it needs,
+written directly with `jnp` matrix products and `optax.adam`, on a batch that is already there. The
+parts the library adds on top are then timed one at a time, each on top of the previous:
+
+  plain        Q's forward and backward, the target network's forward (and for FedRDQN D's forward
+               in the target and D's forward and backward in its expectile loss), Adam on each
+               trained network; the batch is given (no replay);
+  + replay     the batch drawn from a replay buffer of `buffer_size` items per network, as the
+               library draws it (uniform indices, a gather);
+  + clip       `optax.clip_by_global_norm` before Adam (SB3's max_grad_norm 10);
+  + lr leaf    the learning rate a traced hyperparameter (`optax.inject_hyperparams`), as the library
+               needs it for a vmappable learning rate;
+  library      `DQNAgent.gradient_step` itself (flax modules, flashbax replay, the library's
+               optimizer chain, the robust term as a component).
+
+Every case runs B = seeds x agents networks vmapped, N gradient steps in a `lax.scan` per call (the
+library trains so: `gradient_steps` in a scan), and is timed in process CPU-seconds, interleaved
+case by case over repeats (the machine is shared). FLOPs are the matrix products' (2 m n k each),
+counted by hand from the shapes; GFLOP/s divides them by CPU-seconds, and "of plain" is the case's
+rate relative to the plain update's.
+
+    python benchmarks/step_ceiling.py [--networks 25] [--batch 16] [--steps 128] [--repeats 5]
+
+Writes benchmarks/results/step_ceiling.json with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+from fedjax_rl.agents.base import Transition  # noqa: E402
+from fedjax_rl.training import configs, program  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results", "step_ceiling.json")
+OBS, ACTIONS, HIDDEN = 4, 2, (256, 256)  # CartPole-v1, RL-Zoo3's network
+GAMMA, LR, TAU, OMEGA, MAX_GRAD_NORM = 0.99, 2.3e-3, 0.01, 0.1, 10.0
+
+
+def mlp_init(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b)) / np.sqrt(a), jnp.zeros(b)) for k, a, b in zip(keys, sizes[:-1], sizes[1:])]
+
+
+def mlp(params, x):
+    for w, b in params[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = params[-1]
+    return x @ w + b
+
+
+def matmul_flops(robust: bool, batch: int) -> int:
+    """The step's matrix products, 2 m n k each: Q's forward (3 layers), its backward (weight
+    gradients for 3 layers, input gradients for the 2 hidden ones), the target's forward; FedRDQN
+    adds D's forward (shared by its target and its loss) and D's backward."""
+    def layers(out):
+        sizes = (OBS, *HIDDEN, out)
+        return list(zip(sizes[:-1], sizes[1:]))
+
+    def forward(out):
+        return sum(2 * batch * a * b for a, b in layers(out))
+
+    def backward(out):
+        weights = sum(2 * batch * a * b for a, b in layers(out))
+        inputs = sum(2 * batch * a * b for a, b in layers(out)[1:])
+        return weights + inputs
+
+    flops = 2 * forward(ACTIONS) + backward(ACTIONS)
+    if robust:
+        flops += forward(1) + backward(1)
+    return flops
+
+
+def plain_case(robust: bool, replay: bool, clip: bool, lr_leaf: bool, batch: int, buffer_size: int):
+    """One network's gradient step as a plain function of (state, key), with the parts asked for."""
+    chain = [optax.clip_by_global_norm(MAX_GRAD_NORM)] if clip else []
+    if lr_leaf:
+        opt = optax.chain(*chain, optax.scale_by_adam(), optax.inject_hyperparams(optax.scale_by_learning_rate)(
+            learning_rate=LR))
+    else:
+        opt = optax.chain(*chain, optax.adam(LR))
+
+    def init(key):
+        kq, kd, kb = jax.random.split(key, 3)
+        q = mlp_init(kq, (OBS, *HIDDEN, ACTIONS))
+        d = mlp_init(kd, (OBS, *HIDDEN, 1))
+        rows = buffer_size if replay else batch
+        ko, ka, kr, kn = jax.random.split(kb, 4)
+        data = Transition(obs=jax.random.normal(ko, (rows, OBS)), action=jax.random.randint(ka, (rows,), 0, ACTIONS),
+                          reward=jax.random.normal(kr, (rows,)), next_obs=jax.random.normal(kn, (rows, OBS)),
+                          terminated=jnp.zeros(rows, bool))
+        state = dict(q=q, q_target=q, q_opt=opt.init(q), data=data)
+        if robust:
+            state.update(d=d, d_opt=opt.init(d))
+        return state
+
+    def step(state, key):
+        data = state["data"]
+        if replay:
+            idx = jax.random.randint(key, (batch,), 0, buffer_size)
+            data = jax.tree.map(lambda x: x[idx], data)
+        next_value = jnp.max(mlp(state["q_target"], data.next_obs), axis=-1)
+        bootstrap = jnp.where(data.terminated, 0.0, next_value)
+        target = data.reward + GAMMA * bootstrap
+        out = dict(state)
+        if robust:
+            def d_loss(d):
+                pred = mlp(d, data.obs)[:, 0]
+                diff = bootstrap - pred
+                return jnp.mean(jnp.where(diff >= 0, TAU, 1 - TAU) * diff ** 2), pred
+
+            (_, degree), d_grads = jax.value_and_grad(d_loss, has_aux=True)(state["d"])
+            target = data.reward + GAMMA * (1 - OMEGA) * bootstrap + GAMMA * OMEGA * jax.lax.stop_gradient(degree)
+            updates, out["d_opt"] = opt.update(d_grads, state["d_opt"], state["d"])
+            out["d"] = optax.apply_updates(state["d"], updates)
+
+        def q_loss(q):
+            taken = jnp.take_along_axis(mlp(q, data.obs), data.action[:, None], axis=-1)[:, 0]
+            return jnp.mean((taken - target) ** 2)
+
+        grads = jax.grad(q_loss)(state["q"])
+        updates, out["q_opt"] = opt.update(grads, state["q_opt"], state["q"])
+        out["q"] = optax.apply_updates(state["q"], updates)
+        return out, None
+
+    return init, step
+
+
+def library_case(algo: str, batch: int, buffer_size: int):
+    config = configs.train_config(algo, "CartPole-v1", agent_overrides=dict(
+        batch_size=batch, buffer_size=buffer_size, hidden_sizes=HIDDEN, max_grad_norm=MAX_GRAD_NORM))
+    agent = program.make_setup(config).agent
+    hp = config.agent.hparams()
+
+    def init(key):
+        state = agent.init(key)
+        # A full buffer, so that sampling draws from every slot as in training.
+        items = Transition(obs=jnp.ones((buffer_size, OBS)), action=jnp.zeros(buffer_size, jnp.int32),
+                           reward=jnp.ones(buffer_size), next_obs=jnp.ones((buffer_size, OBS)),
+                           terminated=jnp.zeros(buffer_size, bool))
+        state, _ = jax.lax.scan(lambda s, t: (agent.observe(s, t), None), state, items)
+        return state
+
+    def step(state, key):
+        return agent.gradient_step(state, key, hp)[0], None
+
+    return init, step
+
+
+def compiled_case(init, step, networks: int, steps: int):
+    keys = jax.random.split(jax.random.key(0), networks)
+    state = jax.jit(jax.vmap(init))(keys)
+
+    @jax.jit
+    def call(state, key):
+        keys = jax.random.split(key, (networks, steps))
+        return jax.vmap(lambda s, k: jax.lax.scan(step, s, k)[0])(state, keys)
+
+    compiled = call.lower(state, jax.random.key(1)).compile()
+    box = dict(state=compiled(state, jax.random.key(1)))
+    jax.block_until_ready(box["state"])
+
+    def timed(i):
+        c0 = time.process_time()
+        box["state"] = compiled(box["state"], jax.random.key(2 + i))
+        jax.block_until_ready(box["state"])
+        return time.process_time() - c0
+
+    return timed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--networks", type=int, default=25, help="networks vmapped: seeds x agents (default 25)")
+    parser.add_argument("--batch", type=int, default=16, help="minibatch (default 16, the paper's FedRDQN)")
+    parser.add_argument("--buffer", type=int, default=1000, help="replay items per network (default 1000)")
+    parser.add_argument("--steps", type=int, default=128, help="gradient steps per call, in a scan (default 128)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=RESULTS)
+    args = parser.parse_args()
+
+    rows = []
+    for algo, robust in (("dqnavg", False), ("fedrdqn", True)):
+        cases = {
+            "plain": plain_case(robust, False, False, False, args.batch, args.buffer),
+            "+ replay": plain_case(robust, True, False, False, args.batch, args.buffer),
+            "+ clip": plain_case(robust, True, True, False, args.batch, args.buffer),
+            "+ lr leaf": plain_case(robust, True, True, True, args.batch, args.buffer),
+            "library": library_case(algo, args.batch, args.buffer),
+        }
+        timers = {name: compiled_case(*case, args.networks, args.steps) for name, case in cases.items()}
+        seconds = {name: [] for name in timers}
+        for repeat in range(args.repeats):
+            for name, timer in timers.items():  # interleaved
+                seconds[name].append(timer(repeat))
+        flops = matmul_flops(robust, args.batch) * args.networks * args.steps
+        plain = statistics.median(seconds["plain"])
+        for name, values in seconds.items():
+            median = statistics.median(values)
+            rows.append(dict(algo=algo, case=name, cpu_s_per_call=median, cpu_s_min=min(values),
+                             gflops_per_cpu_s=flops / median / 1e9, of_plain=plain / median,
+                             matmul_flops_per_call=flops))
+            print(f"{algo:8s} {name:10s} {median * 1e3:8.1f} ms  {flops / median / 1e9:6.1f} GFLOP/s  "
+                  f"{plain / median:5.2f} of plain", flush=True)
+    result = dict(machine=common.machine(), networks=args.networks, batch=args.batch, buffer=args.buffer,
+                  steps_per_call=args.steps, repeats=args.repeats, rows=rows)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
