@@ -1,65 +1,36 @@
 """An environment of a user's own, a plain gymnax environment meeting the contract in
 fedjax_rl/envs/base.py, registered with `envs.register` (no edit of the registry) and trained through
-the same door as every other task. The example in docs/environments.md ("Your own environment") is
-this file's `Slide`."""
+the same door as every other task: examples/own_environment's `Slide`, the task docs/environments.md
+("Your own environment") writes out."""
 
 import dataclasses
-import math
+import importlib.util
+import os
+import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
-from gymnax.environments import environment, spaces
 
 from fedjax_rl import envs
 from fedjax_rl.training import configs, program
-from fedjax_rl.envs import base
 
 
-@struct.dataclass
-class SlideParams(environment.EnvParams):
-    mass: float = 1.0
-    max_steps_in_episode: int = 20
+def _example(name: str, path: str):
+    """The module at `path` under `name` (not `slide`: tests/test_plugins.py installs it as that)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # flax's dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
 
 
-@struct.dataclass
-class SlideState(environment.EnvState):
-    x: jax.Array
-    v: jax.Array
-
-
-class Slide(base.EnvIdentity, base.PerturbablePhysics, environment.Environment):
-    """A block on ice, pushed left or right toward x = 0; a heavier block accelerates less."""
-
-    name = "Slide-v0"
-
-    @property
-    def default_params(self) -> SlideParams:
-        return SlideParams()
-
-    def reset_env(self, key, params):
-        state = SlideState(time=0, x=jax.random.uniform(key, minval=-1.0, maxval=1.0), v=jnp.float32(0.0))
-        return jnp.stack([state.x, state.v]), state
-
-    def step_env(self, key, state, action, params):
-        v = state.v + 0.1 * jnp.where(action == 1, 1.0, -1.0) / params.mass
-        x = state.x + 0.1 * v
-        state = SlideState(time=state.time + 1, x=x, v=v)
-        return jnp.stack([x, v]), state, -jnp.abs(x), jnp.abs(x) > 2.0, {}
-
-    def observation_space(self, params):
-        return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)
-
-    def action_space(self, params=None):
-        return spaces.Discrete(2)
+EXAMPLE = _example("own_environment_slide", os.path.join(os.path.dirname(__file__), "..", "examples",
+                                                         "own_environment", "slide.py"))
 
 
 @pytest.fixture
 def slide():
-    spec = envs.register(envs.EnvSpec(name="Slide-v0", factory=lambda perturbed, engine: Slide(),
-                                      perturbed=("mass",), max_steps=20, random_return=math.nan))
+    spec = envs.register(EXAMPLE.SPEC)
     yield spec
     envs.REGISTRY.entries.pop(spec.name)
     envs.REGISTRY.origins.pop(spec.name)
