@@ -195,6 +195,9 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     robust = _fake_run(tmp_path / "robust", "fedrdqn", 0.1, [97.0, 100.0, 116.0], [152.0, 162.0, 172.0])
     base = _fake_run(tmp_path / "base", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0])
     other_seeds = _fake_run(tmp_path / "other", "dqnavg", 0.0, [100.0, 100.0, 110.0], [150.0, 160.0, 170.0], seed=1)
+    # A run that records its first seed (0) pairs with one that records none: both started at index 0.
+    config = json.loads((tmp_path / "robust" / "config.json").read_text())
+    (tmp_path / "robust" / "config.json").write_text(json.dumps({**config, "first_seed": 0}))
     capsys.readouterr()
     assert commands.main(["compare", robust, base, other_seeds]) == 0
     out = capsys.readouterr().out

@@ -299,8 +299,11 @@ def _seeds_paired(a: dict, b: dict) -> bool:
     """Runs pair by seed index when they drew the same seed keys: `loop.run`'s seed, first seed and
     number of seeds (recorded in config.json) are equal. In-memory runs record none: unpaired."""
     keys = ("seed", "num_seeds")
-    return all(k in a["config"] and k in b["config"] for k in keys) and all(
-        a["config"][k] == b["config"][k] for k in (*keys, "first_seed") if k in a["config"] or k in b["config"])
+    if not all(k in a["config"] and k in b["config"] for k in keys):
+        return False
+    # A run that records no first seed started at seed index 0 (records.UNRECORDED_BEFORE).
+    return all(a["config"][k] == b["config"][k] for k in keys) and (
+        a["config"].get("first_seed", 0) == b["config"].get("first_seed", 0))
 
 
 def _is_baseline(run: dict) -> bool:
