@@ -33,16 +33,13 @@ def challenger_overrides(challengers: list[str], pairs: list[str]) -> dict:
     challenger that declares a name parses it); the plan checks the rest (`plan.check_challenger_overrides`)."""
     if not pairs:
         return {}
-    from fedjax_rl import agents
     from fedjax_rl.core import settings
+    from fedjax_rl.reproduce import plan
 
-    declared = {}
-    for name in challengers:
-        for setting in agents.get(name).config.SETTINGS:
-            declared.setdefault(setting.name, setting)
     if not challengers:
         raise ValueError("--challenger-set sets a challenger's settings: add --challenger ALGO")
-    return settings.parse_pairs(tuple(declared.values()), pairs, "challenger settings", flag="--challenger-set")
+    return settings.parse_pairs(tuple(plan.challenger_settings(challengers).values()), pairs, "challenger settings",
+                                flag="--challenger-set")
 
 
 def _switches(args, names: tuple[str, ...]) -> dict:

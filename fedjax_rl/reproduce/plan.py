@@ -156,6 +156,16 @@ def declared_by(algo: str, overrides: dict) -> dict:
     return {name: value for name, value in overrides.items() if name in declared}
 
 
+def challenger_settings(algos: Sequence[str]) -> dict:
+    """{name: Setting} of every setting the challengers `algos` declare (the first declaration of a
+    name wins): what `--challenger-set` parses, checks and spells by."""
+    declared = {}
+    for algo in algos:
+        for setting in agents.get(algo).config.SETTINGS:
+            declared.setdefault(setting.name, setting)
+    return declared
+
+
 def check_challenger_overrides(challengers: Sequence[Program], overrides: dict | None) -> dict:
     """`overrides` ({setting: value}, each for every challenger that declares it) checked before
     anything compiles: a ValueError for overrides without a challenger, a setting no challenger
@@ -164,10 +174,7 @@ def check_challenger_overrides(challengers: Sequence[Program], overrides: dict |
         return {}
     if not challengers:
         raise ValueError("challenger_overrides (--challenger-set) set a challenger's settings: add --challenger ALGO")
-    declared = {}
-    for program in challengers:
-        for setting in agents.get(program.algo).config.SETTINGS:
-            declared.setdefault(setting.name, setting)
+    declared = challenger_settings([program.algo for program in challengers])
     unknown = sorted(set(overrides) - set(declared))
     if unknown:
         raise ValueError(f"unknown challenger settings {unknown} for --challenger-set; the challengers' "
@@ -376,8 +383,7 @@ class Request:
                 args += [flag, spell(value)]
         for name in self.challengers:
             args += ["--challenger", name]
-        theirs = {s.name: s for name in self.challengers for s in agents.get(name).config.SETTINGS
-                  } if self.challenger_overrides else {}
+        theirs = challenger_settings(self.challengers) if self.challenger_overrides else {}
         for name, value in (self.challenger_overrides or {}).items():
             if name not in theirs:
                 raise ValueError(f"unknown challenger setting {name!r}; the challengers': {sorted(theirs)}")
