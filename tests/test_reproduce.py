@@ -500,20 +500,43 @@ def test_row_machine_names_the_accelerator_before_its_host():
     assert machine.summary(dict(cpu, host_cores=2)) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
 
 
-def test_a_row_names_every_machine_its_pieces_ran_on():
+def test_a_row_names_every_machine_and_jax_its_pieces_ran_on():
     writer = dict(cpu="AMD EPYC 7B13", cores=2, cpu_isa=["avx2"], backend="cpu")
-    assert legends.ran_on({"machine": writer, "pieces": {}}) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"  # no pieces
+    versions = {"jax": "0.10.2"}
+    assert legends.ran_on({"machine": writer, "versions": versions, "pieces": {}}) == \
+        "AMD EPYC 7B13 (2 cores, AVX2, cpu), jax 0.10.2"  # no pieces
     cpu, gpu = "AMD EPYC 7B13 (1 of 2 cores, AVX2, cpu)", "NVIDIA H100 80GB HBM3, host Xeon (16 cores, AVX-512)"
-    one = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 2], machine=cpu), dict(seeds=[2, 3], machine=cpu)]}}
-    assert legends.ran_on(one) == cpu  # where the pieces trained, not the coordinator that wrote the row
-    several = {"machine": writer, "pieces": {
+    one = {"machine": writer, "versions": versions,
+           "pieces": {"fedrdqn": [dict(seeds=[0, 2], machine=cpu), dict(seeds=[2, 3], machine=cpu)]}}
+    assert legends.ran_on(one) == f"{cpu}, jax 0.10.2"  # where the pieces trained, not the row's writer
+    several = {"machine": writer, "versions": versions, "pieces": {
         "fedrddpg": [dict(seeds=[0, 2], machine=gpu), dict(seeds=[2, 3], machine=cpu), dict(seeds=[3, 4], machine=cpu),
                      dict(seeds=[5, 6], machine=cpu)],
         "ddpgavg2": [dict(seeds=[0, 6], machine=None)]}}
     assert legends.ran_on(several) == (f"{gpu} (fedrddpg seeds 0-1), {cpu} (fedrddpg seeds 2-3, 5), "
-                                                "a machine it did not record (ddpgavg2 seeds 0-5)")
-    unrecorded = {"machine": writer, "pieces": {"fedrdqn": [dict(seeds=[0, 4], machine=None)]}}
-    assert legends.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu)"
+                                       "a machine it did not record (ddpgavg2 seeds 0-5), jax 0.10.2")
+    # Pieces run with different jax versions say which ran with which (a piece's own record first).
+    several["pieces"]["fedrddpg"][0]["jax"] = "0.11.2"
+    assert legends.ran_on(several) == (f"{gpu}, jax 0.11.2 (fedrddpg seeds 0-1), {cpu}, jax 0.10.2 (fedrddpg "
+                                       "seeds 2-3, 5), a machine it did not record, jax 0.10.2 (ddpgavg2 seeds 0-5)")
+    unrecorded = {"machine": writer, "versions": versions, "pieces": {"fedrdqn": [dict(seeds=[0, 4], machine=None)]}}
+    assert legends.ran_on(unrecorded) == "AMD EPYC 7B13 (2 cores, AVX2, cpu), jax 0.10.2"
+
+
+def test_a_rewritten_row_keeps_where_its_older_program_ran():
+    """An older whole program's metrics record no machine; the row.json its own process wrote does.
+    Writing the row again with new pieces beside it (on another machine) keeps that record."""
+    trainer = dict(cpu="AMD EPYC", cores=2, cpu_isa=["avx2"], backend="cpu", jax="0.10.2")
+    earlier = {"machine": trainer, "versions": {"jax": "0.10.2"},
+               "pieces": {"fedrdqn": [dict(dir="", seeds=[0, 8], machine=None, wall_s=1.0)]}}
+    inherited = harness._earlier_pieces(earlier, "fedrdqn")
+    assert inherited == [dict(dir="", seeds=[0, 8], machine="AMD EPYC (2 cores, AVX2, cpu)", jax="0.10.2",
+                              wall_s=1.0)]
+    # Once written with pieces, a later write reads the piece's own entry back, not the new writer's machine.
+    later = {"machine": dict(trainer, cpu="Other"), "versions": {"jax": "0.11.2"},
+             "pieces": {"fedrdqn": inherited + [dict(dir="seeds_8-28", seeds=[8, 28], machine="GPU", jax="0.11.2")]}}
+    assert harness._earlier_pieces(later, "fedrdqn")[0]["machine"] == "AMD EPYC (2 cores, AVX2, cpu)"
+    assert harness._earlier_pieces(None, "fedrdqn") == []
 
 
 # -- seed pieces -------------------------------------------------------------------------------------

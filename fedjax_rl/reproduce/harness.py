@@ -362,10 +362,12 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
     read in this process."""
 
     pieces, batches, walls, resumed = {}, {}, [], 0
+    earlier = _earlier_record(directory)
     for program, config, grid, _ in programs:
         on_disk = program_on_disk(directory, program, config, grid, num_total, seed, run_batch)
         covering = on_disk.covered()
-        pieces[program.name] = [_piece_record(on_disk.path, found, grid) for found in covering]
+        pieces[program.name] = [_piece_record(on_disk.path, found, grid, _earlier_pieces(earlier, program.name))
+                                for found in covering]
         batches[program.name] = _one_or_all([found.record.get("run_batch") for found in covering])
         walls += [p["wall_s"] for p in pieces[program.name]]
         resumed += sum(results[f.path]["timing"]["resumed_at_block"] if f.path in results else config.num_evals
@@ -405,17 +407,49 @@ def _one_or_all(values: list):
     return values[0] if len(set(map(str, values))) == 1 else values
 
 
-def _piece_record(program_dir: str, found, grid) -> dict:
-    """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine it ran on and its
-    wall time, from its own metrics (None where its metrics record no machine); and its grid where it
+def _earlier_record(directory: str) -> dict | None:
+    """The row.json this write replaces, if any: it may be the only record of where older pieces ran."""
+    path = os.path.join(directory, ROW_RESULT)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _earlier_pieces(earlier: dict | None, program: str) -> list[dict]:
+    """A program's pieces as the replaced row.json recorded them, each with a machine and jax where
+    that record knew them. A row.json written without pieces, or whose only piece of this program was
+    the whole program, was written by the process that trained it (an older program's metrics record
+    no machine), so its own machine and jax are that program's."""
+    if earlier is None:
+        return []
+    found = earlier.get("pieces", {}).get(program)
+    if not found:
+        found = [{"dir": "", "seeds": None, "machine": None}]
+    if len(found) == 1 and found[0]["dir"] == "" and found[0]["machine"] is None:
+        found = [{**found[0], "machine": machine_summary(earlier["machine"]),
+                  "jax": earlier.get("versions", {}).get("jax")}]
+    return found
+
+
+def _piece_record(program_dir: str, found, grid, earlier: Sequence[dict] = ()) -> dict:
+    """Where a finished piece is (relative to ROW/PROGRAM/), its seeds, the machine and jax it ran on
+    and its wall time, from its own metrics, or where those record no machine from the replaced
+    row.json's record of the same piece (`earlier`; None where neither knows); and its grid where it
     trained a part of the program's `grid` (`row_records.pieces_holding` reads it)."""
     own = found.record.get("grid")
     first_point = os.path.join(found.path, first_point_dir(own)) if own else found.path
     metrics = load_run(first_point)
     rel = os.path.relpath(found.path, program_dir)
+    rel = "" if rel == "." else rel
+    seeds = [found.piece.first, found.piece.stop]
     part = {} if own == (grid and {k: list(map(float, v)) for k, v in grid.items()}) else {"grid": own}
-    return dict(dir="" if rel == "." else rel, seeds=[found.piece.first, found.piece.stop],
-                machine=machine_summary(metrics["machine"]) if "machine" in metrics else None,
+    if "machine" in metrics:
+        machine, jax_version = machine_summary(metrics["machine"]), metrics["machine"].get("jax")
+    else:
+        same = [p for p in earlier if p["dir"] == rel and p.get("seeds") in (None, seeds) and p["machine"]]
+        machine, jax_version = (same[0]["machine"], same[0].get("jax")) if same else (None, None)
+    return dict(dir=rel, seeds=seeds, machine=machine, **({"jax": jax_version} if jax_version else {}),
                 wall_s=metrics.get("timing", {}).get("wall_s"), **part)
 
 

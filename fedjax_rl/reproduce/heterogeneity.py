@@ -278,7 +278,7 @@ def _per_row(table: Table, records: dict) -> list[str]:
         wall = "wall not recorded" if rec.get("wall_s") is None else f"wall {rec['wall_s']:,.0f} s"
         steps = "/".join(f"{n:,}" for n in sorted(set(rec["budget"]["steps_per_agent"].values())))
         md.append(f"- {key}: {steps} steps per agent; tuning-seed mean Minimum {{{choices}}}; {wall} on "
-                  f"{ran_on(rec)}, jax {rec['versions'].get('jax')}; exact configs: "
+                  f"{ran_on(rec)}; exact configs: "
                   f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}")
     return md
 

@@ -16,25 +16,31 @@ CONFIRMATORY_TABLE = "**Whole table, confirmatory seeds alone**"
 
 
 def ran_on(record: dict) -> str:
-    """Where a finished row trained, in words. A row run in seed pieces (row.json's "pieces") names
-    each piece's own machine, and where its pieces ran on several, which seeds of which program ran on
-    each, so that a row assembled on several machines does not read as one machine's; a row without
-    pieces (or whose pieces did not record theirs) names the machine of the process that wrote it."""
+    """Where a finished row trained, and with which jax, in words. A row run in seed pieces (row.json's
+    "pieces") names each piece's own machine, and where its pieces ran on several, which seeds of which
+    program ran on each, so that a row assembled on several machines does not read as one machine's;
+    where they ran on several jax versions, each machine's. A row without pieces (or whose pieces did
+    not record theirs) names the machine of the process that wrote it."""
     unrecorded = "a machine it did not record"
+    written_with = record["versions"].get("jax")
     seeds_by_machine: dict[str, dict[str, list[int]]] = {}
+    jax_by_machine: dict[str, set] = {}
     for program, found in record["pieces"].items():
         for piece in found:
             machine = piece["machine"] or unrecorded
             seeds_by_machine.setdefault(machine, {}).setdefault(program, []).extend(range(*piece["seeds"]))
+            jax_by_machine.setdefault(machine, set()).add(piece.get("jax", written_with))
     if not seeds_by_machine or list(seeds_by_machine) == [unrecorded]:
-        return machine_summary(record["machine"])
+        return f"{machine_summary(record['machine'])}, jax {written_with}"
+    one_jax = len(set().union(*jax_by_machine.values())) == 1
     if len(seeds_by_machine) == 1:
-        return next(iter(seeds_by_machine))
+        return f"{next(iter(seeds_by_machine))}, jax {next(iter(jax_by_machine.values())).pop()}"
     where = []
     for machine, programs in seeds_by_machine.items():
         seeds = "; ".join(f"{program} seeds {seed_runs(indices)}" for program, indices in programs.items())
-        where.append(f"{machine} ({seeds})")
-    return ", ".join(where)
+        jax = "" if one_jax else ", jax " + "/".join(sorted(map(str, jax_by_machine[machine])))
+        where.append(f"{machine}{jax} ({seeds})")
+    return ", ".join(where) + (f", jax {next(iter(jax_by_machine.values())).pop()}" if one_jax else "")
 
 
 def seed_runs(seeds: list[int]) -> str:

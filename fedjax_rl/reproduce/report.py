@@ -447,7 +447,7 @@ def _per_row_section(table: Table, records: dict) -> list[str]:
         md.append(f"- {key}: steps per agent {rec['budget']['steps_per_agent']} "
                   f"({'paper' if table.in_paper else 'RL-Zoo3'} {rec['budget']['paper_steps_per_agent']}), "
                   f"tuning-seed mean Minimum {{{chosen}}} -> ω = {rec['chosen_omega']:g}{theirs}; {_wall(rec)} "
-                  f"on {ran_on(rec)}, jax {rec['versions'].get('jax')}, "
+                  f"on {ran_on(rec)}, "
                   f"{_batching(rec)}{_physics_engine(rec)}; "
                   f"exact configs, versions, machine: {table.name}/{rec['env_name']}__{rec['param']}/{ROW_RESULT}")
     return md
@@ -479,8 +479,11 @@ ENGINE_NAMES = {"c": "MuJoCo's C engine", "mjx": "MuJoCo-MJX", "warp": "MuJoCo W
 def _batching(rec: dict) -> str:
     """How the row's runs were vmapped (a program in pieces batched differently lists each piece's)."""
     per_program = rec["run_batch"].values()
-    sizes = {n for value in per_program for n in (value if isinstance(value, list) else [value]) if n is not None}
-    return f"{'/'.join(map(str, sorted(sizes)))} runs per vmap" if sizes else "all runs in one vmap"
+    batches = {n for value in per_program for n in (value if isinstance(value, list) else [value])}
+    sizes = sorted(n for n in batches if n is not None)
+    if not sizes:
+        return "all runs in one vmap"
+    return f"{'/'.join(map(str, sizes))} runs per vmap{', or all in one' if None in batches else ''}"
 
 
 def _wall(rec: dict) -> str:
