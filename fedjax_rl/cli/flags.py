@@ -18,9 +18,10 @@ TABLE = {'train': [{'dest': 'algo',
                         'td3avg']},
            {'dest': 'env_name',
             'flags': ['--env-name', '--env'],
-            'help': "registered environment (fedjax_rl.envs), or brax:<name> for one of Brax's own: "
-                    'CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, LunarLander-v3, Hopper-v4, '
-                    "Walker2d-v4, HalfCheetah-v4, Ant-v4 (default: 'CartPole-v1')",
+            'help': "registered environment (fedjax_rl.envs), brax:<name> for one of Brax's own, or gym:<id> "
+                    'for a gymnasium environment stepped on the host: CartPole-v1, Acrobot-v1, '
+                    'MountainCar-v0, Pendulum-v1, LunarLander-v3, Hopper-v4, Walker2d-v4, HalfCheetah-v4, '
+                    "Ant-v4 (default: 'CartPole-v1')",
             'metavar': 'ENV'},
            {'dest': 'physics',
             'flags': ['--physics', '--param'],

@@ -23,11 +23,13 @@ from fedjax_rl.envs.registry import (
 __all__ = [
     "REGISTRY",
     "EnvSpec",
+    "HostState",
     "built_in",
     "check_engine",
     "check_physics_param",
     "equivalence_margin",
     "get",
+    "gymnasium_spec",
     "known",
     "load_plugins",
     "make",
@@ -38,3 +40,12 @@ __all__ = [
     "register",
     "return_range",
 ]
+
+
+def __getattr__(name):
+    # The gymnasium bridge (flax, gymnax) loads when first asked for, not with the registry.
+    if name in ("HostState", "gymnasium_spec"):
+        from fedjax_rl.envs import gymnasium_bridge
+
+        return getattr(gymnasium_bridge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

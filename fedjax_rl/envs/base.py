@@ -36,6 +36,7 @@ used by registering it: `envs.register(envs.EnvSpec(name=..., factory=..., pertu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import jax
@@ -133,3 +134,41 @@ class PerturbablePhysics:
     def derive(self, params):
         """Recompute derived fields from the primary ones (identity by default)."""
         return params
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """One registered environment.
+
+    - factory: builds the env from the names of the parameters that will be perturbed (LunarLander
+      needs its wind-enabled variant when "wind" is among them; the classic-control envs ignore it)
+      and the physics engine, one of `engines`.
+    - perturbed: the physical parameters the paper perturbs, in the paper's order.
+    - max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
+    - random_return: mean undiscounted episode return of a uniformly random policy at the nominal
+      params of the default variant, `make(name)` (1000 episodes, key 0).
+    - variant_random_returns: ((perturbed, return), ...) for the variants `make(name, perturbed)`
+      builds that are not the default one (LunarLander without wind); see `random_return`.
+    - return_range: (low, high) that every episode's undiscounted return lies in, at any physical
+      parameters, where the task's rewards bound it (None where they do not: LunarLander's crash and
+      landing bonuses and the MuJoCo tasks' velocity terms are unbounded in practice). The comparisons
+      intersect their intervals with what it allows (`stats.difference`'s `value_range`).
+    - solved_return: gymnasium's `reward_threshold` for the task (the return at which it counts as
+      solved), None where gymnasium registers none (Walker2d-v4, Pendulum-v1). It sets the task's
+      equivalence margin (`equivalence_margin`).
+    """
+
+    name: str
+    factory: Callable[[tuple[str, ...]], Any]
+    perturbed: tuple[str, ...]
+    max_steps: int
+    random_return: float
+    notes: str = ""
+    variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
+    return_range: tuple[float, float] | None = None
+    solved_return: float | None = None
+    #: the physics engines the task runs on, its default first ("jax": the env is written in JAX).
+    engines: tuple[str, ...] = ("jax",)
+    #: engine -> None, or raise a ValueError saying why this machine cannot run it (MuJoCo Warp
+    #: without an NVIDIA GPU).
+    check_engine: Callable[[str], None] | None = None

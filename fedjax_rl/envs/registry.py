@@ -11,7 +11,9 @@ allowed values; `check_physics_param` lets a command line check a name before co
 
 The specs live on a `plugins.Registry`, as algorithms and aggregation rules do, with the same calls
 (`register`, `get`, `names`) and the same rule for a taken name. Besides the specs below:
-`brax:<name>` is any of Brax's own environments (`fedjax_rl/envs/brax_envs.py`); `register(EnvSpec(...))`
+`brax:<name>` is any of Brax's own environments (`fedjax_rl/envs/brax_envs.py`); `gym:<id>` any of
+gymnasium's registered environments, stepped on the host (`fedjax_rl/envs/gymnasium_bridge.py`, which
+also makes a spec of one's own `gymnasium.Env`: `gymnasium_spec`); `register(EnvSpec(...))`
 adds an environment of your own (any gymnax environment meeting the contract in
 `fedjax_rl/envs/base.py`) without editing this file; and an installed package adds one through the
 entry-point group `fedjax_rl.environments`, loaded when its name is asked for (`--env NAME`).
@@ -19,11 +21,8 @@ entry-point group `fedjax_rl.environments`, loaded when its name is asked for (`
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-from collections.abc import Callable
-from typing import Any
 
 import re
 
@@ -31,44 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_rl import plugins
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvSpec:
-    """One registered environment.
-
-    - factory: builds the env from the names of the parameters that will be perturbed (LunarLander
-      needs its wind-enabled variant when "wind" is among them; the classic-control envs ignore it)
-      and the physics engine, one of `engines`.
-    - perturbed: the physical parameters the paper perturbs, in the paper's order.
-    - max_steps: episode step limit (truncation), equal to the nominal params' `max_steps_in_episode`.
-    - random_return: mean undiscounted episode return of a uniformly random policy at the nominal
-      params of the default variant, `make(name)` (1000 episodes, key 0).
-    - variant_random_returns: ((perturbed, return), ...) for the variants `make(name, perturbed)`
-      builds that are not the default one (LunarLander without wind); see `random_return`.
-    - return_range: (low, high) that every episode's undiscounted return lies in, at any physical
-      parameters, where the task's rewards bound it (None where they do not: LunarLander's crash and
-      landing bonuses and the MuJoCo tasks' velocity terms are unbounded in practice). The comparisons
-      intersect their intervals with what it allows (`stats.difference`'s `value_range`).
-    - solved_return: gymnasium's `reward_threshold` for the task (the return at which it counts as
-      solved), None where gymnasium registers none (Walker2d-v4, Pendulum-v1). It sets the task's
-      equivalence margin (`equivalence_margin`).
-    """
-
-    name: str
-    factory: Callable[[tuple[str, ...]], Any]
-    perturbed: tuple[str, ...]
-    max_steps: int
-    random_return: float
-    notes: str = ""
-    variant_random_returns: tuple[tuple[tuple[str, ...], float], ...] = ()
-    return_range: tuple[float, float] | None = None
-    solved_return: float | None = None
-    #: the physics engines the task runs on, its default first ("jax": the env is written in JAX).
-    engines: tuple[str, ...] = ("jax",)
-    #: engine -> None, or raise a ValueError saying why this machine cannot run it (MuJoCo Warp
-    #: without an NVIDIA GPU).
-    check_engine: Callable[[str], None] | None = None
+from fedjax_rl.envs.base import EnvSpec  # noqa: F401 (defined beside the contract; registered here)
 
 
 def _cartpole(_names, _engine):
@@ -231,6 +193,7 @@ _BUILT_IN = (
 
 
 _BRAX_PREFIX = "brax:"  # brax_envs.PREFIX; not imported here so that listing does not load Brax
+_GYM_PREFIX = "gym:"  # gymnasium_bridge.PREFIX, likewise
 # gymnasium's ids: a letter, then letters, digits, "_", "-" or "." ("CartPole-v1", "Slide-v0").
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 
@@ -244,7 +207,7 @@ def check_spec(spec: EnvSpec, origin: str) -> None:
 
 REGISTRY = plugins.Registry("environment", plugins.ENVIRONMENT_GROUP, EnvSpec, "env_name", check_spec,
                             pattern=ENV_NAME_PATTERN,
-                            rule="a gymnasium-style id (a letter, then letters, digits, _, - or .; brax: is Brax's)")
+                            rule="a gymnasium-style id (a letter, then letters, digits, _, - or .; brax: is Brax's, gym: gymnasium's)")
 known, built_in, load_plugins = REGISTRY.known, REGISTRY.built_in, REGISTRY.load_plugins
 for _spec in _BUILT_IN:
     REGISTRY.register(_spec, plugins.BUILT_IN)
@@ -254,9 +217,11 @@ def register(spec: EnvSpec, origin: str = "user code") -> EnvSpec:
     """Add an environment of your own under `spec.name` (`--env`, `configs.train_config`, `make`):
     `spec.factory(perturbed, engine)` returns an env meeting the contract in `fedjax_rl/envs/base.py`.
     As for algorithms and aggregation rules (`plugins.Registry.register`): the same spec again is
-    fine; a name another spec has, whoever registered it, raises, naming who; `brax:` names are Brax's."""
-    if isinstance(spec, EnvSpec) and spec.name.startswith(_BRAX_PREFIX):
-        raise ValueError(f"{origin}: environment names starting with {_BRAX_PREFIX!r} are Brax's; choose another name")
+    fine; a name another spec has, whoever registered it, raises, naming who; `brax:` names are Brax's
+    and `gym:` names gymnasium's."""
+    for prefix, whose in ((_BRAX_PREFIX, "Brax's"), (_GYM_PREFIX, "gymnasium's registered ones")):
+        if isinstance(spec, EnvSpec) and spec.name.startswith(prefix):
+            raise ValueError(f"{origin}: environment names starting with {prefix!r} are {whose}; choose another name")
     return REGISTRY.register(spec, origin)
 
 
@@ -289,14 +254,19 @@ def _brax_spec(name: str) -> EnvSpec:
 
 def get(name: str) -> EnvSpec:
     """The `EnvSpec` of `name`: a registered one, an installed plugin's (loaded and registered), or
-    Brax's for `brax:<name>`; a ValueError naming the environments if there is none."""
+    Brax's for `brax:<name>`, gymnasium's through the host bridge for `gym:<id>`; a ValueError naming
+    the environments if there is none."""
     if name.startswith(_BRAX_PREFIX):
         return _brax_spec(name)
+    if name.startswith(_GYM_PREFIX):
+        from fedjax_rl.envs import gymnasium_bridge
+
+        return gymnasium_bridge.spec_for_id(name)
     if REGISTRY.known(name):
         return REGISTRY.get(name)
     listed = dict.fromkeys((*REGISTRY.built_in(), *REGISTRY.names()))  # the library's in its order, then the rest
     raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(listed)}, "
-                     f"or {_BRAX_PREFIX}<name> for Brax's")
+                     f"or {_BRAX_PREFIX}<name> for Brax's, or {_GYM_PREFIX}<id> for gymnasium's")
 
 
 def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:

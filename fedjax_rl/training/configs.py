@@ -60,7 +60,8 @@ TRAIN_SETTINGS = (
     Setting("algo", DEFAULT_ALGO, lambda v: None if agents.known(v) else f"must be one of {list(agents.names())}",
             kind=str, help="algorithm (fedjax_rl.agents: the built-in ones and installed plugins)"),
     Setting("env_name", DEFAULT_ENV, kind=str,
-            help="registered environment (fedjax_rl.envs), or brax:<name> for one of Brax's own"),
+            help="registered environment (fedjax_rl.envs), brax:<name> for one of Brax's own, or gym:<id> for "
+                 "a gymnasium environment stepped on the host"),
     Setting("physics", ("length",), kind="strs", help="physical parameter(s) to perturb, comma-separated"),
     Setting("engine", None, kind=str,
             help="physics engine of a MuJoCo task: c (MuJoCo's C engine, gymnasium's physics exactly; the "
