@@ -205,3 +205,11 @@ def test_an_environment_that_raises_stops_the_run_with_its_error_and_keeps_finis
     finally:
         envs.REGISTRY.entries.pop(spec.name)
         envs.REGISTRY.origins.pop(spec.name)
+
+
+def test_the_command_line_refuses_a_name_gym_cartpole_lacks_before_compiling():
+    from fedjax_rl.cli import commands
+
+    with pytest.raises(SystemExit, match="fedjax-rl: error: unknown physical parameter 'lenght' for gym:CartPole-v1; "
+                                         "allowed: force_mag, gravity, length"):
+        commands.main(["train", "--algo", "fedrdqn", "--env", "gym:CartPole-v1", "--param", "lenght", "--no-progress"])
