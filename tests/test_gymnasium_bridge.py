@@ -4,7 +4,8 @@ and with gymnasium stepped by hand under a perturbed attribute; names refused be
 an environment that exists only as a gymnasium class learns, gives one result per seed, and resumes
 from a checkpoint to the same bits."""
 
-import gymnasium
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,30 +14,13 @@ import pytest
 from fedjax_rl import envs
 from fedjax_rl.training import checkpoint, configs, loop
 from test_reproducibility import _assert_results_identical
+from test_user_env import _example
 
 
-class GymSlide(gymnasium.Env):
-    """A block on ice pushed left or right toward x = 0 (reward -|x|, terminated beyond |x| = 2), in
-    plain gymnasium: examples/own_environment's `Slide-v0` written as most users' environments are,
-    its state in `self.state` and its mass an attribute."""
-
-    def __init__(self):
-        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32)
-        self.action_space = gymnasium.spaces.Discrete(2)
-        self.mass = 1.0
-        self.state = np.zeros(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.state = np.array([self.np_random.uniform(-1.0, 1.0), 0.0])
-        return self.state.astype(np.float32), {}
-
-    def step(self, action):
-        x, v = self.state
-        v = v + 0.1 * (1.0 if action == 1 else -1.0) / self.mass
-        x = x + 0.1 * v
-        self.state = np.array([x, v])
-        return self.state.astype(np.float32), -abs(x), bool(abs(x) > 2.0), False, {}
+# examples/gymnasium_environment: the block on ice in plain gymnasium, state in `self.state`, mass an attribute.
+EXAMPLE = _example("gymnasium_environment_gym_slide", os.path.join(
+    os.path.dirname(__file__), "..", "examples", "gymnasium_environment", "gym_slide.py"))
+GymSlide = EXAMPLE.GymSlide
 
 
 class Diverging(GymSlide):
@@ -62,7 +46,7 @@ class Stateless(GymSlide):
 
 @pytest.fixture(scope="module")
 def gym_slide():
-    spec = envs.register(envs.gymnasium_spec("GymSlide-v0", GymSlide, perturbed=("mass",), max_steps=20))
+    spec = envs.register(EXAMPLE.SPEC)
     yield spec
     envs.REGISTRY.entries.pop(spec.name)
     envs.REGISTRY.origins.pop(spec.name)
