@@ -24,8 +24,15 @@ counted by hand from the shapes; GFLOP/s divides them by CPU-seconds, and "of pl
 rate relative to the plain update's.
 
     python benchmarks/step_ceiling.py [--networks 25] [--batch 16] [--steps 128] [--repeats 5]
+    python benchmarks/step_ceiling.py --family ddpg [--batch 64]
 
-Writes benchmarks/results/step_ceiling.json with the machine.
+`--family ddpg` does the same for DDPGAvg(1) and FedRDDPG on Hopper-v4's shapes (11 observations, 3
+actions, RL-Zoo3's 400-300 networks, the paper's batch 64): the plain update is the critic's forward
+and backward, the target actor's and target critic's forwards, the actor's forward and backward
+through the critic (input gradients), Polyak averaging of both targets, and for FedRDDPG D's forward
+and backward; the library case is `DDPGAgent.gradient_step`.
+
+Writes benchmarks/results/step_ceiling.json (step_ceiling_ddpg.json for DDPG) with the machine.
 """
 
 from __future__ import annotations
@@ -186,6 +193,115 @@ def compiled_case(init, step, networks: int, steps: int):
     return timed
 
 
+DDPG_OBS, DDPG_ACTIONS, DDPG_HIDDEN, DDPG_LR, DDPG_ETA = 11, 3, (400, 300), 1e-3, 0.005  # Hopper-v4
+
+
+def ddpg_matmul_flops(robust: bool, batch: int) -> int:
+    """DDPG's matrix products, 2 m n k each. Forward of a net: its layers. Backward for the weights:
+    the same again; for the inputs of its hidden layers: the same less the first layer; through the
+    critic for the actor's loss, the input gradient of the first layer too (the action's part)."""
+    actor = list(zip((DDPG_OBS, *DDPG_HIDDEN), (*DDPG_HIDDEN, DDPG_ACTIONS)))
+    critic = list(zip((DDPG_OBS + DDPG_ACTIONS, *DDPG_HIDDEN), (*DDPG_HIDDEN, 1)))
+    degree = list(zip((DDPG_OBS, *DDPG_HIDDEN), (*DDPG_HIDDEN, 1)))
+
+    def fwd(layers):
+        return sum(2 * batch * a * b for a, b in layers)
+
+    def bwd_weights(layers):
+        return fwd(layers)
+
+    def bwd_inputs(layers, first=False):
+        return fwd(layers if first else layers[1:])
+
+    flops = fwd(actor) + fwd(critic)  # target actor and target critic on s'
+    flops += fwd(critic) + bwd_weights(critic) + bwd_inputs(critic)  # the critic's update
+    flops += fwd(actor) + fwd(critic) + bwd_inputs(critic, first=True) + bwd_weights(actor) + bwd_inputs(actor)
+    if robust:
+        flops += fwd(degree) + bwd_weights(degree) + bwd_inputs(degree)
+    return flops
+
+
+def ddpg_plain_case(robust: bool, replay: bool, batch: int, buffer_size: int):
+    """One agent's DDPG gradient step as a plain function of (state, key): SB3's order (critic and
+    D, then the actor against the updated critic, then Polyak targets), Adam, no clipping."""
+    opt = optax.adam(DDPG_LR)
+
+    def actor_apply(p, obs):
+        return jnp.tanh(mlp(p, obs))
+
+    def critic_apply(p, obs, action):
+        return mlp(p, jnp.concatenate([obs, action], axis=-1))[:, 0]
+
+    def init(key):
+        ka, kc, kd, kb = jax.random.split(key, 4)
+        actor = mlp_init(ka, (DDPG_OBS, *DDPG_HIDDEN, DDPG_ACTIONS))
+        critic = mlp_init(kc, (DDPG_OBS + DDPG_ACTIONS, *DDPG_HIDDEN, 1))
+        rows = buffer_size if replay else batch
+        ko, ku, kr, kn = jax.random.split(kb, 4)
+        data = Transition(obs=jax.random.normal(ko, (rows, DDPG_OBS)),
+                          action=jax.random.uniform(ku, (rows, DDPG_ACTIONS), minval=-1.0, maxval=1.0),
+                          reward=jax.random.normal(kr, (rows,)), next_obs=jax.random.normal(kn, (rows, DDPG_OBS)),
+                          terminated=jnp.zeros(rows, bool))
+        state = dict(actor=actor, actor_target=actor, critic=critic, critic_target=critic, actor_opt=opt.init(actor),
+                     critic_opt=opt.init(critic), data=data)
+        if robust:
+            d = mlp_init(kd, (DDPG_OBS, *DDPG_HIDDEN, 1))
+            state.update(d=d, d_opt=opt.init(d))
+        return state
+
+    def step(state, key):
+        data = state["data"]
+        if replay:
+            idx = jax.random.randint(key, (batch,), 0, buffer_size)
+            data = jax.tree.map(lambda x: x[idx], data)
+        next_value = critic_apply(state["critic_target"], data.next_obs, actor_apply(state["actor_target"], data.next_obs))
+        bootstrap = jnp.where(data.terminated, 0.0, next_value)
+        target = data.reward + GAMMA * bootstrap
+        out = dict(state)
+        if robust:
+            def d_loss(d):
+                pred = mlp(d, data.obs)[:, 0]
+                diff = bootstrap - pred
+                return jnp.mean(jnp.where(diff >= 0, TAU, 1 - TAU) * diff ** 2), pred
+
+            (_, degree), d_grads = jax.value_and_grad(d_loss, has_aux=True)(state["d"])
+            target = data.reward + GAMMA * (1 - OMEGA) * bootstrap + GAMMA * OMEGA * jax.lax.stop_gradient(degree)
+            updates, out["d_opt"] = opt.update(d_grads, state["d_opt"], state["d"])
+            out["d"] = optax.apply_updates(state["d"], updates)
+        grads = jax.grad(lambda c: jnp.mean((critic_apply(c, data.obs, data.action) - target) ** 2))(state["critic"])
+        updates, out["critic_opt"] = opt.update(grads, state["critic_opt"], state["critic"])
+        out["critic"] = optax.apply_updates(state["critic"], updates)
+        grads = jax.grad(lambda a: -jnp.mean(critic_apply(out["critic"], data.obs, actor_apply(a, data.obs))))(
+            state["actor"])
+        updates, out["actor_opt"] = opt.update(grads, state["actor_opt"], state["actor"])
+        out["actor"] = optax.apply_updates(state["actor"], updates)
+        out["critic_target"] = optax.incremental_update(out["critic"], state["critic_target"], DDPG_ETA)
+        out["actor_target"] = optax.incremental_update(out["actor"], state["actor_target"], DDPG_ETA)
+        return out, None
+
+    return init, step
+
+
+def ddpg_library_case(algo: str, batch: int, buffer_size: int):
+    config = configs.train_config(algo, "Hopper-v4", physics=("torso",), agent_overrides=dict(
+        batch_size=batch, buffer_size=buffer_size, hidden_sizes=DDPG_HIDDEN))
+    agent = program.make_setup(config).agent
+    hp = config.agent.hparams()
+
+    def init(key):
+        state = agent.init(key)
+        items = Transition(obs=jnp.ones((buffer_size, DDPG_OBS)), action=jnp.zeros((buffer_size, DDPG_ACTIONS)),
+                           reward=jnp.ones(buffer_size), next_obs=jnp.ones((buffer_size, DDPG_OBS)),
+                           terminated=jnp.zeros(buffer_size, bool))
+        state, _ = jax.lax.scan(lambda s, t: (agent.observe(s, t), None), state, items)
+        return state
+
+    def step(state, key):
+        return agent.gradient_step(state, key, hp)[0], None
+
+    return init, step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--networks", type=int, default=25, help="networks vmapped: seeds x agents (default 25)")
@@ -193,24 +309,32 @@ def main() -> None:
     parser.add_argument("--buffer", type=int, default=1000, help="replay items per network (default 1000)")
     parser.add_argument("--steps", type=int, default=128, help="gradient steps per call, in a scan (default 128)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default=RESULTS)
+    parser.add_argument("--family", choices=("dqn", "ddpg"), default="dqn")
+    parser.add_argument("--out", default=None, help="default results/step_ceiling.json (_ddpg for DDPG)")
     args = parser.parse_args()
+    args.out = args.out or (RESULTS if args.family == "dqn" else RESULTS.replace(".json", "_ddpg.json"))
 
     rows = []
-    for algo, robust in (("dqnavg", False), ("fedrdqn", True)):
-        cases = {
-            "plain": plain_case(robust, False, False, False, args.batch, args.buffer),
-            "+ replay": plain_case(robust, True, False, False, args.batch, args.buffer),
-            "+ clip": plain_case(robust, True, True, False, args.batch, args.buffer),
-            "+ lr leaf": plain_case(robust, True, True, True, args.batch, args.buffer),
-            "library": library_case(algo, args.batch, args.buffer),
-        }
+    algos = (("dqnavg", False), ("fedrdqn", True)) if args.family == "dqn" else (("ddpgavg1", False), ("fedrddpg", True))
+    for algo, robust in algos:
+        if args.family == "ddpg":
+            cases = {"plain": ddpg_plain_case(robust, False, args.batch, args.buffer),
+                     "+ replay": ddpg_plain_case(robust, True, args.batch, args.buffer),
+                     "library": ddpg_library_case(algo, args.batch, args.buffer)}
+        else:
+            cases = {
+                "plain": plain_case(robust, False, False, False, args.batch, args.buffer),
+                "+ replay": plain_case(robust, True, False, False, args.batch, args.buffer),
+                "+ clip": plain_case(robust, True, True, False, args.batch, args.buffer),
+                "+ lr leaf": plain_case(robust, True, True, True, args.batch, args.buffer),
+                "library": library_case(algo, args.batch, args.buffer),
+            }
         timers = {name: compiled_case(*case, args.networks, args.steps) for name, case in cases.items()}
         seconds = {name: [] for name in timers}
         for repeat in range(args.repeats):
             for name, timer in timers.items():  # interleaved
                 seconds[name].append(timer(repeat))
-        flops = matmul_flops(robust, args.batch) * args.networks * args.steps
+        flops = (matmul_flops if args.family == "dqn" else ddpg_matmul_flops)(robust, args.batch) * args.networks * args.steps
         plain = statistics.median(seconds["plain"])
         for name, values in seconds.items():
             median = statistics.median(values)
@@ -219,7 +343,7 @@ def main() -> None:
                              matmul_flops_per_call=flops))
             print(f"{algo:8s} {name:10s} {median * 1e3:8.1f} ms  {flops / median / 1e9:6.1f} GFLOP/s  "
                   f"{plain / median:5.2f} of plain", flush=True)
-    result = dict(machine=common.machine(), networks=args.networks, batch=args.batch, buffer=args.buffer,
+    result = dict(machine=common.machine(), family=args.family, networks=args.networks, batch=args.batch, buffer=args.buffer,
                   steps_per_call=args.steps, repeats=args.repeats, rows=rows)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
