@@ -95,6 +95,32 @@ def matmul_flops(robust: bool, batch: int) -> int:
     return flops
 
 
+def draw(data, key, batch: int, buffer_size: int):
+    """A minibatch drawn from the replay items as the library draws it: uniform indices, a gather."""
+    idx = jax.random.randint(key, (batch,), 0, buffer_size)
+    return jax.tree.map(lambda x: x[idx], data)
+
+
+def td_target(data, next_value):
+    return data.reward + GAMMA * jnp.where(data.terminated, 0.0, next_value)
+
+
+def robust_target(state, out, data, next_value, opt):
+    """The robust term of a plain update: D's expectile step (into `out`) and the target it gives,
+    y = r + gamma (1 - omega) V(s') + gamma omega D(s)."""
+    bootstrap = jnp.where(data.terminated, 0.0, next_value)
+
+    def d_loss(d):
+        pred = mlp(d, data.obs)[:, 0]
+        diff = bootstrap - pred
+        return jnp.mean(jnp.where(diff >= 0, TAU, 1 - TAU) * diff ** 2), pred
+
+    (_, degree), d_grads = jax.value_and_grad(d_loss, has_aux=True)(state["d"])
+    updates, out["d_opt"] = opt.update(d_grads, state["d_opt"], state["d"])
+    out["d"] = optax.apply_updates(state["d"], updates)
+    return data.reward + GAMMA * (1 - OMEGA) * bootstrap + GAMMA * OMEGA * jax.lax.stop_gradient(degree)
+
+
 def plain_case(robust: bool, replay: bool, clip: bool, lr_leaf: bool, batch: int, buffer_size: int):
     """One network's gradient step as a plain function of (state, key), with the parts asked for."""
     chain = [optax.clip_by_global_norm(MAX_GRAD_NORM)] if clip else []
@@ -120,23 +146,10 @@ def plain_case(robust: bool, replay: bool, clip: bool, lr_leaf: bool, batch: int
 
     def step(state, key):
         data = state["data"]
-        if replay:
-            idx = jax.random.randint(key, (batch,), 0, buffer_size)
-            data = jax.tree.map(lambda x: x[idx], data)
+        data = draw(data, key, batch, buffer_size) if replay else data
         next_value = jnp.max(mlp(state["q_target"], data.next_obs), axis=-1)
-        bootstrap = jnp.where(data.terminated, 0.0, next_value)
-        target = data.reward + GAMMA * bootstrap
         out = dict(state)
-        if robust:
-            def d_loss(d):
-                pred = mlp(d, data.obs)[:, 0]
-                diff = bootstrap - pred
-                return jnp.mean(jnp.where(diff >= 0, TAU, 1 - TAU) * diff ** 2), pred
-
-            (_, degree), d_grads = jax.value_and_grad(d_loss, has_aux=True)(state["d"])
-            target = data.reward + GAMMA * (1 - OMEGA) * bootstrap + GAMMA * OMEGA * jax.lax.stop_gradient(degree)
-            updates, out["d_opt"] = opt.update(d_grads, state["d_opt"], state["d"])
-            out["d"] = optax.apply_updates(state["d"], updates)
+        target = robust_target(state, out, data, next_value, opt) if robust else td_target(data, next_value)
 
         def q_loss(q):
             taken = jnp.take_along_axis(mlp(q, data.obs), data.action[:, None], axis=-1)[:, 0]
@@ -251,23 +264,10 @@ def ddpg_plain_case(robust: bool, replay: bool, batch: int, buffer_size: int):
 
     def step(state, key):
         data = state["data"]
-        if replay:
-            idx = jax.random.randint(key, (batch,), 0, buffer_size)
-            data = jax.tree.map(lambda x: x[idx], data)
+        data = draw(data, key, batch, buffer_size) if replay else data
         next_value = critic_apply(state["critic_target"], data.next_obs, actor_apply(state["actor_target"], data.next_obs))
-        bootstrap = jnp.where(data.terminated, 0.0, next_value)
-        target = data.reward + GAMMA * bootstrap
         out = dict(state)
-        if robust:
-            def d_loss(d):
-                pred = mlp(d, data.obs)[:, 0]
-                diff = bootstrap - pred
-                return jnp.mean(jnp.where(diff >= 0, TAU, 1 - TAU) * diff ** 2), pred
-
-            (_, degree), d_grads = jax.value_and_grad(d_loss, has_aux=True)(state["d"])
-            target = data.reward + GAMMA * (1 - OMEGA) * bootstrap + GAMMA * OMEGA * jax.lax.stop_gradient(degree)
-            updates, out["d_opt"] = opt.update(d_grads, state["d_opt"], state["d"])
-            out["d"] = optax.apply_updates(state["d"], updates)
+        target = robust_target(state, out, data, next_value, opt) if robust else td_target(data, next_value)
         grads = jax.grad(lambda c: jnp.mean((critic_apply(c, data.obs, data.action) - target) ** 2))(state["critic"])
         updates, out["critic_opt"] = opt.update(grads, state["critic_opt"], state["critic"])
         out["critic"] = optax.apply_updates(state["critic"], updates)

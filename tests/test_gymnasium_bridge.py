@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from fedjax_rl import envs
-from fedjax_rl.training import checkpoint, configs, loop
-from test_reproducibility import _assert_results_identical
+from fedjax_rl.training import configs, loop
+from test_reproducibility import _assert_results_identical, _crash_after_first_checkpoint
 from test_user_env import _example
 
 
@@ -158,16 +158,7 @@ def test_fedrdqn_learns_a_gymnasium_class_and_resumes_to_the_same_bits(gym_slide
     assert np.median(nominal) >= -7.0 and np.median(local) >= -7.0
 
     out = str(tmp_path / "resumed")
-    real_save = checkpoint.save
-
-    def save_then_die(path, tree, **extra):
-        real_save(path, tree, **extra)
-        raise KeyboardInterrupt("simulated crash after the first block")
-
-    monkeypatch.setattr(checkpoint, "save", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        loop.run(config, num_seeds=4, seed=0, progress=False, out_dir=out)
-    monkeypatch.setattr(checkpoint, "save", real_save)
+    _crash_after_first_checkpoint(monkeypatch, config, num_seeds=4, out_dir=out)
     resumed = loop.run(config, num_seeds=4, seed=0, progress=False, out_dir=out)
     assert resumed["timing"]["resumed_at_block"] == 1
     _assert_results_identical(resumed, result)

@@ -32,7 +32,7 @@ def _assert_results_identical(a: dict, b: dict) -> None:
             np.testing.assert_array_equal(np.asarray(a[part][name]), np.asarray(b[part][name]), err_msg=f"{part}/{name}")
 
 
-def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
+def _crash_after_first_checkpoint(monkeypatch, config, num_seeds=2, **run_kwargs) -> None:
     """loop.run that dies (a simulated crash) right after writing its first checkpoint."""
     real_save = checkpoint.save
 
@@ -42,7 +42,7 @@ def _crash_after_first_checkpoint(monkeypatch, config, **run_kwargs) -> None:
 
     monkeypatch.setattr(checkpoint, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
-        loop.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
+        loop.run(config, num_seeds=num_seeds, seed=0, progress=False, **run_kwargs)
     monkeypatch.setattr(checkpoint, "save", real_save)
 
 
