@@ -98,7 +98,7 @@ class GymState(environment.EnvState):
     """An episode's step count and the host environment's state, carried by the compiled run."""
 
     words: jax.Array  # the host state's float64 bits as uint32 words
-    truncated: jax.Array  # the environment's own truncation at the last step (beside the time limit)
+    truncated: jax.Array  # whether the last step truncated its episode (the time limit or the environment's own)
 
 
 class GymnasiumEnv(environment.Environment):
