@@ -163,17 +163,24 @@ def plain_case(robust: bool, replay: bool, clip: bool, lr_leaf: bool, batch: int
     return init, step
 
 
-def library_case(algo: str, batch: int, buffer_size: int):
-    config = configs.train_config(algo, "CartPole-v1", agent_overrides=dict(
-        batch_size=batch, buffer_size=buffer_size, hidden_sizes=HIDDEN, max_grad_norm=MAX_GRAD_NORM))
+def library_case(algo: str, batch: int, buffer_size: int, env_name: str = "CartPole-v1", physics=("length",),
+                 hidden=HIDDEN, obs_dim: int = OBS, action: jax.ShapeDtypeStruct | None = None,
+                 overrides: dict | None = None):
+    """The library's own gradient step (`agent.gradient_step`) on a full replay buffer of `buffer_size`
+    items; `action` is one stored action's shape and dtype (default: a discrete action); `overrides`
+    further agent settings (default: DQN's gradient clipping, SB3's max_grad_norm)."""
+    action = action or jax.ShapeDtypeStruct((), jnp.int32)
+    config = configs.train_config(algo, env_name, physics=physics, agent_overrides=dict(
+        batch_size=batch, buffer_size=buffer_size, hidden_sizes=hidden,
+        **(dict(max_grad_norm=MAX_GRAD_NORM) if overrides is None else overrides)))
     agent = program.make_setup(config).agent
     hp = config.agent.hparams()
 
     def init(key):
         state = agent.init(key)
         # A full buffer, so that sampling draws from every slot as in training.
-        items = Transition(obs=jnp.ones((buffer_size, OBS)), action=jnp.zeros(buffer_size, jnp.int32),
-                           reward=jnp.ones(buffer_size), next_obs=jnp.ones((buffer_size, OBS)),
+        items = Transition(obs=jnp.ones((buffer_size, obs_dim)), action=jnp.zeros((buffer_size, *action.shape), action.dtype),
+                           reward=jnp.ones(buffer_size), next_obs=jnp.ones((buffer_size, obs_dim)),
                            terminated=jnp.zeros(buffer_size, bool))
         state, _ = jax.lax.scan(lambda s, t: (agent.observe(s, t), None), state, items)
         return state
@@ -282,26 +289,6 @@ def ddpg_plain_case(robust: bool, replay: bool, batch: int, buffer_size: int):
     return init, step
 
 
-def ddpg_library_case(algo: str, batch: int, buffer_size: int):
-    config = configs.train_config(algo, "Hopper-v4", physics=("torso",), agent_overrides=dict(
-        batch_size=batch, buffer_size=buffer_size, hidden_sizes=DDPG_HIDDEN))
-    agent = program.make_setup(config).agent
-    hp = config.agent.hparams()
-
-    def init(key):
-        state = agent.init(key)
-        items = Transition(obs=jnp.ones((buffer_size, DDPG_OBS)), action=jnp.zeros((buffer_size, DDPG_ACTIONS)),
-                           reward=jnp.ones(buffer_size), next_obs=jnp.ones((buffer_size, DDPG_OBS)),
-                           terminated=jnp.zeros(buffer_size, bool))
-        state, _ = jax.lax.scan(lambda s, t: (agent.observe(s, t), None), state, items)
-        return state
-
-    def step(state, key):
-        return agent.gradient_step(state, key, hp)[0], None
-
-    return init, step
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--networks", type=int, default=25, help="networks vmapped: seeds x agents (default 25)")
@@ -320,7 +307,8 @@ def main() -> None:
         if args.family == "ddpg":
             cases = {"plain": ddpg_plain_case(robust, False, args.batch, args.buffer),
                      "+ replay": ddpg_plain_case(robust, True, args.batch, args.buffer),
-                     "library": ddpg_library_case(algo, args.batch, args.buffer)}
+                     "library": library_case(algo, args.batch, args.buffer, "Hopper-v4", ("torso",), DDPG_HIDDEN,
+                                             DDPG_OBS, jax.ShapeDtypeStruct((DDPG_ACTIONS,), jnp.float32), overrides={})}
         else:
             cases = {
                 "plain": plain_case(robust, False, False, False, args.batch, args.buffer),
