@@ -266,9 +266,13 @@ def init(setup: Setup, key, max_rate=None) -> TrainState:
     env_params = perturb.agent_env_params(setup.env, setup.nominal_params, config.physics, rates)
     agents_state = for_each_agent(setup, functools.partial(init_agent, setup), in_axes=(0, 0))(
         jax.random.split(agents_key, K), env_params)
+    return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key(key))
+
+
+def server_key(key) -> jax.Array:
+    """The server's key stream (its draws of participants) of the run keyed `key`."""
     # Folded in rather than split off, so adding this stream left every other key unchanged.
-    server_key = jax.random.fold_in(key, _SERVER_STREAM)
-    return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key)
+    return jax.random.fold_in(key, _SERVER_STREAM)
 
 
 def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainState, dict]:
