@@ -7,19 +7,24 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test test-heavy mutation bench notebooks docs lock clean cli-flags
+.PHONY: demo test test-deployment test-heavy mutation bench notebooks docs lock clean cli-flags
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test,ray]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[test,ray,flower]"
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/fedjax-rl demo --out runs/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not heavy" tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not heavy and not deployment" tests
+
+# A Flower federation of real processes (a SuperLink and SuperNodes on 127.0.0.1, `flwr run`): every round
+# starts a client process per node, minutes in all, so it runs beside `make test` in CI, not inside it.
+test-deployment: $(STAMP)
+	$(BIN)/python -m pytest -m deployment tests
 
 # Checks too long for CI (e.g. the MJX line-search cap against the uncapped solver over many states).
 test-heavy: $(STAMP)
@@ -64,7 +69,7 @@ notebooks: $(STAMP)
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
-	.venv-lock/bin/python -m pip install --quiet -e ".[test,docs,ray]"
+	.venv-lock/bin/python -m pip install --quiet -e ".[test,docs,ray,flower]"
 	{ sed -n '1,2p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --all --exclude-editable | grep -v '^fedjax\|^pip=='; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
 

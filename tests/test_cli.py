@@ -461,7 +461,7 @@ def test_help_imports_no_jax_and_answers_at_once():
     import subprocess
     import sys
 
-    heavy = ("jax", "numpy", "matplotlib", "gymnax", "flax", "mujoco")
+    heavy = ("jax", "numpy", "matplotlib", "gymnax", "flax", "mujoco", "flwr")
     script = ("import sys, time; t = time.perf_counter(); from fedjax_rl.cli import commands\n"
               "try:\n    commands.main(sys.argv[1:] + ['--help'])\nexcept SystemExit:\n    pass\n"
               f"print('HEAVY', sorted(m for m in {heavy!r} if m in sys.modules), time.perf_counter() - t)")

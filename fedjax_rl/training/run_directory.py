@@ -147,7 +147,11 @@ class RunDirectory:
 
     def finish(self, result: dict, state) -> None:
         """The run's files, with its global parameters, then finished.json."""
-        shared = distributed.to_host(state.agents.learner.shared)
+        self.finish_with(result, distributed.to_host(state.agents.learner.shared))
+
+    def finish_with(self, result: dict, shared) -> None:
+        """`finish` from the agents' shared leaves alone ([seeds, K, ...]; [grid, seeds, K, ...] for a
+        grid), for a run whose state lives elsewhere (a federation of processes, `fedjax_rl.flower`)."""
         if distributed.is_writer():
             _write_run(self.path, result, self.points, self.grid, self.num_seeds, self.seed, shared, self.first_seed)
             _mark_finished(self.path, self.config_dict)
@@ -193,6 +197,9 @@ class NoRunDirectory:
         pass
 
     def finish(self, result: dict, state) -> None:
+        pass
+
+    def finish_with(self, result: dict, shared) -> None:
         pass
 
     def write_stopped(self, result: dict, blocks_done: int) -> str:

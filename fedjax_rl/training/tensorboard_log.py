@@ -67,7 +67,7 @@ def has_events(directory: str) -> bool:
     return bool(glob.glob(os.path.join(glob.escape(directory), EVENTS)))
 
 
-class _NoBoard:
+class NoBoard:
     """What a run without event files writes to: nothing."""
 
     def write(self, record: dict, wall_s: float) -> None:
@@ -132,7 +132,7 @@ def _close_all(writers) -> None:
         writer.close()
 
 
-def open_board(plan, start_block: int, grid_label) -> Board | _NoBoard:
+def open_board(plan, start_block: int, grid_label) -> Board | NoBoard:
     """The board of `loop.run`'s plan, continuing after `start_block` checkpointed blocks; one
     that writes nothing without a run directory, with `tensorboard=False`, or on a process other than
     the writer. `grid_label(point, grid)` names a grid point's directory."""
@@ -141,7 +141,7 @@ def open_board(plan, start_block: int, grid_label) -> Board | _NoBoard:
     config = plan.config
     if (plan.out_dir is None or not config.tensorboard or not distributed.is_writer()
             or start_block >= config.num_evals):  # nothing left to write
-        return _NoBoard()
+        return NoBoard()
     points = plan.points or [config]
     run_dirs = ([plan.out_dir] if plan.points is None
                 else [os.path.join(plan.out_dir, grid_label(point, plan.grid)) for point in points])

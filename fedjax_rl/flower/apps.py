@@ -1,0 +1,425 @@
+"""Every registered algorithm as a Flower ClientApp and ServerApp (flwr's Message API).
+
+A client is one agent (`federation.Member`) in its own environment: its node configuration's
+`partition-id` is its agent index k, and its other keys set its physics as scales of the nominal
+values (`length=1.3`); without them it takes the compiled program's draw for agent k. Its carry
+(replay buffer, optimiser state, environment, keys) persists between rounds in the node's
+`context.state`; only the shared leaves are sent.
+
+The server (`run_federation`) drives the rounds: a setup query that every client answers before
+anything trains (its agent index and physics, or the error that stops the run), then each round a
+train message to every client, carrying the global model (none in round 0: every agent starts from
+its own initialisation, as in the compiled program), and the aggregate of the uploads by the
+library's rule (`federation.Aggregation`). Under partial participation every client trains and
+only the round's participants, drawn as the compiled program draws them, upload. After every
+`eval_every_rounds` rounds the clients evaluate the global model in their own environments (the
+Average and Minimum over clients are the tables' metrics) and the server evaluates it in the nominal
+environment; at the end, the clients' environments and the robustness sweep. The run directory is
+the one `fedjax-rl train --out` writes, so `compare`, `plot` and TensorBoard read it as any run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flwr.app import (Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord,
+                      RecordDict)
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from fedjax_rl.core import evaluate, perturb
+from fedjax_rl.flower import federation
+from fedjax_rl.training import configs, machine, program, records, run_directory, tensorboard_log
+from fedjax_rl.training.configs import TrainConfig
+
+# Record names in messages and in a client's context.state.
+RUN = "run"  # ConfigRecord: "settings" (the run's config.json record), "round", "upload", "final"
+GLOBAL = "global"  # ArrayRecord: the global model's shared leaves
+SHARED = "shared"  # ArrayRecord: a client's upload
+METRICS = "metrics"  # MetricRecord
+CARRY = "fedjax_rl.carry"  # ArrayRecord in context.state: the agent's carry after its last round
+PROGRESS = "fedjax_rl.progress"  # ConfigRecord in context.state: "next_round"
+# Node-configuration key: a directory where the client keeps its carry after every round, so that a
+# restarted client (or a resumed run, whose context is new) continues where it stopped.
+STATE_DIR = federation.STATE_DIR
+
+
+class FederationError(RuntimeError):
+    """A client failed or went missing, or the clients cannot form this federation."""
+
+
+def _arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
+    return {name: array.numpy() for name, array in record.items()}
+
+
+def _record(tree) -> ArrayRecord:
+    return ArrayRecord({name: Array(value) for name, value in federation.to_arrays(tree).items()})
+
+
+# -- the client ------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_member(settings: str, index: int, scales: tuple) -> federation.Member:
+    # One per run and node in a process (a simulation's worker serves several nodes): its jitted
+    # round compiles once.
+    config, seed = federation.config_from_message(settings)
+    return federation.Member(config, seed, index, dict(scales))
+
+
+def member_for(message: Message, context: Context) -> federation.Member:
+    """The agent this node runs for the message's run: index and physics from its node configuration."""
+    node = dict(context.node_config)
+    if federation.AGENT_INDEX not in node:
+        raise ValueError(f"node configuration lacks '{federation.AGENT_INDEX}' (this client's agent index)")
+    scales = {k: v for k, v in node.items() if k not in federation.NODE_KEYS}
+    return _cached_member(str(message.content[RUN]["settings"]), int(node[federation.AGENT_INDEX]),
+                          tuple(sorted(scales.items())))
+
+
+def _setup(message: Message, context: Context) -> Message:
+    member = member_for(message, context)
+    env, params = member.setup.env, member.env_params()
+    physics = {name: float(env.get_physics(params, name)) for name in member.config.physics}
+    return Message(RecordDict({RUN: ConfigRecord({"index": member.index, "physics": json.dumps(physics)})}),
+                   reply_to=message)
+
+
+def _stored_carry(member: federation.Member, context: Context, settings: str, round_index: int):
+    """The carry this client holds before round `round_index`: from its context (the same run), else
+    from its state directory (a restarted client, a resumed run). A ValueError when it has neither."""
+    if PROGRESS in context.state and int(context.state[PROGRESS]["next_round"]) == round_index:
+        return federation.from_arrays(_arrays(context.state[CARRY]), member.carry_shapes())
+    state_dir = context.node_config.get(STATE_DIR)
+    if state_dir:
+        path = federation.carry_path(str(state_dir), settings, member.index, round_index)
+        if os.path.exists(path):
+            return member.load_carry(path)
+    where = f"in its {STATE_DIR} {state_dir}" if state_dir else f"(no '{STATE_DIR}' in its node configuration)"
+    raise ValueError(f"asked for round {round_index + 1}, but this client holds no state from before it {where}")
+
+
+def _train(message: Message, context: Context) -> Message:
+    member = member_for(message, context)
+    run = message.content[RUN]
+    settings, round_index = str(run["settings"]), int(run["round"])
+    carry = member.init() if round_index == 0 else _stored_carry(member, context, settings, round_index)
+    if GLOBAL in message.content:
+        shared = federation.from_arrays(_arrays(message.content[GLOBAL]), member.carry_shapes().learner.shared)
+        carry = member.with_shared(carry, shared)
+    carry, (sums, first_bad) = member.local_round(carry, round_index)
+    context.state[CARRY] = _record(carry)
+    context.state[PROGRESS] = ConfigRecord({"next_round": round_index + 1})
+    if context.node_config.get(STATE_DIR):
+        member.save_carry(carry, str(context.node_config[STATE_DIR]), settings, round_index + 1)
+    content = RecordDict({METRICS: MetricRecord(
+        {**{k: float(v) for k, v in sums.items()}, **{f"first_bad/{k}": int(v) for k, v in first_bad.items()}})})
+    if bool(run["upload"]):
+        content[SHARED] = _record(carry.learner.shared)
+    return Message(content, reply_to=message)
+
+
+def _evaluate(message: Message, context: Context) -> Message:
+    member = member_for(message, context)
+    run = message.content[RUN]
+    shared = federation.from_arrays(_arrays(message.content[GLOBAL]), member.carry_shapes().learner.shared)
+    returns = member.evaluate(shared, int(run["round"]), bool(run["final"]))
+    return Message(RecordDict({METRICS: MetricRecord({"episode_returns": [float(x) for x in returns]})}),
+                   reply_to=message)
+
+
+def client_app() -> ClientApp:
+    """The ClientApp: one agent of any registered algorithm (the run's settings come from the server).
+    A SuperNode may start a process per message: compiled programs are kept on disk
+    (`machine.use_compilation_cache`), so that only the first round of a run compiles."""
+    machine.use_compilation_cache()
+    app = ClientApp()
+    app.query()(_setup)
+    app.train()(_train)
+    app.evaluate()(_evaluate)
+    return app
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+def config_from_run_config(run_config: dict) -> tuple[TrainConfig, int, str | None, dict]:
+    """(config, seed, out_dir, server options) from a Flower app's run config (`[tool.flwr.app.config]`,
+    `--run-config`): `algo`, `env`, `seed`, `out-dir`, the server's `round-timeout` (seconds a round
+    waits for its clients' replies; 0: no limit) and `wait-for-clients` (seconds), any run setting by name (`num-agents`, `steps-per-agent`, ...) and
+    any agent setting as `agent.NAME`; values as the command line spells them. Flower accepts only the
+    keys an app's pyproject.toml declares, so `options` holds any others, "NAME=VALUE NAME=VALUE"
+    (`agent.batch-size=64 eval-episodes=10`). A ValueError names an unknown key with the allowed ones."""
+    given = dict(run_config)
+    for pair in str(given.pop("options", "")).split():
+        if "=" not in pair:
+            raise ValueError(f"run config options expects NAME=VALUE pairs separated by spaces, got {pair!r}")
+        name, value = pair.split("=", 1)
+        given[name] = value
+    given = {str(k).replace("-", "_"): v for k, v in given.items()}
+    algo, env_name = given.pop("algo", configs.DEFAULT_ALGO), given.pop("env", configs.DEFAULT_ENV)
+    seed, out_dir = int(given.pop("seed", 0)), given.pop("out_dir", None)
+    options = {"timeout_s": float(given.pop("round_timeout", 0)) or None,
+               "wait_s": float(given.pop("wait_for_clients", 120))}
+    run_settings = [s for s in TrainConfig.SETTINGS if s.name not in ("algo", "env_name", "agent")]
+    agent_pairs = [f"{k[len('agent.'):]}={_text(v)}" for k, v in given.items() if k.startswith("agent.")]
+    run_pairs = [f"{k}={_text(v)}" for k, v in given.items() if not k.startswith("agent.")]
+    from fedjax_rl import agents
+
+    overrides = configs.settings.parse_pairs(tuple(run_settings), run_pairs, "run settings", "run config")
+    agent_overrides = configs.settings.parse_pairs(agents.get(algo).config.SETTINGS, agent_pairs,
+                                                   f"{algo} settings", "run config agent.NAME")
+    config = configs.train_config(algo, env_name, agent_overrides=agent_overrides, **overrides)
+    return config, seed, out_dir or None, options
+
+
+def _text(value) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def _wait_for_nodes(grid: Grid, count: int, wait_s: float) -> list[int]:
+    deadline = time.monotonic() + wait_s
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= count or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if len(nodes) < count:
+        raise FederationError(f"num_agents={count} clients are needed, {len(nodes)} connected within {wait_s:g} s; "
+                              f"start {count - len(nodes)} more SuperNode(s) or lower num_agents")
+    return nodes
+
+
+def _exchange(grid: Grid, messages: dict[int, Message], what: str, timeout_s: float | None,
+              agent_of: dict[int, int], saved: str = "") -> dict[int, Message]:
+    """Send `messages` {node: message}; every reply by node, or, as soon as one client fails (its
+    error reply: a ClientApp's exception, a node the SuperLink lost) or `timeout_s` passes without
+    every reply, a FederationError naming the clients, with `saved` (what is kept, how to resume)."""
+    ids = list(grid.push_messages(list(messages.values())))
+    node_of_message = dict(zip(ids, messages))
+    replies: dict[int, Message] = {}
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pause = 0.05  # a pull is cheap next to a round; waiting grows to 1 s
+    while len(replies) < len(messages):
+        waiting = [i for i in ids if node_of_message[i] not in replies]
+        for reply in grid.pull_messages(waiting):
+            replies[node_of_message[reply.metadata.reply_to_message_id]] = reply
+        if any(reply.has_error() for reply in replies.values()):
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        time.sleep(pause)
+        pause = min(2 * pause, 1.0)
+    failed = {node: reply.error.reason for node, reply in replies.items() if reply.has_error()}
+    missing = [node for node in messages if node not in replies]
+    if failed or missing:
+        lines = [f"agent {agent_of.get(n, '?')} (node {n}): {reason}" for n, reason in failed.items()]
+        if not failed:  # after a failure the others are not waited for
+            lines += [f"agent {agent_of.get(n, '?')} (node {n}): no reply within {timeout_s:g} s" for n in missing]
+        raise FederationError(f"{what} failed on {len(lines)} client(s): " + "; ".join(lines)
+                              + (f". {saved}" if saved else ""))
+    return replies
+
+
+def _message(node: int, kind: str, run: dict, global_model=None) -> Message:
+    content = RecordDict({RUN: ConfigRecord(run)})
+    if global_model is not None:
+        content[GLOBAL] = _record(global_model)
+    return Message(content, dst_node_id=node, message_type=kind)
+
+
+def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str | None = None,
+                   wait_s: float = 120.0, timeout_s: float | None = None,
+                   say: Callable[[str], None] = print) -> dict:
+    """The server's side of a federated run of `config` over the grid's clients (`config.num_agents`
+    of them, agent indices 0..K-1); returns `loop.run`'s result layout for one seed, and with `out_dir`
+    writes its run directory, with a checkpoint after every round: the same call resumes after the
+    last finished round (its clients restore theirs from their `state-dir`), and a finished run is
+    read back. `timeout_s`: how long a round waits for its replies (None: as long as it takes).
+    Raises `FederationError` when clients are missing or fail, naming them."""
+    setup = program.make_setup(config)  # validates before any client is asked anything
+    K = config.num_agents
+    config_dict, _ = records.recorded_config(config, 1, seed)
+    directory = run_directory.for_run(out_dir, config_dict, None, None, 1, seed)
+    directory.prepare(False)
+    finished = directory.read_finished()
+    if finished is not None:
+        say(f"{out_dir} holds this finished run: its results are read back, nothing is computed again")
+        return finished
+    shared_shapes = jax.eval_shape(setup.agent.init, jax.random.key(0)).shared
+    state, blocks_done, curve, wall_before = directory.open(_server_state(setup, shared_shapes))
+    rounds_done = int(state["rounds_done"])
+    if rounds_done:
+        say(f"resuming after round {rounds_done} of {config.num_rounds} ({directory.checkpoint_path})")
+    settings = federation.config_message(config, seed)
+    started = time.perf_counter()
+
+    nodes = _wait_for_nodes(grid, K, wait_s)
+    answers = _exchange(grid, {n: _message(n, MessageType.QUERY, {"settings": settings}) for n in nodes},
+                        "setup", timeout_s, {})
+    agent_of = {n: int(m.content[RUN]["index"]) for n, m in answers.items()}
+    node_of = {}
+    for node, index in sorted(agent_of.items()):
+        if index in node_of:
+            raise FederationError(f"nodes {node_of[index]} and {node} both run agent {index}; give each node its "
+                                  f"own '{federation.AGENT_INDEX}' in [0, {K})")
+        node_of[index] = node
+    if sorted(node_of) != list(range(K)):
+        raise FederationError(f"agents {sorted(set(range(K)) - set(node_of))} have no client (indices held: "
+                              f"{sorted(node_of)})")
+    physics = [json.loads(answers[node_of[k]].content[RUN]["physics"]) for k in range(K)]
+    say(f"{K} clients joined: " + "; ".join(
+        f"agent {k} " + ", ".join(f"{n}={v:.4g}" for n, v in physics[k].items()) for k in range(K)))
+
+    comm = program.communication(program.make_trainer(config))
+    board = _board(config, seed, out_dir, comm, blocks_done)
+    aggregate = federation.Aggregation(setup.server)
+    policy_returns = jax.jit(functools.partial(_nominal_returns, setup))
+    global_model = state["global"] if rounds_done else None
+    wall = lambda: wall_before + time.perf_counter() - started  # noqa: E731
+    for round_index in range(rounds_done, config.num_rounds):
+        weights = federation.participants(setup.server, seed, round_index)
+        messages = {node_of[k]: _message(node_of[k], MessageType.TRAIN,
+                                         {"settings": settings, "round": round_index,
+                                          "upload": weights is None or bool(weights[k])}, global_model)
+                    for k in range(K)}
+        replies = _exchange(grid, messages, f"round {round_index + 1}", timeout_s, agent_of,
+                            saved=_saved(directory, round_index))
+        uploads = [_arrays(replies[node_of[k]].content[SHARED]) if SHARED in replies[node_of[k]].content else None
+                   for k in range(K)]
+        # A non-participant's place holds any participant's upload: its weight is 0.
+        filler = next(u for u in uploads if u is not None)
+        trees = [federation.from_arrays(filler if u is None else u, shared_shapes) for u in uploads]
+        global_model = aggregate(trees, weights)
+        totals = {name: np.float32(total + sum(float(replies[node_of[k]].content[METRICS][name]) for k in range(K)))
+                  for name, total in state["totals"].items()}
+        state = {"global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
+        if (round_index + 1) % config.eval_every_rounds == 0:
+            record = _block_record(grid, setup, seed, global_model, round_index + 1, totals, settings, node_of,
+                                   agent_of, timeout_s, policy_returns)
+            curve.append(records.to_lists(record))
+            board.write(curve[-1], wall_s=wall())
+            blocks_done += 1
+            state["totals"] = {name: np.float32(0.0) for name in totals}
+            say(f"round {round_index + 1}/{config.num_rounds}: local average {record['local_average'][0]:.1f}, "
+                f"minimum {record['local_minimum'][0]:.1f}, nominal {record['nominal_return'][0]:.1f}")
+        directory.save_block(state, blocks_done, curve, wall_s=wall())
+    board.close()
+    final = _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics)
+    result = {"curve": {k: np.stack([np.asarray(c[k]) for c in curve], axis=1) for k in curve[0]} if curve else {},
+              "final": final, "communication": comm, "run_batch": None, "seed_indices": [0],
+              "timing": {"wall_s": wall(), "wall_s_this_process": time.perf_counter() - started,
+                         "resumed_at_block": blocks_done if rounds_done else 0},
+              "machine": machine.describe(), "federation": {"runtime": "flower", "resumed_after_round": rounds_done}}
+    directory.finish_with(result, jax.tree.map(lambda x: np.asarray(x)[None, None], global_model))
+    return result
+
+
+# What a round's replies sum (`program.summarize`'s metrics), carried to the block's record.
+def _server_state(setup, shared_shapes) -> dict:
+    """What the server checkpoints after every round: the global model, the rounds done and the
+    block's training sums so far."""
+    names = ("episodes", "episode_return_sum", "trained", *setup.agent.loss_names)
+    return {"global": jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shared_shapes), "rounds_done": np.int32(0),
+            "totals": {name: np.float32(0.0) for name in names}}
+
+
+def _saved(directory, round_index: int) -> str:
+    """What a failure message says about the rounds already saved."""
+    if not directory.saves:
+        return f"the {round_index} finished round(s) were not saved (no out_dir)"
+    return (f"the {round_index} finished round(s) are saved in {directory.path}; restart the client with the same "
+            f"node configuration (its '{STATE_DIR}' holds its state) and run the same command to resume")
+
+
+def _board(config: TrainConfig, seed: int, out_dir: str | None, comm: dict, blocks_done: int):
+    """The run's TensorBoard events, as `loop.run` writes them (nothing without a directory)."""
+    if out_dir is None or not config.tensorboard:
+        return tensorboard_log.NoBoard()
+    start_step = blocks_done * config.eval_every_rounds * config.sync_every + 1
+    return tensorboard_log.Board([out_dir], False, [seed], start_step, program.make_setup(config).agent.loss_names,
+                                 [float(getattr(config.agent, "omega", 0.0))],
+                                 comm["bytes_up_per_round"] + comm["bytes_down_per_round"], config.sync_every)
+
+
+def _nominal_returns(setup, shared, key):
+    policy = lambda obs: setup.agent.greedy_action(shared, obs)  # noqa: E731
+    return evaluate.episode_returns(setup.env, setup.nominal_params, policy, key, setup.config.eval_episodes,
+                                    setup.max_steps)
+
+
+def _local_returns(grid, setup, global_model, settings, rounds_done, final, node_of, agent_of, timeout_s):
+    K = setup.config.num_agents
+    messages = {node_of[k]: _message(node_of[k], MessageType.EVALUATE,
+                                     {"settings": settings, "round": rounds_done, "final": final}, global_model)
+                for k in range(K)}
+    replies = _exchange(grid, messages, f"evaluation after round {rounds_done}", timeout_s, agent_of)
+    return np.asarray([replies[node_of[k]].content[METRICS]["episode_returns"] for k in range(K)], np.float32)
+
+
+def _block_record(grid, setup, seed, global_model, rounds_done, totals, settings, node_of, agent_of, timeout_s,
+                  policy_returns) -> dict:
+    """One evaluation block's curve record, for one seed ([1] leading axis), as `program.run_block` makes it."""
+    config = setup.config
+    local = program.local_metrics(jnp.asarray(_local_returns(grid, setup, global_model, settings, rounds_done,
+                                                             False, node_of, agent_of, timeout_s)))
+    nominal = np.asarray(policy_returns(global_model, federation.evaluation_key(seed, rounds_done, config.num_rounds)))
+    train_steps = max(float(totals["trained"]), 1.0)
+    record = {
+        "env_steps": rounds_done * config.sync_every,
+        "nominal_return": float(np.mean(nominal)),
+        "nominal_episode_returns": nominal,
+        **{name: np.asarray(local[name]) for name in ("local_average", "local_minimum", "local_returns")},
+        "train_return": float(totals["episode_return_sum"]) / max(float(totals["episodes"]), 1.0),
+        **{name: float(totals[name]) / train_steps for name in setup.agent.loss_names},
+    }
+    return {k: np.asarray(v)[None] for k, v in record.items()}
+
+
+def _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics) -> dict:
+    """The final evaluation, for one seed ([1] leading axis), as `program.finalize` makes it."""
+    config, env = setup.config, setup.env
+    local = program.local_metrics(jnp.asarray(_local_returns(grid, setup, global_model, settings,
+                                                             config.num_rounds, True, node_of, agent_of, timeout_s)))
+    policy = lambda obs: setup.agent.greedy_action(global_model, obs)  # noqa: E731
+    scales = perturb.sweep_scales(config.sweep_points)
+    sweep_params = perturb.scaled_env_params(env, setup.nominal_params, config.physics, scales)
+    sweep_episodes = np.asarray(jax.jit(lambda: evaluate.returns_over_params(
+        env, sweep_params, policy, federation.sweep_key(seed, config.num_rounds), config.eval_episodes,
+        setup.max_steps))())
+    nominal = {name: float(env.get_physics(setup.nominal_params, name)) for name in config.physics}
+    values = np.asarray([[p[name] for name in config.physics] for p in physics], np.float32)
+    final = {
+        "rates": values / np.asarray([nominal[n] for n in config.physics], np.float32) - 1.0,
+        "physics_values": values,
+        **{name: np.asarray(v) for name, v in local.items()},
+        "sweep_scales": np.asarray(scales, np.float32),
+        "sweep_returns": sweep_episodes.mean(-1),
+        "sweep_episode_returns": sweep_episodes,
+    }
+    return {k: np.asarray(v)[None] for k, v in final.items()}
+
+
+def server_app(config: TrainConfig | None = None, seed: int = 0, out_dir: str | None = None,
+               **federation_options) -> ServerApp:
+    """The ServerApp. With `config`, it runs that configuration; without, it reads the run config
+    (`config_from_run_config`: what `flwr run` passes from the app's pyproject.toml)."""
+    machine.use_compilation_cache()
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        if config is None:
+            run_config, run_seed, run_out, options = config_from_run_config(dict(context.run_config))
+        else:
+            run_config, run_seed, run_out, options = config, seed, out_dir, {}
+        run_federation(grid, run_config, run_seed, run_out, **{**options, **federation_options})
+
+    return app

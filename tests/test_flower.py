@@ -1,0 +1,460 @@
+"""The algorithms as Flower apps (fedjax_rl.flower): a federation of processes computes what the
+compiled program computes.
+
+Known answers: an agent as a process (`federation.Member`) and the server's rule on the stacked
+uploads (`federation.Aggregation`) reproduce the program's own round, `program.agent_round` mapped
+over the agent axis, bit for bit, round after round, under full and partial participation and a
+robust rule. Against `loop.run` (the seed-vmapped block program) they agree to float rounding: that
+program is another shape, and XLA's CPU code for it rounds a few products differently (from round 5
+of this run, measured: at most 1.7e-7 in the global model after 8 rounds), as a grid's points and
+`train` as one fused program do (docs/reproducibility.md). Flower's simulation engine, with the
+server's and clients' messages, gives the in-process federation's global model bit for bit.
+
+Most tests drive the ServerApp through `LocalGrid`, which delivers messages to ClientApp calls in
+this process; one runs Flower's simulation engine (Ray workers) as a user would.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
+from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
+
+from fedjax_rl.core import federated  # noqa: E402
+from fedjax_rl.flower import apps, federation  # noqa: E402
+from fedjax_rl.training import configs, loop, program  # noqa: E402
+
+SEED = 7
+# Measured on this file's configs (AVX2): at most 1.7e-7 (the mean) and 2.5e-6 (the median under partial
+# participation) after 8 rounds; the bound leaves room for another CPU's rounding and stays far below
+# a change of algorithm (one Adam step moves a parameter by about the learning rate, 1e-3).
+ROUNDING_BOUND = 1e-4
+
+
+def small_config(**overrides):
+    settings = dict(num_agents=2, steps_per_agent=400, sync_every=50, eval_every_rounds=4, eval_episodes=2,
+                    sweep_points=2, tensorboard=False)
+    settings.update(overrides)
+    return configs.train_config("fedrdqn", "CartPole-v1",
+                                agent_overrides=dict(hidden_sizes=(32, 32), learning_starts=50, buffer_size=500,
+                                                     batch_size=16), **settings)
+
+
+class LocalGrid:
+    """What `apps.run_federation` needs of a Flower Grid, delivering each message to a ClientApp call
+    in this process (one Context per node, kept across rounds, as a SuperNode keeps it)."""
+
+    def __init__(self, node_configs: list[dict], client=None, fail_at: tuple[int, int] | None = None):
+        """`fail_at` (agent index, round): that agent's client raises when asked for that round."""
+        # Who is sending, as Flower's runtime records it for the ServerApp's process.
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+        self.client = client or apps.client_app()
+        self.contexts = {100 + i: Context(run_id=1, node_id=100 + i, node_config=dict(node), state=RecordDict(),
+                                          run_config={})
+                         for i, node in enumerate(node_configs)}
+        self.sent = []  # message types, in order
+        self.fail_at = fail_at
+        self.replies = {}
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def push_messages(self, messages):
+        """Delivers each message at once; its reply waits to be pulled."""
+        ids = []
+        for message in messages:
+            message.metadata.__dict__["_message_id"] = message_id = f"m{len(self.sent)}"
+            self.sent.append(message.metadata.message_type)
+            context = self.contexts[message.metadata.dst_node_id]
+            try:
+                if self.fail_at and message.metadata.message_type == "train" and self.fail_at == (
+                        context.node_config[federation.AGENT_INDEX], message.content[apps.RUN]["round"]):
+                    raise RuntimeError("the client's machine went down")
+                reply = self.client(message, context)
+            except Exception as error:  # as a SuperNode reports a ClientApp's exception
+                reply = Message(Error(code=1, reason=f"{type(error).__name__}: {error}"), reply_to=message)
+            self.replies[message_id] = reply
+            ids.append(message_id)
+        return ids
+
+    def pull_messages(self, message_ids):
+        return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+
+def nodes(num_agents: int, **physics) -> list[dict]:
+    return [{federation.AGENT_INDEX: k, federation.NUM_AGENTS: num_agents, **physics} for k in range(num_agents)]
+
+
+def leaves(tree) -> dict:
+    return federation.to_arrays(tree)
+
+
+def max_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))) for k in a)
+
+
+def program_rounds(config, seed: int):
+    """The compiled program's own rounds, one jitted call each (`program.agent_round` over the agent
+    axis, the server's participants drawn as `run_block` draws them): the global model after each."""
+    trainer = program.make_trainer(config)
+    setup = trainer.setup
+    partial = setup.server.partial
+    state = jax.jit(trainer.init)(program.seed_keys(seed, 1)[0])
+    mapped = jax.jit(federated.for_each_agent(functools.partial(program.agent_round, setup), config.num_agents,
+                                              in_axes=(0, None, None, 0 if partial else None)))
+    agents, models = state.agents, []
+    for r in range(config.num_rounds):
+        agents, _ = mapped(agents, jnp.int32(r), trainer.hparams, setup.server.weights(state.server_key, r))
+        models.append(leaves(jax.tree.map(lambda x: x[0], agents.learner.shared)))
+    return models
+
+
+def member_rounds(config, seed: int):
+    """The same federation with every agent a `federation.Member` and the server's rule applied to
+    their uploads: the global model after each round."""
+    members = [federation.Member(config, seed, k) for k in range(config.num_agents)]
+    aggregate = federation.Aggregation(federated.Server(config.num_agents, config.participation,
+                                                        config.aggregation, config.trim))
+    carries, models = [m.init() for m in members], []
+    for r in range(config.num_rounds):
+        carries = [m.local_round(c, r)[0] for m, c in zip(members, carries)]
+        model = aggregate([c.learner.shared for c in carries],
+                          federation.participants(aggregate.server, seed, r))
+        carries = [m.with_shared(c, model) for m, c in zip(members, carries)]
+        models.append(leaves(model))
+    return models
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory):
+    """`loop.run` of the small config (one seed), written to a run directory."""
+    out = str(tmp_path_factory.mktemp("compiled"))
+    result = loop.run(small_config(), seed=SEED, out_dir=out, progress=False)
+    return out, result
+
+
+def global_params(run_dir: str) -> dict:
+    with np.load(os.path.join(run_dir, "global_params.npz")) as data:
+        return {k[len("leaf:"):]: data[k][0] for k in data.files if k.startswith("leaf:")}
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(num_agents=3, participation=0.67, aggregation="median")],
+                         ids=["mean", "median-partial"])
+def test_members_are_the_programs_agents(settings):
+    config = small_config(**settings)
+    differences = [max_difference(ours, its)
+                   for ours, its in zip(member_rounds(config, SEED), program_rounds(config, SEED))]
+    print("largest difference from the program's rounds, round by round:", differences)
+    assert max(differences) <= ROUNDING_BOUND
+
+
+def test_a_federation_on_the_local_grid_is_the_compiled_run(compiled_run, tmp_path):
+    compiled_dir, compiled = compiled_run
+    config = small_config(tensorboard=True)  # not part of a run's identity: the same run
+    grid = LocalGrid(nodes(2))
+    result = apps.run_federation(grid, config, SEED, str(tmp_path), say=lambda _: None)
+    ours = global_params(str(tmp_path))
+    assert max_difference(ours, member_rounds(config, SEED)[-1]) == 0.0
+    assert max_difference(ours, global_params(compiled_dir)) <= ROUNDING_BOUND
+    # The same evaluations: common episode keys, so equal returns from (nearly) equal policies.
+    for part, names in (("curve", ("local_returns", "nominal_return")), ("final", ("local_returns", "sweep_returns"))):
+        for name in names:
+            np.testing.assert_array_equal(result[part][name], compiled[part][name], err_msg=f"{part}/{name}")
+    np.testing.assert_allclose(result["final"]["physics_values"], compiled["final"]["physics_values"], rtol=1e-6)
+    # Only what the protocol says crossed: a setup query, then train messages, evaluations per block.
+    assert grid.sent[:2] == ["query", "query"] and grid.sent.count("train") == 2 * config.num_rounds
+    # The run directory reads as any run's: compare's table (beside the compiled run: the same
+    # numbers), the figures, TensorBoard's events (one point per block, equal to the curve).
+    from fedjax_rl.analysis import plots
+    from references import tensorboard_scalars
+
+    table = plots.comparison_table([str(tmp_path), compiled_dir]).splitlines()
+    rows = [line.split("|")[1:] for line in table if line.startswith((str(tmp_path), compiled_dir))]
+    assert len(rows) == 2 and rows[0] == rows[1], table
+    figures = plots.plot_results([plots.load_run(str(tmp_path))], str(tmp_path / "figure"))
+    assert figures and all(os.path.getsize(path) > 0 for path in figures)
+    shown = tensorboard_scalars(str(tmp_path))
+    assert [v for _, v in shown["eval/local_minimum"]] == list(np.float32(result["curve"]["local_minimum"][0]))
+    assert [s for s, _ in shown["eval/local_average"]] == [200, 400]
+
+
+def test_partial_participation_and_a_robust_rule_are_the_librarys(tmp_path):
+    # Every client trains each round; the compiled program's draw says who uploads.
+    config = small_config(num_agents=3, participation=0.67, aggregation="median", steps_per_agent=300,
+                          eval_every_rounds=3)
+    grid = LocalGrid(nodes(3))
+    apps.run_federation(grid, config, SEED, str(tmp_path), say=lambda _: None)
+    assert max_difference(global_params(str(tmp_path)), member_rounds(config, SEED)[-1]) == 0.0
+    assert grid.sent.count("train") == 3 * config.num_rounds
+
+
+def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finished(compiled_run, tmp_path):
+    config = small_config()
+    out, state_dir = str(tmp_path / "run"), str(tmp_path / "client_state")
+    node_configs = nodes(2, **{apps.STATE_DIR: state_dir})
+    with pytest.raises(apps.FederationError) as raised:
+        apps.run_federation(LocalGrid(node_configs, fail_at=(1, 5)), config, SEED, out, say=lambda _: None)
+    message = str(raised.value)
+    assert "round 6 failed on 1 client(s): agent 1" in message and "the client's machine went down" in message
+    assert f"the 5 finished round(s) are saved in {out}" in message
+    # Restarted clients (new contexts: only their state directories remain) and the same call.
+    said = []
+    grid = LocalGrid(node_configs)
+    result = apps.run_federation(grid, config, SEED, out, say=said.append)
+    assert "resuming after round 5 of 8" in said[0]
+    assert grid.sent.count("train") == 2 * 3
+    assert max_difference(global_params(out), member_rounds(config, SEED)[-1]) == 0.0
+    _, uninterrupted = compiled_run
+    np.testing.assert_array_equal(result["curve"]["local_returns"], uninterrupted["curve"]["local_returns"])
+    # Each client keeps its last two carries.
+    kept = sorted(os.listdir(os.path.dirname(federation.carry_path(state_dir, federation.config_message(config, SEED),
+                                                                   1, 8))))
+    assert kept == ["before_round_7.npz", "before_round_8.npz"]
+
+
+def test_a_node_sets_its_own_physics(tmp_path):
+    config = small_config(steps_per_agent=100, eval_every_rounds=2)
+    grid = LocalGrid([{federation.AGENT_INDEX: 0, "length": 1.3}, {federation.AGENT_INDEX: 1, "length": 0.7}])
+    result = apps.run_federation(grid, config, SEED, None, say=lambda _: None)
+    np.testing.assert_allclose(result["final"]["physics_values"][0, :, 0], [0.5 * 1.3, 0.5 * 0.7], rtol=1e-6)
+
+
+@pytest.mark.parametrize("node_configs, expected", [
+    ([{federation.AGENT_INDEX: 0, "lenght": 1.3}, {federation.AGENT_INDEX: 1}], "'lenght', which this environment"),
+    ([{federation.AGENT_INDEX: 0, "length": -1.0}, {federation.AGENT_INDEX: 1}], "length=-1.0"),
+    ([{federation.AGENT_INDEX: 0}, {federation.AGENT_INDEX: 0}], "both run agent 0"),
+    ([{federation.AGENT_INDEX: 0}, {federation.AGENT_INDEX: 2}], "must be in [0, 2)"),
+    ([{federation.AGENT_INDEX: 0}], "num_agents=2 clients are needed, 1 connected"),
+], ids=["unknown-physics", "bad-scale", "duplicate-index", "index-out-of-range", "too-few-clients"])
+def test_bad_federations_stop_before_anything_trains(node_configs, expected):
+    grid = LocalGrid(node_configs)
+    with pytest.raises(apps.FederationError) as raised:
+        apps.run_federation(grid, small_config(), SEED, None, wait_s=0.5, say=lambda _: None)
+    assert expected in str(raised.value)
+    assert "train" not in grid.sent
+
+
+def test_an_algorithm_a_client_lacks_is_named(monkeypatch):
+    # The server's settings name an algorithm the clients' installation does not have.
+    real = federation.config_message
+
+    def foreign(config, seed):
+        recorded = json.loads(real(config, seed))
+        return json.dumps({**recorded, "algo": "not_installed_here"})
+
+    monkeypatch.setattr(federation, "config_message", foreign)
+    grid = LocalGrid(nodes(2))
+    with pytest.raises(apps.FederationError, match="setup failed on 2 client.*not_installed_here"):
+        apps.run_federation(grid, small_config(), SEED, None, say=lambda _: None)
+    assert "train" not in grid.sent
+
+
+def test_flowers_simulation_engine_runs_the_same_federation(compiled_run, tmp_path):
+    from flwr.simulation import run_simulation
+
+    compiled_dir, _ = compiled_run
+    config = small_config()
+    run_simulation(apps.server_app(config, SEED, str(tmp_path), say=lambda _: None), apps.client_app(),
+                   num_supernodes=config.num_agents,
+                   # One worker serves both nodes: the round compiles once.
+                   backend_config={"client_resources": {"num_cpus": 2}})
+    ours = global_params(str(tmp_path))
+    assert max_difference(ours, member_rounds(config, SEED)[-1]) == 0.0
+    assert max_difference(ours, global_params(compiled_dir)) <= ROUNDING_BOUND
+    assert os.path.exists(tmp_path / "finished.json")
+
+
+def test_the_library_without_the_apps_imports_no_flower():
+    import subprocess
+    import sys
+
+    script = ("import sys, fedjax_rl, fedjax_rl.training.loop, fedjax_rl.reproduce.harness, fedjax_rl.analysis.plots, "
+              "fedjax_rl.cli.commands\nprint(sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray')))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+# -- a deployment: a SuperLink and SuperNodes as processes of their own, on the loopback interface --
+
+EXAMPLE_APP = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "flower_app")
+DEPLOYMENT_TIMEOUT_S = 600  # the whole federation, start to finish
+
+
+def free_ports(count: int) -> list[int]:
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class Deployment:
+    """A SuperLink and `num_nodes` SuperNodes started as local processes bound to 127.0.0.1, with a
+    Flower home of their own; on exit every process they started (and their children) is stopped.
+    `node_configs`: each SuperNode's `--node-config` text (default: its partition only)."""
+
+    def __init__(self, home, num_nodes: int, node_configs=None):
+        import shutil
+        import sys
+
+        self.home, self.processes = str(home), []
+        bin_dir = os.path.dirname(sys.executable)
+        self.env = {**os.environ, "FLWR_HOME": self.home, "FLWR_DISABLE_UPDATE_CHECK": "1",
+                    "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+        self.link_port, *self.node_ports = free_ports(1 + num_nodes)
+        with open(os.path.join(self.home, "config.toml"), "w") as f:
+            f.write(f'[superlink]\ndefault = "test"\n\n[superlink.test]\naddress = "127.0.0.1:{self.link_port}"\n'
+                    "insecure = true\n")
+        self.node_configs = node_configs or [f"partition-id={k} num-partitions={num_nodes}" for k in range(num_nodes)]
+        self.which = lambda name: shutil.which(name, path=self.env["PATH"])
+
+    def start(self, name: str, *args: str, log: str):
+        import subprocess
+
+        out = open(os.path.join(self.home, log), "w")
+        process = subprocess.Popen([self.which(name), *args], env=self.env, cwd=self.home, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def __enter__(self):
+        self.start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation", "--host",
+                   "127.0.0.1", "--port", str(self.link_port), "--database", os.path.join(self.home, "link.db"),
+                   log="superlink.log")
+        self.wait_for_port(self.link_port, self.processes[0], "superlink.log")
+        self.nodes = [self.start_node(k) for k in range(len(self.node_configs))]
+        return self
+
+    def wait_for_port(self, port: int, process, log: str, timeout_s: float = 60.0) -> None:
+        import socket
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert process.poll() is None, open(os.path.join(self.home, log)).read()[-3000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s; see {log}")
+
+    def start_node(self, index: int):
+        return self.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.link_port}", "--host",
+                          "127.0.0.1", "--port", str(self.node_ports[index]), "--node-config",
+                          self.node_configs[index], log=f"node_{index}.log")
+
+    def stop_node(self, process) -> None:
+        """Kill a SuperNode and every process under it, as a machine going down would."""
+        import psutil
+
+        parent = psutil.Process(process.pid)
+        every = [parent, *parent.children(recursive=True)]
+        for p in every:
+            p.kill()
+        psutil.wait_procs(every, timeout=10)
+
+    def run(self, app: str, run_config: str, timeout_s: float):
+        import subprocess
+
+        return subprocess.run([self.which("flwr"), "run", app, "test", "--stream", "--run-config", run_config],
+                              env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout_s)
+
+    def __exit__(self, *exc):
+        import psutil
+
+        started = [psutil.Process(p.pid) for p in self.processes if p.poll() is None]
+        every = started + [child for p in started for child in p.children(recursive=True)]
+        # The SuperLink detaches its executor into a session of its own: found by this home's ports.
+        every += [p for p in psutil.process_iter(["cmdline"])
+                  if any(f"127.0.0.1:{port}" in " ".join(p.info["cmdline"] or ())
+                         for port in (self.link_port, *self.node_ports)) and p not in every]
+        for process in every:
+            try:
+                process.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(every, timeout=10)
+        for process in alive:
+            process.kill()
+        psutil.wait_procs(alive, timeout=10)
+
+
+def run_config_text(config, seed: int, out_dir: str) -> str:
+    agent = config.agent
+    return " ".join([
+        'algo="fedrdqn"', 'env="CartPole-v1"', f"seed={seed}", f'out-dir="{out_dir}"',
+        f"num-agents={config.num_agents}", f"steps-per-agent={config.steps_per_agent}",
+        f"sync-every={config.sync_every}", f"eval-every-rounds={config.eval_every_rounds}",
+        f"agent.omega={agent.omega}", f"agent.learning-starts={agent.learning_starts}",
+        f'options="eval-episodes={config.eval_episodes} sweep-points={config.sweep_points} agent.hidden-sizes=32,32 '
+        f'agent.buffer-size={agent.buffer_size} agent.batch-size={agent.batch_size}"',
+    ])
+
+
+@pytest.mark.deployment
+def test_a_deployment_of_processes_on_the_loopback_runs_the_same_federation(tmp_path):
+    # Four rounds, two evaluations: a SuperNode starts a client process per message.
+    config = small_config(steps_per_agent=200, eval_every_rounds=2)
+    home = tmp_path / "flower_home"
+    home.mkdir()
+    out = tmp_path / "run"
+    with Deployment(home, config.num_agents) as deployment:
+        done = deployment.run(EXAMPLE_APP, run_config_text(config, SEED, str(out)), DEPLOYMENT_TIMEOUT_S)
+    assert os.path.exists(out / "finished.json"), done.stdout[-4000:] + done.stderr[-4000:]
+    assert max_difference(global_params(str(out)), member_rounds(config, SEED)[-1]) == 0.0
+    # Its run directory reads as any run's.
+    from fedjax_rl.analysis import plots
+
+    assert plots.load_run(str(out))["config"]["num_agents"] == config.num_agents
+
+
+@pytest.mark.deployment
+def test_a_killed_supernode_stops_the_run_which_resumes_when_it_returns(tmp_path):
+    import subprocess
+    import time
+
+    config = small_config(steps_per_agent=300, eval_every_rounds=2)
+    home, out, state_dir = tmp_path / "flower_home", tmp_path / "run", tmp_path / "client_state"
+    home.mkdir()
+    node_configs = [f'partition-id={k} num-partitions=2 state-dir="{state_dir}"' for k in range(2)]
+    run_config = run_config_text(config, SEED, str(out)) + " round-timeout=60"
+    settings = federation.config_message(config, SEED)
+    with Deployment(home, 2, node_configs) as deployment:
+        flwr = subprocess.Popen([deployment.which("flwr"), "run", EXAMPLE_APP, "test", "--stream", "--run-config",
+                                 run_config], env=deployment.env, cwd=deployment.home, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            # Agent 1 finishes two rounds, then its machine goes down.
+            deadline = time.monotonic() + DEPLOYMENT_TIMEOUT_S
+            while not os.path.exists(federation.carry_path(str(state_dir), settings, 1, 2)):
+                assert time.monotonic() < deadline and flwr.poll() is None, "the federation never reached round 2"
+                time.sleep(0.5)
+            deployment.stop_node(deployment.nodes[1])
+            stream, _ = flwr.communicate(timeout=DEPLOYMENT_TIMEOUT_S)
+        finally:
+            if flwr.poll() is None:
+                flwr.kill()
+        assert "failed on 1 client(s): agent 1" in stream and "run the same command to resume" in stream, stream[-4000:]
+        assert not os.path.exists(out / "finished.json")
+        # The machine comes back; the same command resumes after the rounds the server saved.
+        deployment.nodes[1] = deployment.start_node(1)
+        done = deployment.run(EXAMPLE_APP, run_config, DEPLOYMENT_TIMEOUT_S)
+    assert os.path.exists(out / "finished.json"), done.stdout[-4000:] + done.stderr[-4000:]
+    assert "resuming after round" in done.stdout, done.stdout[-4000:]
+    assert max_difference(global_params(str(out)), member_rounds(config, SEED)[-1]) == 0.0
