@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+# Flower reports usage to its servers unless told not to (read when flwr is first imported); tests do not.
+os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 pytest.importorskip("flwr")
 
 from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
@@ -315,7 +317,7 @@ class Deployment:
         self.home, self.processes = str(home), []
         bin_dir = os.path.dirname(sys.executable)
         self.env = {**os.environ, "FLWR_HOME": self.home, "FLWR_DISABLE_UPDATE_CHECK": "1",
-                    "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+                    "FLWR_TELEMETRY_ENABLED": "0", "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
         self.link_port, *self.node_ports = free_ports(1 + num_nodes)
         with open(os.path.join(self.home, "config.toml"), "w") as f:
             f.write(f'[superlink]\ndefault = "test"\n\n[superlink.test]\naddress = "127.0.0.1:{self.link_port}"\n'

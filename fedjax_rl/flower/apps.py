@@ -153,10 +153,11 @@ def client_app() -> ClientApp:
 def config_from_run_config(run_config: dict) -> tuple[TrainConfig, int, str | None, dict]:
     """(config, seed, out_dir, server options) from a Flower app's run config (`[tool.flwr.app.config]`,
     `--run-config`): `algo`, `env`, `seed`, `out-dir`, the server's `round-timeout` (seconds a round
-    waits for its clients' replies; 0: no limit) and `wait-for-clients` (seconds), any run setting by name (`num-agents`, `steps-per-agent`, ...) and
-    any agent setting as `agent.NAME`; values as the command line spells them. Flower accepts only the
-    keys an app's pyproject.toml declares, so `options` holds any others, "NAME=VALUE NAME=VALUE"
-    (`agent.batch-size=64 eval-episodes=10`). A ValueError names an unknown key with the allowed ones."""
+    waits for its clients' replies; 0: no limit) and `wait-for-clients` (seconds), any run setting by
+    name (`num-agents`, `steps-per-agent`, ...) and any agent setting as `agent.NAME`; values as the
+    command line spells them. Flower accepts only the keys an app's pyproject.toml declares, so
+    `options` holds any others, "NAME=VALUE NAME=VALUE" (`agent.batch-size=64 eval-episodes=10`). A
+    ValueError names an unknown key with the allowed ones."""
     given = dict(run_config)
     for pair in str(given.pop("options", "")).split():
         if "=" not in pair:
