@@ -323,10 +323,9 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
     return result
 
 
-# What a round's replies sum (`program.summarize`'s metrics), carried to the block's record.
 def _server_state(setup, shared_shapes) -> dict:
     """What the server checkpoints after every round: the global model, the rounds done and the
-    block's training sums so far."""
+    block's training sums so far (of `program.local_step`'s metrics, summed by the clients)."""
     names = ("episodes", "episode_return_sum", "trained", *setup.agent.loss_names)
     return {"global": jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shared_shapes), "rounds_done": np.int32(0),
             "totals": {name: np.float32(0.0) for name in names}}

@@ -167,9 +167,13 @@ class Member:
         agent_key = jax.random.split(agents_key, self.config.num_agents)[self.index]
         return program.init_agent(self.setup, agent_key, self.env_params())
 
+    @functools.cached_property
+    def _shapes(self):
+        return jax.eval_shape(self.init)  # traces init: once per member, not per message
+
     def carry_shapes(self):
         """The carry's structure and shapes, to read a stored one back (`from_arrays`)."""
-        return jax.eval_shape(self.init)
+        return self._shapes
 
     def local_round(self, carry: program.AgentCarry, round_index: int):
         """Round `round_index`'s E local steps: (carry, (per-step metrics summed, first non-finite
