@@ -149,15 +149,14 @@ class Member:
 
     def env_params(self):
         """This agent's physics (unbatched env params)."""
-        setup, K = self.setup, self.config.num_agents
+        setup = self.setup
         if self.scales:
             names = tuple(self.scales)
             rates = jnp.asarray([[c - 1.0 for c in self.scales.values()]], jnp.float32)
             batched = perturb.agent_env_params(setup.env, setup.nominal_params, names, rates)
             return jax.tree.map(lambda x: x[0], batched)
         physics_key, _, _ = self._keys()
-        rates = jnp.stack([perturb.sample_rates(k, K, self.config.max_rate)
-                           for k in jax.random.split(physics_key, len(self.config.physics))], axis=-1)
+        rates = program.sample_agent_rates(self.config, physics_key, self.config.max_rate)
         batched = perturb.agent_env_params(setup.env, setup.nominal_params, self.config.physics, rates)
         return jax.tree.map(lambda x: x[self.index], batched)
 
@@ -222,14 +221,14 @@ def evaluation_key(seed: int, rounds_done: int, num_rounds: int, final: bool = F
     of its final evaluation's local episodes (`program.finalize`)."""
     _, _, eval_key = jax.random.split(program.seed_keys(seed, 1)[0], 3)
     if final:
-        return jax.random.split(jax.random.fold_in(eval_key, num_rounds + 1))[0]
+        return program.final_evaluation_keys(eval_key, num_rounds)[0]
     return jax.random.fold_in(eval_key, rounds_done)
 
 
 def sweep_key(seed: int, num_rounds: int) -> jax.Array:
     """The key of the compiled program's robustness sweep (`program.finalize`)."""
     _, _, eval_key = jax.random.split(program.seed_keys(seed, 1)[0], 3)
-    return jax.random.split(jax.random.fold_in(eval_key, num_rounds + 1))[1]
+    return program.final_evaluation_keys(eval_key, num_rounds)[1]
 
 
 # -- the server ------------------------------------------------------------------------------------

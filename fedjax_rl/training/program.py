@@ -256,17 +256,23 @@ def init(setup: Setup, key, max_rate=None) -> TrainState:
     config, K = setup.config, setup.config.num_agents
     max_rate = config.max_rate if max_rate is None else max_rate
     physics_key, agents_key, eval_key = jax.random.split(key, 3)
-    rates = jnp.stack(
-        [
-            perturb.sample_rates(k, K, max_rate)
-            for k in jax.random.split(physics_key, len(config.physics))
-        ],
-        axis=-1,
-    )
+    rates = sample_agent_rates(config, physics_key, max_rate)
     env_params = perturb.agent_env_params(setup.env, setup.nominal_params, config.physics, rates)
     agents_state = for_each_agent(setup, functools.partial(init_agent, setup), in_axes=(0, 0))(
         jax.random.split(agents_key, K), env_params)
     return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key(key))
+
+
+def sample_agent_rates(config: TrainConfig, physics_key, max_rate) -> jax.Array:
+    """[K, len(physics)] perturbation rates n_k, one independent draw per physical parameter."""
+    return jnp.stack([perturb.sample_rates(k, config.num_agents, max_rate)
+                      for k in jax.random.split(physics_key, len(config.physics))], axis=-1)
+
+
+def final_evaluation_keys(eval_key, num_rounds: int) -> tuple[jax.Array, jax.Array]:
+    """(local episodes' key, robustness sweep's key) of the final evaluation (`finalize`)."""
+    # Curve evaluations fold in rounds_done <= num_rounds; this index is never one of them.
+    return tuple(jax.random.split(jax.random.fold_in(eval_key, num_rounds + 1)))
 
 
 def server_key(key) -> jax.Array:
@@ -341,10 +347,7 @@ def finalize(setup: Setup, state: TrainState, hp) -> dict:
     del hp  # evaluation is greedy; kept in the signature for symmetry with run_block
     config, env = setup.config, setup.env
     policy = global_policy(setup, state)
-    local_key, sweep_key = jax.random.split(
-        # Curve evaluations fold in rounds_done <= num_rounds; this index is never one of them.
-        jax.random.fold_in(state.eval_key, config.num_rounds + 1)
-    )
+    local_key, sweep_key = final_evaluation_keys(state.eval_key, config.num_rounds)
     local_episodes = evaluate.returns_over_params(
         env, state.agents.env_params, policy, local_key, config.eval_episodes, setup.max_steps
     )
