@@ -1,6 +1,7 @@
 """Shared test set-up. Four fake CPU devices let the sharding tests run on any machine; the flag
 must be set before jax is first imported, which is why it lives here."""
 
+import json
 import os
 import sys
 from importlib.metadata import version
@@ -9,19 +10,25 @@ os.environ.setdefault("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 # Most of the suite's time is XLA compiling small programs that then run for seconds. Two code-generation
-# settings cut that: LLVM at -O1 instead of the default -O2, and XLA's elemental emitters for CPU fusions
+# settings cut that: LLVM at -O1 instead of XLA's default -O3, and XLA's elemental emitters for CPU fusions
 # instead of its newer fusion emitters. The cold suite (fresh clone, no compilation cache, 2-core AMD EPYC)
 # took 40 min with neither, 27 with -O1 and 22.5 with both. The learning tests' programs run a little
 # slower and compile faster, and pass with their margins; the tests of exact numbers (losses, one env step,
 # the golden runs recorded by revision 1's code) pass unchanged: these settings change how XLA emits code,
-# not the arithmetic it is asked for, as an instruction set does. Name either flag in XLA_FLAGS to choose
-# it yourself (level 2 and the fusion emitters are what users' runs compile with). The emitters flag is
-# added only for the jaxlib releases the suite was measured on, where XLA knows it.
+# not the arithmetic it is asked for, as an instruction set does. The claims that two different programs
+# agree bit for bit (omega = 0 against the plain algorithm, the mean rule against pmean) rest on code
+# generation: at -O0 FedRTD3's omega = 0 step parts from TD3Avg's in the last bit. Those tests compile at
+# users' settings (`references.users_codegen`). Name either flag in XLA_FLAGS to choose it yourself for
+# every program. The emitters flag is added only for the jaxlib releases the suite was measured on.
 _flags = os.environ["XLA_FLAGS"]
+_users_codegen = {}
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=1"
+    _users_codegen["xla_backend_optimization_level"] = 3
 if "xla_cpu_use_fusion_emitters" not in _flags and tuple(map(int, version("jaxlib").split(".")[:2])) >= (0, 10):
     os.environ["XLA_FLAGS"] += " --xla_cpu_use_fusion_emitters=false"
+    _users_codegen["xla_cpu_use_fusion_emitters"] = True
+os.environ["FEDJAX_RL_TESTS_USERS_CODEGEN"] = json.dumps(_users_codegen)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -1,7 +1,17 @@
 """Independent references the tests compare the library with (imported by test modules)."""
 
+import json
+import os
+
 import jax
 import numpy as np
+
+
+def users_codegen(compiler_options=None) -> dict:
+    """`compiler_options` that compile a program as users' runs compile it (XLA's defaults), where the
+    suite compiles its programs with its own, faster-compiling settings (tests/conftest.py). For tests
+    whose claim rests on code generation: two different programs that agree bit for bit."""
+    return {**(compiler_options or {}), **json.loads(os.environ.get("FEDJAX_RL_TESTS_USERS_CODEGEN", "{}"))}
 
 
 def numpy_mlp(params, x):

@@ -17,7 +17,7 @@ from fedjax_rl.training import configs, program
 from fedjax_rl.agents import base
 from fedjax_rl.agents.ddpg import DDPGAgent, DDPGConfig
 from fedjax_rl.agents.base import Transition
-from references import numpy_mlp
+from references import numpy_mlp, users_codegen
 
 BOX = spaces.Box(low=-2.0, high=2.0, shape=(1,), dtype=jnp.float32)
 GAMMA, OMEGA, TAU = 0.9, 0.3, 0.01
@@ -121,8 +121,8 @@ def test_omega_zero_with_one_critic_is_ddpgavg1_exactly():
     chex.assert_trees_all_equal(state_r.shared.critic, state_p.shared.critic)
     hp_r = robust.hparams()
     assert float(hp_r.omega) == 0.0 and "omega" not in plain.hparams().names()
-    new_r, losses_r = jax.jit(robust.update)(state_r, BATCH, hp_r)
-    new_p, losses_p = jax.jit(plain.update)(state_p, BATCH, plain.hparams())
+    new_r, losses_r = jax.jit(robust.update, compiler_options=users_codegen())(state_r, BATCH, hp_r)
+    new_p, losses_p = jax.jit(plain.update, compiler_options=users_codegen())(state_p, BATCH, plain.hparams())
     for name in ("critic", "critic_target", "actor", "actor_target"):
         chex.assert_trees_all_equal(getattr(new_r.shared, name), getattr(new_p.shared, name))
     assert float(losses_r[0]) == float(losses_p[0]) and float(losses_r[1]) == float(losses_p[1])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl.core import federated
+from references import users_codegen
 
 
 def _client_step(state: federated.FederatedState, scale):
@@ -219,8 +220,8 @@ def test_the_mean_rule_is_the_plain_pmean_bit_for_bit():
     server = federated.Server(4)
     assert server.rule is federated.federated_mean and not server.robust and not server.partial
     assert server.weights(jax.random.key(0), 3) is None
-    plain = jax.jit(federated.for_each_agent(federated.federated_average, 4))(state)
-    seam = jax.jit(federated.for_each_agent(lambda s: server.aggregate(s), 4))(state)
+    plain = jax.jit(federated.for_each_agent(federated.federated_average, 4), compiler_options=users_codegen())(state)
+    seam = jax.jit(federated.for_each_agent(lambda s: server.aggregate(s), 4), compiler_options=users_codegen())(state)
     chex.assert_trees_all_equal(plain, seam)
     partial = federated.Server(5, participation=0.6)
     mask = partial.weights(jax.random.key(0), 3)

@@ -17,7 +17,7 @@ from fedjax_rl.agents import sac as sac_module
 from fedjax_rl.agents.base import Transition
 from fedjax_rl.agents.sac import SACAgent, SACConfig
 from fedjax_rl.agents.td3 import TD3Agent, TD3Config
-from references import numpy_mlp
+from references import numpy_mlp, users_codegen
 
 BOX = spaces.Box(low=-2.0, high=2.0, shape=(2,), dtype=jnp.float32)
 GAMMA, OMEGA, TAU = 0.9, 0.3, 0.01
@@ -224,8 +224,8 @@ def test_omega_zero_fedr_is_avg_bit_for_bit(make):
     key = jax.random.key(7)
     state_r, state_p = robust.init(key), plain.init(key)
     assert float(robust.hparams().omega) == 0.0 and "omega" not in plain.hparams().names()
-    step_r = jax.jit(lambda s, k: robust.gradient_step(s, k, robust.hparams()))
-    step_p = jax.jit(lambda s, k: plain.gradient_step(s, k, plain.hparams()))
+    step_r = jax.jit(lambda s, k: robust.gradient_step(s, k, robust.hparams()), compiler_options=users_codegen())
+    step_p = jax.jit(lambda s, k: plain.gradient_step(s, k, plain.hparams()), compiler_options=users_codegen())
     for i in range(3):  # the batch's three transitions into both replay buffers
         state_r, state_p = robust.observe(state_r, _row(i)), plain.observe(state_p, _row(i))
     for i in range(2):  # two gradient steps: the second starts from what the first left
