@@ -303,7 +303,7 @@ def reproduce(
                            f"row {len(selected) - len(todo) + index + 1}/{len(selected)}")
             on_block = _program_progress(bar, description, run.piece.num_seeds, tuning_seeds, run.config, run.grid)
             results[run.path] = _run_piece(run, seed, run_batch, False, on_block)
-        record = _row_record(directory, table, row, plans[row.key], request, budget, seed, tuning_seeds, num_total,
+        record = _row_record(directory, table, row, plans[row.key], request, seed, tuning_seeds, num_total,
                              run_batch, results, start)
         _write_row(directory, record)
     if bar is not None:
@@ -354,7 +354,7 @@ def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, 
     return on_block
 
 
-def _row_record(directory, table: Table, row, programs: list, request: dict, budget, seed: int, tuning_seeds: int,
+def _row_record(directory, table: Table, row, programs: list, request: dict, seed: int, tuning_seeds: int,
                 num_total: int, run_batch, results: dict, start: float) -> dict:
     """A finished row's row.json: the request, the seeds, the budget and configs of its programs, each
     program's seed pieces (where each ran, its wall time), versions, machine and wall time, and its
@@ -378,7 +378,8 @@ def _row_record(directory, table: Table, row, programs: list, request: dict, bud
         schema=ROW_SCHEMA, table=table.name, row=row.key, env_name=row.env_name, param=row.param, request=request,
         seeds=dict(seed=seed, tuning=list(range(tuning_seeds)), reported=list(range(tuning_seeds, num_seeds)),
                    note="indices into training.program.seed_keys(seed, tuning + reported)"),
-        budget=dict(fraction=budget, steps_per_agent={p.name: c.steps_per_agent for p, c, _, _ in programs},
+        # The request's budget is the fraction the command's "paper" or "0.05" means.
+        budget=dict(fraction=request["budget"], steps_per_agent={p.name: c.steps_per_agent for p, c, _, _ in programs},
                     paper_steps_per_agent={p.name: agents.get(p.algo).steps(row.env_name) for p, *_ in programs}),
         configs={p.name: dict(config=records.config_to_dict(c), grid=g) for p, c, g, _ in programs},
         # Runs vmapped at a time per program (None: all in one vmap): rounding, not the algorithm.
