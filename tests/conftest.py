@@ -6,8 +6,12 @@ import os
 import sys
 from importlib.metadata import version
 
-os.environ.setdefault("XLA_FLAGS", "")
-if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
+# The flags as the user set them: pytest-xdist's workers inherit the controller's environment, where this
+# file has already added its own, so each worker reads the user's from here.
+os.environ.setdefault("FEDJAX_RL_TESTS_USER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+_flags = os.environ["FEDJAX_RL_TESTS_USER_XLA_FLAGS"]
+os.environ["XLA_FLAGS"] = _flags
+if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=4"
 # Most of the suite's time is XLA compiling small programs that then run for seconds. Two code-generation
 # settings cut that: LLVM at -O1 instead of XLA's default -O3, and XLA's elemental emitters for CPU fusions
@@ -20,7 +24,6 @@ if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
 # generation: at -O0 FedRTD3's omega = 0 step parts from TD3Avg's in the last bit. Those tests compile at
 # users' settings (`references.users_codegen`). Name either flag in XLA_FLAGS to choose it yourself for
 # every program. The emitters flag is added only for the jaxlib releases the suite was measured on.
-_flags = os.environ["XLA_FLAGS"]
 _users_codegen = {}
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=1"
