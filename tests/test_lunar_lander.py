@@ -1,14 +1,18 @@
 """LunarLander-v3 in JAX against gymnasium's Box2D LunarLander-v3.
 
-The expensive comparison runs once per session in a fixture: gymnasium's episodes (400
-per setting, heuristic and random actions, four physical settings) in plain Python, then all of
-them replayed on the port with common random numbers in one compiled program, plus episodes from
-the port's own resets and the robustness sweep's grid in another."""
+The expensive comparison runs once per session in a fixture: gymnasium's episodes (400 per setting,
+heuristic and random actions, four physical settings), replayed on the port with common random
+numbers, beside episodes from the port's own resets and the robustness sweep's grid, all in one
+compiled program. gymnasium's side of those episodes is stored (tests/data/lunar_lander_gymnasium.npz,
+written by `python tests/test_lunar_lander.py`): plain Python Box2D takes over a minute for them, and
+`test_the_stored_episodes_are_gymnasiums` replays some of them live on the installed gymnasium."""
 
 from __future__ import annotations
 
 import copy
+import os
 import time
+from importlib.metadata import version
 
 import chex
 import gymnasium as gym
@@ -41,38 +45,46 @@ PAIRED_EPISODES = 400  # per setting; the first 100 are reported too (the issue'
 REPORTED_EPISODES = 100
 OWN_RESET_EPISODES = 100
 MAX_STEPS = 1000
+GYM_DATA = os.path.join(os.path.dirname(__file__), "data", "lunar_lander_gymnasium.npz")
+LIVE_SEEDS = (0, 1, 2, 3, 396, 397, 398, 399)  # per setting, replayed on gymnasium by the suite
+START_FIELDS = ("obs", "pos", "angle", "vel", "angvel", "terrain_y", "wind_idx", "torque_idx", "prev_shaping")
+RESULT_FIELDS = ("returns", "lengths", "landed", "final_legs")
+
+
+def random_actions(seed):
+    """The random policy's actions in gymnasium's episode from `reset(seed)`."""
+    return np.random.default_rng(10**6 + seed).integers(0, 4, MAX_STEPS)
 
 
 def gym_paired_episodes(kwargs, seeds):
-    """gymnasium's episodes, heuristic and random-action, from `reset(seed)` for each seed, plus
-    everything needed to replay them on the port with common random numbers: the start state
-    (bodies, terrain, wind phases, shaping), the engine-noise stream (two uniforms per step, drawn
-    whatever the action) and the random actions."""
+    """gymnasium's episodes, heuristic and random-action, from `reset(seed)` for each seed, and what
+    replays them on the port with common random numbers: the start state (bodies, terrain, wind
+    phases, shaping) and the state of `np_random` after the reset, from which gymnasium draws the
+    engine noise (two uniforms per step, whatever the action; `engine_noise`). The random actions are
+    `random_actions(seed)`. Flat arrays, one row per seed: `start_*`, `rng_state` (PCG64's state and
+    increment, 128-bit each, as four uint64 words) and `{heuristic,random}_{returns,lengths,landed,final_legs}`."""
     env = gym.make("LunarLander-v3", **kwargs)
-    out = {k: [] for k in ("start", "noise", "actions", "heuristic", "random")}
+    out = {k: [] for k in ("start", "rng_state", "heuristic", "random")}
     for seed in seeds:
-        actions = np.random.default_rng(10**6 + seed).integers(0, 4, MAX_STEPS)
         for policy in ("heuristic", "random"):
             obs, _ = env.reset(seed=seed)
             u = env.unwrapped
             if policy == "heuristic":
                 bodies = [u.lander] + u.legs
-                out["start"].append(
-                    {
-                        "obs": obs,
-                        "pos": np.array([list(b.worldCenter) for b in bodies], np.float32),
-                        "angle": np.array([b.angle for b in bodies], np.float32),
-                        "vel": np.array([list(b.linearVelocity) for b in bodies], np.float32),
-                        "angvel": np.array([b.angularVelocity for b in bodies], np.float32),
-                        "terrain_y": np.array([poly[0][1] for poly in u.sky_polys] + [u.sky_polys[-1][1][1]], np.float32),
-                        "wind_idx": np.int32(getattr(u, "wind_idx", 0)),
-                        "torque_idx": np.int32(getattr(u, "torque_idx", 0)),
-                        "prev_shaping": np.float32(u.prev_shaping),
-                    }
-                )
-                stream = copy.deepcopy(u.np_random)
-                out["noise"].append(np.array([stream.uniform(-1.0, 1.0) for _ in range(2 * MAX_STEPS)], np.float32))
-                out["actions"].append(actions)
+                out["start"].append((
+                    obs,
+                    np.array([list(b.worldCenter) for b in bodies], np.float32),
+                    np.array([b.angle for b in bodies], np.float32),
+                    np.array([list(b.linearVelocity) for b in bodies], np.float32),
+                    np.array([b.angularVelocity for b in bodies], np.float32),
+                    np.array([poly[0][1] for poly in u.sky_polys] + [u.sky_polys[-1][1][1]], np.float32),
+                    np.int32(getattr(u, "wind_idx", 0)),
+                    np.int32(getattr(u, "torque_idx", 0)),
+                    np.float32(u.prev_shaping),
+                ))
+                state = u.np_random.bit_generator.state["state"]
+                out["rng_state"].append([w for v in (state["state"], state["inc"]) for w in (v >> 64, v & (2**64 - 1))])
+            actions = random_actions(seed)
             total, steps = 0.0, 0
             while True:
                 action = gym_ll.heuristic(env, obs) if policy == "heuristic" else int(actions[steps])
@@ -83,25 +95,59 @@ def gym_paired_episodes(kwargs, seeds):
                     break
             out[policy].append((total, steps, terminated and reward == 100, obs[6] + obs[7]))
     env.close()
+    flat = {f"start_{k}": np.stack(v) for k, v in zip(START_FIELDS, zip(*out["start"]))}
+    flat["rng_state"] = np.array(out["rng_state"], np.uint64)
     for policy in ("heuristic", "random"):
-        out[policy] = {k: np.array(v) for k, v in zip(("returns", "lengths", "landed", "final_legs"), zip(*out[policy]))}
-    out["noise"] = np.stack(out["noise"]).reshape(len(seeds), MAX_STEPS, 2)
-    out["actions"] = np.stack(out["actions"])
-    return out
+        flat.update({f"{policy}_{k}": np.array(v) for k, v in zip(RESULT_FIELDS, zip(*out[policy]))})
+    return flat
 
 
-def replay_start(template, start):
-    """The port's state at gymnasium's start (after its reset step)."""
-    return jnp.asarray(start["obs"]), template.replace(
-        pos=jnp.asarray(start["pos"]),
-        angle=jnp.asarray(start["angle"]),
-        vel=jnp.asarray(start["vel"]),
-        angvel=jnp.asarray(start["angvel"]),
-        terrain_y=jnp.asarray(start["terrain_y"]),
-        wind_idx=jnp.int32(start["wind_idx"]),
-        torque_idx=jnp.int32(start["torque_idx"]),
-        prev_shaping=jnp.float32(start["prev_shaping"]),
-    )
+def engine_noise(rng_state):
+    """gymnasium's engine-noise stream after a reset, (MAX_STEPS, 2) uniforms in [-1, 1] as float32,
+    from `rng_state` (see `gym_paired_episodes`): PCG64 gives a vector of uniforms as the same
+    sequence as one call per value."""
+    words = [int(w) for w in rng_state]
+    stream = np.random.Generator(np.random.PCG64())
+    stream.bit_generator.state = {"bit_generator": "PCG64", "has_uint32": 0, "uinteger": 0,
+                                  "state": {"state": (words[0] << 64) | words[1], "inc": (words[2] << 64) | words[3]}}
+    return stream.uniform(-1.0, 1.0, 2 * MAX_STEPS).astype(np.float32).reshape(MAX_STEPS, 2)
+
+
+def _slug(setting):
+    return setting.replace(" ", "_")
+
+
+def stored_gym_episodes():
+    """{setting: `gym_paired_episodes`' arrays for seeds 0..PAIRED_EPISODES-1}, as stored."""
+    with np.load(GYM_DATA) as data:
+        assert int(data["paired_episodes"]) == PAIRED_EPISODES and int(data["max_steps"]) == MAX_STEPS
+        return {name: {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith(_slug(name) + "/")}
+                for name in SETTINGS}
+
+
+def write_stored_gym_episodes():
+    arrays = {"paired_episodes": np.int64(PAIRED_EPISODES), "max_steps": np.int64(MAX_STEPS),
+              "gymnasium": np.str_(version("gymnasium")), "box2d": np.str_(version("box2d"))}
+    for name, (kwargs, _) in SETTINGS.items():
+        arrays.update({f"{_slug(name)}/{k}": v for k, v in gym_paired_episodes(kwargs, range(PAIRED_EPISODES)).items()})
+    np.savez_compressed(GYM_DATA, **arrays)
+
+
+def replay_starts(template, start):
+    """The port's states at gymnasium's starts (after its reset step), one row per episode of the
+    stored `start_*` arrays; `template` is any unbatched state of the port."""
+    n = len(start["obs"])
+    states = jax.tree.map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), template)
+    return jnp.asarray(start["obs"]), states.replace(**{k: jnp.asarray(start[k]) for k in START_FIELDS[1:]})
+
+
+def own_resets(env, params, key):
+    """An episode from the port's own `reset`, with engine noise and random actions drawn as
+    gymnasium draws them (uniforms in [-1, 1], two per step; actions uniform over the four)."""
+    key_reset, key_noise, key_action = jax.random.split(key, 3)
+    obs, state = env.reset(key_reset, params)
+    noise = jax.random.uniform(key_noise, (MAX_STEPS, 2), minval=-1.0, maxval=1.0)
+    return obs, state, noise, jax.random.randint(key_action, (MAX_STEPS,), 0, 4)
 
 
 def run_episode(env_step, obs, state, chunk_inputs, chunk=50):
@@ -135,11 +181,14 @@ def run_episode(env_step, obs, state, chunk_inputs, chunk=50):
     return ret, length, landed, done, legs
 
 
-def make_replays(env, chunk=50):
-    """A jitted function: episodes replayed on the port from given starts with given engine noise
-    (and, unless `heuristic`, given actions), vmapped over all arguments; see `run_episode`."""
+REPLAY_ARGS = ("params", "obs", "state", "noise", "actions")
 
-    def one(params, start, noise, actions, heuristic):
+
+def make_replays(env, chunk=50):
+    """A jitted function: episodes on the port from given starts with given engine noise (and,
+    unless `heuristic`, given actions), vmapped over all arguments; see `run_episode`."""
+
+    def one(params, obs, state, noise, actions, heuristic):  # REPLAY_ARGS, heuristic
         def env_step(obs, state, x):
             noise_t, action_t = x
             action = jnp.where(heuristic, heuristic_action(obs), action_t)
@@ -149,30 +198,9 @@ def make_replays(env, chunk=50):
         def chunk_inputs(i):
             return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * chunk, chunk), (noise, actions))
 
-        return run_episode(env_step, *start, chunk_inputs, chunk)
+        return run_episode(env_step, obs, state, chunk_inputs, chunk)
 
     return jax.jit(jax.vmap(one))
-
-
-def jax_episodes(env, params, heuristic, keys, chunk=50):
-    """Episodes from the port's own resets (heuristic or random actions), vmapped over
-    (key, params, heuristic flag); see `run_episode`."""
-
-    def one(key, params, heuristic):
-        key_reset, key_run = jax.random.split(key)
-
-        def env_step(obs, state, key):
-            key_action, key_step = jax.random.split(key)
-            action = jnp.where(heuristic, heuristic_action(obs), jax.random.randint(key_action, (), 0, 4))
-            obs, state, reward, terminated, truncated, _ = env.step(key_step, state, action, params)
-            return obs, state, reward, terminated, truncated
-
-        def chunk_inputs(i):
-            return jax.random.split(jax.random.fold_in(key_run, i), chunk)
-
-        return run_episode(env_step, *env.reset(key_reset, params), chunk_inputs, chunk)
-
-    return jax.jit(jax.vmap(one))(keys, params, heuristic)
 
 
 SWEEP_C = np.linspace(0.1, 1.9, 19)
@@ -211,66 +239,59 @@ def comparison():
     difference has a standard error of about 4-5 return points at 400 episodes, against about 17
     for two independent 100-episode means (the heuristic's returns are bimodal: +-100 for landing
     or crashing). Also: episodes from the port's own resets, whose mean must be statistically
-    consistent with gymnasium's, and the robustness sweep's grid, in the same compiled program."""
+    consistent with gymnasium's, and the robustness sweep's grid. One compiled program runs them
+    all, called twice with the same shapes: the heuristic's episodes, then the random policy's,
+    which end within a few hundred steps and need not wait for the longest heuristic one."""
     env = LunarLander()
     names = list(SETTINGS)
-    seeds = range(PAIRED_EPISODES)
-    start = time.time()
-    gym_runs = {name: gym_paired_episodes(SETTINGS[name][0], seeds) for name in names}
-    gym_seconds = time.time() - start
-
+    gym_runs = stored_gym_episodes()
+    start = {k: np.concatenate([gym_runs[name][f"start_{k}"] for name in names]) for k in START_FIELDS}
     template = env.reset(jax.random.PRNGKey(0), env.default_params)[1]
-    starts = [replay_start(template, s) for name in names for s in gym_runs[name]["start"]]
-    batch = {
+    paired_obs, paired_states = replay_starts(template, start)
+    paired = {
         "params": concat(*[stack_params([SETTINGS[name][1]], PAIRED_EPISODES) for name in names]),
-        "start": jax.tree.map(lambda *x: jnp.stack(x), *starts),
-        "noise": jnp.asarray(np.concatenate([gym_runs[name]["noise"] for name in names])),
-        "actions": jnp.asarray(np.concatenate([gym_runs[name]["actions"] for name in names])),
+        "obs": paired_obs,
+        "state": paired_states,
+        "noise": jnp.asarray(np.stack([engine_noise(r) for name in names for r in gym_runs[name]["rng_state"]])),
+        "actions": jnp.asarray(np.stack([random_actions(seed) for _ in names for seed in range(PAIRED_EPISODES)])),
     }
+    # The port's own resets (OWN_RESET_EPISODES per setting) and the sweep grid, after the paired ones.
+    own_params = concat(stack_params([SETTINGS[n][1] for n in names], OWN_RESET_EPISODES), sweep_grid_params(env))
+    n_own = len(names) * OWN_RESET_EPISODES + SWEEP_SIZE
+    own = dict(zip(("obs", "state", "noise", "actions"), jax.jit(jax.vmap(lambda p, k: own_resets(env, p, k)))(
+        own_params, jax.random.split(jax.random.PRNGKey(0), n_own))))
+    batch = concat({"params": paired["params"], **{k: paired[k] for k in own}}, {"params": own_params, **own})
+    n_paired = len(names) * PAIRED_EPISODES
+
     replays = make_replays(env)
-    start = time.time()
-    ret, length, landed, final_legs = [], [], [], []
-    # Heuristic and random episodes in separate calls of one compiled program: random episodes
-    # end within a few hundred steps and need not wait for the longest heuristic one.
+    start_time = time.time()
+    ret, length, landed, final_legs, own_ret = [], [], [], [], []
     for heuristic in (True, False):
-        out = replays(*batch.values(), jnp.full(len(names) * PAIRED_EPISODES, heuristic))
-        assert np.asarray(out[3]).all()
-        ret.append(np.asarray(out[0]))
-        length.append(np.asarray(out[1]))
-        landed.append(np.asarray(out[2]))
-        final_legs.append(np.asarray(out[4]))
-    replay_seconds = time.time() - start
+        out = [np.asarray(x) for x in replays(*(batch[k] for k in REPLAY_ARGS), jnp.full(n_paired + n_own, heuristic))]
+        assert out[3].all()
+        ret.append(out[0][:n_paired])
+        length.append(out[1][:n_paired])
+        landed.append(out[2][:n_paired])
+        final_legs.append(out[4][:n_paired])
+        own_ret.append(out[0][n_paired:])
+    port_seconds = time.time() - start_time
     # (policy, setting, episode) -> (setting, policy, episode)
     shape = (2, len(names), PAIRED_EPISODES)
     ret, length, landed, final_legs = (
         np.stack(x).reshape(shape).swapaxes(0, 1) for x in (ret, length, landed, final_legs)
     )
-
-    # The port's own resets (heuristic) and the sweep grid: one more program.
-    own_params = concat(stack_params([SETTINGS[n][1] for n in names], OWN_RESET_EPISODES), sweep_grid_params(env))
-    n_own = len(names) * OWN_RESET_EPISODES + SWEEP_SIZE
-    keys = jax.random.split(jax.random.PRNGKey(0), n_own)
-    start = time.time()
-    own_ret, own_len, own_landed, own_done, _ = (
-        np.asarray(x) for x in jax_episodes(env, own_params, jnp.ones(n_own, bool), keys)
-    )
-    assert own_done.all()
-    own_seconds = time.time() - start
-    sweep_result = {"returns": own_ret[-SWEEP_SIZE:], "lengths": own_len[-SWEEP_SIZE:], "landed": own_landed[-SWEEP_SIZE:]}
-    own_ret = own_ret[:-SWEEP_SIZE].reshape(len(names), OWN_RESET_EPISODES)
+    sweep_result = {"returns": own_ret[0][-SWEEP_SIZE:], "random_returns": own_ret[1][-SWEEP_SIZE:]}
+    own_ret = np.stack([r[:-SWEEP_SIZE].reshape(len(names), OWN_RESET_EPISODES) for r in own_ret], 1)
 
     result = {"sweep": sweep_result}
-    print(
-        f"\ngymnasium episodes {gym_seconds:.1f} s; on the port (compile + run): replays {replay_seconds:.1f} s, "
-        f"own resets and sweep {own_seconds:.1f} s"
-    )
+    print(f"\nthe port (compile + run): {port_seconds:.1f} s")
     print(
         f"{'setting':>14} {'policy':>9} | {f'port ({PAIRED_EPISODES})':>10} {f'gym ({PAIRED_EPISODES})':>10} {'paired diff':>14} {'rel':>6} | "
         f"{'first 100: rel':>14} | outcome agree | landed port/gym | length port/gym | legs at rest port/gym"
     )
     for i, name in enumerate(names):
         for j, policy in enumerate(["heuristic", "random"]):
-            g = gym_runs[name][policy]
+            g = {k: gym_runs[name][f"{policy}_{k}"] for k in RESULT_FIELDS}
             diff = ret[i, j] - g["returns"]
             r = {
                 "port": ret[i, j],
@@ -291,14 +312,15 @@ def comparison():
                 f"{length[i, j].mean():5.0f} / {g['lengths'].mean():4.0f}   | "
                 + ("-" if r["final_legs"] is None else f"{r['final_legs'][0]:.2f} / {r['final_legs'][1]:.2f}")
             )
-        own = own_ret[i]
-        g100 = gym_runs[name]["heuristic"]["returns"][:OWN_RESET_EPISODES]
-        se = np.hypot(own.std(), g100.std()) / np.sqrt(OWN_RESET_EPISODES)
-        result[name, "own resets"] = {"port": own, "gym": g100, "z": (own.mean() - g100.mean()) / se}
-        print(
-            f"{name:>14} {'own reset':>9} | {own.mean():10.1f} {g100.mean():10.1f}  independent 100-episode means, "
-            f"difference {own.mean() - g100.mean():+.1f} = {result[name, 'own resets']['z']:+.2f} standard errors"
-        )
+            own_returns = own_ret[i, j]
+            g100 = g["returns"][:OWN_RESET_EPISODES]
+            se = np.hypot(own_returns.std(), g100.std()) / np.sqrt(OWN_RESET_EPISODES)
+            z = (own_returns.mean() - g100.mean()) / se
+            result[name, policy, "own resets"] = {"port": own_returns, "gym": g100, "z": z}
+            print(
+                f"{name:>14} {'own reset':>9} | {own_returns.mean():10.1f} {g100.mean():10.1f}  independent "
+                f"100-episode means, difference {own_returns.mean() - g100.mean():+.1f} = {z:+.2f} standard errors"
+            )
     return result
 
 
@@ -333,8 +355,33 @@ def test_random_return_matches_gymnasium(comparison, setting):
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_own_resets_are_consistent_with_gymnasium(comparison, setting):
     """The port's own reset sampler (terrain, push, wind phases): its heuristic mean return over
-    100 episodes is within 3 standard errors of gymnasium's over 100 others."""
-    assert abs(comparison[setting, "own resets"]["z"]) < 3.0, comparison[setting, "own resets"]["z"]
+    100 episodes is within 3 standard errors of gymnasium's over 100 others. (The random policy's
+    are printed, not asserted: at gravity -11.9 the paired replays show the port's random returns
+    2.6 standard errors below gymnasium's, a real difference of the physics, which the independent
+    means' comparison then counts again.)"""
+    z = comparison[setting, "heuristic", "own resets"]["z"]
+    assert abs(z) < 3.0, z
+
+
+def test_the_stored_episodes_are_gymnasiums():
+    """The comparison reads gymnasium's side from tests/data/lunar_lander_gymnasium.npz. The installed
+    gymnasium plays some of its episodes again here and must give the same starts, random-stream
+    states and outcomes, exactly; and the engine noise read from a stored state is the stream that
+    gymnasium's steps draw."""
+    stored = stored_gym_episodes()
+    with np.load(GYM_DATA) as data:
+        written_by = f"gymnasium {data['gymnasium']}, Box2D {data['box2d']}"
+    for name, (kwargs, _) in SETTINGS.items():
+        for field, values in gym_paired_episodes(kwargs, LIVE_SEEDS).items():
+            np.testing.assert_array_equal(
+                values, stored[name][field][list(LIVE_SEEDS)],
+                err_msg=f"{name}, {field}: the stored episodes ({written_by}) are not the installed "
+                        f"gymnasium's {version('gymnasium')}; rewrite them with `python tests/test_lunar_lander.py`")
+    env = gym.make("LunarLander-v3", enable_wind=True)
+    env.reset(seed=LIVE_SEEDS[-1])
+    stream = copy.deepcopy(env.unwrapped.np_random)
+    drawn = np.array([stream.uniform(-1.0, 1.0) for _ in range(2 * MAX_STEPS)], np.float32).reshape(MAX_STEPS, 2)
+    np.testing.assert_array_equal(engine_noise(stored["wind 15"]["rng_state"][LIVE_SEEDS[-1]]), drawn)
 
 
 def ks_statistic(a, b):
@@ -473,6 +520,7 @@ def test_sweep_grid_runs_without_nans(comparison):
     """Heuristic episodes on the sweep grid (vmapped over params in the comparison program)."""
     sweep = comparison["sweep"]
     chex.assert_shape(sweep["returns"], (SWEEP_SIZE,))
+    chex.assert_tree_all_finite(sweep["random_returns"])
     chex.assert_tree_all_finite(sweep["returns"])
     # The vmapped members really differ, and physics matter: the lowest gravity lands.
     assert len(set(sweep["returns"].tolist())) == SWEEP_SIZE
@@ -643,3 +691,7 @@ def test_time_limit_truncates_at_1000_steps():
     assert bool(truncated) and not bool(terminated)
     assert int(state.time) == 0  # auto-reset
     assert EnvParams().max_steps_in_episode == 1000
+
+
+if __name__ == "__main__":
+    write_stored_gym_episodes()
