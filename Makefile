@@ -21,10 +21,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not heavy and not deployment" tests
 
-# A Flower federation of real processes (a SuperLink and SuperNodes on 127.0.0.1, `flwr run`): every round
-# starts a client process per node, minutes in all, so it runs beside `make test` in CI, not inside it.
+# Tests of real processes, all on 127.0.0.1: a Flower federation (a SuperLink and SuperNodes, `flwr run`),
+# jax.distributed hosts, `reproduce --jobs` and `--executor ray` workers, a pip install. Each process
+# imports JAX and compiles its own programs, minutes in all, so they run beside `make test` in CI.
 test-deployment: $(STAMP)
-	$(BIN)/python -m pytest -m deployment tests
+	$(BIN)/python -m pytest --durations=10 -m deployment tests
 
 # Checks too long for CI (e.g. the MJX line-search cap against the uncapped solver over many states).
 test-heavy: $(STAMP)

@@ -157,6 +157,7 @@ def tasks(*firsts) -> list[Task]:
     return [Task(ROW, Piece("fedrdqn", first, first + 1)) for first in firsts]
 
 
+@pytest.mark.deployment
 def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_then_resumed):
     failed = killed_then_resumed["failed"]
     assert killed_then_resumed["planned_first"] == tasks(0, 1, 2)
@@ -177,6 +178,7 @@ def test_a_failed_piece_is_reported_with_its_log_and_the_others_finish(killed_th
     assert failed.result["rows"] == {}
 
 
+@pytest.mark.deployment
 def test_a_killed_piece_loses_nothing_finished_and_the_rerun_finishes_the_rest(killed_then_resumed):
     out = killed_then_resumed["out"]
     # The rerun ran only the two pieces that had not finished; the finished one was read back.
@@ -193,6 +195,7 @@ def test_a_killed_piece_loses_nothing_finished_and_the_rerun_finishes_the_rest(k
     assert [p["seeds"] for p in killed_then_resumed["row"]["pieces"]["fedrdqn"]] == [[0, 1], [1, 2], [2, 3]]
 
 
+@pytest.mark.deployment
 def test_local_workers_give_the_in_process_numbers(killed_then_resumed, in_process):
     """Pieces run by worker processes (one of them killed and resumed) against the same pieces run in
     this process: every number bit-identical, and so the row."""
@@ -202,6 +205,7 @@ def test_local_workers_give_the_in_process_numbers(killed_then_resumed, in_proce
         assert row[key] == reference[key], key
 
 
+@pytest.mark.deployment
 def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
     """Pieces 1 and 2 as two Ray tasks on a local 2-CPU instance (piece 0, copied from the in-process
     run, is read back: each piece process compiles its program, the price of this test), against
@@ -302,6 +306,7 @@ def test_executor_settings_are_refused_before_anything_runs(tmp_path, monkeypatc
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.deployment  # shares the process tests' finished pieces (`in_process`)
 def test_a_finished_request_runs_no_process(in_process, monkeypatch):
     def nothing(*args, **kwargs):
         raise AssertionError("nothing may run")

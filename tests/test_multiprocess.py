@@ -38,7 +38,10 @@ def _run_processes(what: str, tmp_path, reference) -> tuple[list[dict], dict]:
     """Start the process group, compute `reference()` here while it runs, wait (bounded); returns
     each process's gathered arrays and the reference."""
     port = _free_port()
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES_PER_PROCESS}",
+    # The suite's code-generation flags (tests/conftest.py), with this layout's device count.
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    flags.append(f"--xla_force_host_platform_device_count={DEVICES_PER_PROCESS}")
+    env = {**os.environ, "XLA_FLAGS": " ".join(flags),
            "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])}
     outs = [tmp_path / f"process{i}.npz" for i in range(NUM_PROCESSES)]
     logs = [open(tmp_path / f"process{i}.log", "w") for i in range(NUM_PROCESSES)]
@@ -79,6 +82,7 @@ def _assert_close(multi: dict, single: dict, rtol: float, atol: float) -> None:
         np.testing.assert_allclose(multi[name], np.asarray(single[name]), rtol=rtol, atol=atol, err_msg=name)
 
 
+@pytest.mark.deployment
 def test_tabular_fedrq_on_two_processes_equals_single_process_vmap(tmp_path):
     def reference():
         return {name: np.asarray(v) for k in worker.TABULAR_AGENTS for name, v in worker.run_tabular(k, None).items()}
@@ -89,7 +93,7 @@ def test_tabular_fedrq_on_two_processes_equals_single_process_vmap(tmp_path):
         _assert_close(multi, single, rtol=TABULAR_RTOL, atol=TABULAR_ATOL)
 
 
-@pytest.mark.slow
+@pytest.mark.deployment
 def test_fedrdqn_on_two_processes_equals_single_process_vmap(tmp_path):
     def reference():
         return {name: np.asarray(v) for k in worker.DQN_AGENTS for name, v in worker.run_dqn(k, None).items()}

@@ -187,6 +187,7 @@ def test_the_examples_target_by_hand(example_module):
                                   fedrdqn_term.td_target(shared, batch, next_value, hp))
 
 
+@pytest.mark.deployment
 def test_the_example_installs_with_pip_and_trains_from_the_command_line(tmp_path):
     """The issue's path: pip install --no-deps --target DIR, PYTHONPATH=DIR, then `fedjax-rl train
     --algo fedrdqn_min`; its setting is validated like a built-in one, before anything compiles.
