@@ -269,8 +269,9 @@ def test_flowers_simulation_engine_runs_the_same_federation(compiled_run, tmp_pa
     config = small_config()
     run_simulation(apps.server_app(config, SEED, str(tmp_path), say=lambda _: None), apps.client_app(),
                    num_supernodes=config.num_agents,
-                   # One worker serves both nodes: the round compiles once.
-                   backend_config={"client_resources": {"num_cpus": 2}})
+                   # One worker serves both nodes: the round compiles once. No Ray dashboard: its processes
+                   # start with the cluster and nothing here reads them.
+                   backend_config={"client_resources": {"num_cpus": 2}, "init_args": {"include_dashboard": False}})
     ours = global_params(str(tmp_path))
     assert max_difference(ours, member_rounds(config, SEED)[-1]) == 0.0
     assert max_difference(ours, global_params(compiled_dir)) <= ROUNDING_BOUND
