@@ -28,7 +28,7 @@ A ceiling must run every product it is credited with on every step. Given one fi
 DQN step's target forward reads only values the loop never changes (the batch and the target
 network, which no gradient step in the scan updates), so XLA hoists it out of the loop and computes
 it once per call: 8 of DQNAvg's 11 products per step, 15 of FedRDQN's 18. Each case therefore records
-the matrix products its compiled loop body holds (`dots_in_loop`), and the plain update draws a new
+the matrix products its compiled loop body holds (`dots_in_loop`), and the plain update reads a new
 batch every step. "plain, one batch" is that hoisted update, kept as a measurement of what the
 hoisting was worth.
 
@@ -245,7 +245,7 @@ def dots_in_loop(compiled_text: str) -> int:
                 for callee in group.split(","):
                     reach(callee.strip().lstrip("%"))
 
-    for lines in list(computations.values()):
+    for lines in computations.values():
         for line in lines:
             for body in re.findall(r"body=%?([\w.\-]+)", line):
                 reach(body)
