@@ -26,7 +26,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine  # noqa: E402
 
+from fedjax_rl.reproduce import paper  # noqa: E402
 from fedjax_rl.training import configs, loop  # noqa: E402
+from table1_rates import ENV, budget  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "results", "baseline_program.json")
 
@@ -36,10 +38,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5000, help="steps per agent (default 5,000)")
     parser.add_argument("--seeds", type=int, default=2)
     args = parser.parse_args()
-    fields = dict(physics=("length",), num_agents=5, sync_every=100, max_rate=0.5, steps_per_agent=args.steps,
-                  eval_every_rounds=max(1, args.steps // 100 // 20), eval_episodes=5, sweep_points=19)
-    robust = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=dict(omega=0.1), **fields)
-    baseline = configs.train_config("dqnavg", "CartPole-v1", **fields)
+    steps, eval_every = budget("fedrdqn", args.steps)
+    fields = dict(physics=("length",), num_agents=paper.NUM_AGENTS, sync_every=paper.SYNC_EVERY,
+                  max_rate=paper.MAX_RATE, steps_per_agent=steps, eval_every_rounds=eval_every,
+                  eval_episodes=paper.EVAL_EPISODES)
+    robust = configs.train_config("fedrdqn", ENV, agent_overrides=dict(omega=0.1), **fields)
+    baseline = configs.train_config("dqnavg", ENV, **fields)
     info = machine()
     started = time.perf_counter()
     grid = loop.run(robust, num_seeds=args.seeds, progress=False, grid={"omega": [0.0, 0.1]})

@@ -28,23 +28,31 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from common import machine, machine_line  # noqa: E402
 
+from fedjax_rl import agents  # noqa: E402
+from fedjax_rl.reproduce import paper, plan  # noqa: E402
 from fedjax_rl.training.machine import CACHE_ENV  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "results", "table1_rates.json")
-SEEDS, AGENTS = 5, 5
+SEEDS, ENV = 5, "CartPole-v1"
 # Table 1's CartPole-v1 rows (results/table1_paper/table1/CartPole-v1__length/*/config.json): the paper's
-# K, E, p, batch 16 and buffer 1000, RL-Zoo3's other DQN settings, 20 evaluation points, 19 sweep points;
-# `--steps` below 50,000 (Table 1's) keeps the 20 points.
-SETTINGS = ["--env", "CartPole-v1", "--param", "length", "--agents", str(AGENTS), "--sync-every", "100",
-            "--max-rate", "0.5", "--eval-episodes", "5", "--sweep-points", "19",
-            "--seeds", str(SEEDS), "--no-progress", "--no-tensorboard"]
+# K, E, p and evaluation episodes, batch 16 and buffer 1000 and RL-Zoo3's other DQN settings (the
+# algorithms' defaults), the default 19 sweep points, and evaluation points as `reproduce` spaces them
+# at the budget `--steps` is of RL-Zoo3's (`plan.budget_steps`).
+SETTINGS = ["--env", ENV, "--param", "length", "--agents", str(paper.NUM_AGENTS),
+            "--sync-every", str(paper.SYNC_EVERY), "--max-rate", str(paper.MAX_RATE),
+            "--eval-episodes", str(paper.EVAL_EPISODES), "--seeds", str(SEEDS), "--no-progress", "--no-tensorboard"]
 ALGOS = {"dqnavg": [], "fedrdqn": ["--omega", "0.1"]}
 
 
+def budget(algo: str, steps: int) -> tuple[int, int]:
+    """(steps per agent, evaluation interval) of `reproduce` at the budget `steps` is of RL-Zoo3's."""
+    return plan.budget_steps(algo, ENV, steps / agents.get(algo).steps(ENV))
+
+
 def run(algo: str, steps: int, out: str, cache: str) -> dict:
-    evaluations = 20  # Table 1's points per run, at any budget
+    steps, eval_every = budget(algo, steps)
     command = ["train", "--algo", algo, *ALGOS[algo], *SETTINGS, "--steps", str(steps),
-               "--eval-every", str(max(1, steps // 100 // evaluations)), "--out", out]
+               "--eval-every", str(eval_every), "--out", out]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "fedjax_rl.cli", *command], env={**os.environ, CACHE_ENV: cache},
@@ -53,7 +61,7 @@ def run(algo: str, steps: int, out: str, cache: str) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     shutil.rmtree(out)
-    agent_steps = AGENTS * SEEDS * steps
+    agent_steps = paper.NUM_AGENTS * SEEDS * steps
     return dict(wall_s=wall, cpu_s=cpu, agent_steps=agent_steps, agent_steps_per_cpu_s=agent_steps / cpu)
 
 
