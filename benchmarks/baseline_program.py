@@ -60,13 +60,14 @@ def main() -> None:
             differences[f"{part}/{name}"] = float(np.max(np.abs(a - b))) if a.size else 0.0
     equal = all(d == 0.0 for d in differences.values())
     td_loss = (np.asarray(grid["curve"]["td_loss"])[0], np.asarray(alone["curve"]["td_loss"]))
-    first = next((i for i in range(td_loss[1].shape[-1]) if not np.array_equal(td_loss[0][..., i], td_loss[1][..., i])), None)
-    print(f"{args.steps} steps per agent, {args.seeds} seeds: grid {grid_s:.0f} s, DQNAvg alone {alone_s:.0f} s")
+    blocks = range(td_loss[1].shape[-1])
+    first = next((i for i in blocks if not np.array_equal(td_loss[0][..., i], td_loss[1][..., i])), None)
+    print(f"{steps} steps per agent, {args.seeds} seeds: grid {grid_s:.0f} s, DQNAvg alone {alone_s:.0f} s")
     print("every metric bit-identical" if equal else
           f"not the same: the first block (0-based) whose TD loss differs is {first}; largest differences "
           + ", ".join(f"{k} {v:.4g}" for k, v in differences.items() if v))
     with open(OUT, "w") as f:
-        json.dump(dict(machine=info, steps_per_agent=args.steps, seeds=args.seeds, bit_identical=equal,
+        json.dump(dict(machine=info, steps_per_agent=steps, seeds=args.seeds, bit_identical=equal,
                        first_block_with_another_td_loss=first, max_abs_difference=differences,
                        seconds=dict(grid=grid_s, dqnavg_alone=alone_s)), f, indent=1)
     print(f"wrote {OUT}")

@@ -84,11 +84,13 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     info["load_average_1_5_15min_at_end"] = list(os.getloadavg())
     rates = {algo: statistics.median(r["agent_steps_per_cpu_s"] for r in runs) for algo, runs in timed.items()}
-    ratios = [f["agent_steps_per_cpu_s"] / d["agent_steps_per_cpu_s"] for f, d in zip(timed["fedrdqn"], timed["dqnavg"])]
+    ratios = [f["agent_steps_per_cpu_s"] / d["agent_steps_per_cpu_s"]
+              for f, d in zip(timed["fedrdqn"], timed["dqnavg"])]
     print(machine_line(info))
     for algo, runs in timed.items():
         print(f"{algo:8s} first run (compiles) {warm_up[algo]['cpu_s']:7.1f} CPU-s; timed runs "
-              + ", ".join(f"{r['cpu_s']:.1f} CPU-s ({r['agent_steps_per_cpu_s']:,.0f} agent-steps/CPU-s)" for r in runs))
+              + ", ".join(f"{r['cpu_s']:.1f} CPU-s ({r['agent_steps_per_cpu_s']:,.0f} agent-steps/CPU-s)"
+                          for r in runs))
     print(f"FedRDQN / DQNAvg agent-steps per CPU-second: median {statistics.median(ratios):.3f} "
           f"(per repeat {', '.join(f'{r:.3f}' for r in ratios)})")
     with open(args.out, "w") as f:
