@@ -258,6 +258,12 @@ def test_learns_pendulum_with_perturbed_mass(algo):
                 local   -138.9 -141.8 -410.4 -228.5 (median -185.2; margin 415 to -600)
       ddpgavg2  nominal -177.1 -131.6 -254.7 -165.2 (median -171.2)
                 local   -143.9 -164.3 -478.5 -202.0 (median -183.2; margin 417 to -600)
+    As the suite compiles it (tests/conftest.py's code generation), the same Xeon, 2026-11-29,
+    identical under the default ISA and under AVX2:
+      fedrddpg  nominal -178.4 -104.5 -281.9 -172.1 (median -175.3)
+                local   -140.3 -130.7 -457.5 -258.5 (median -199.4; margin 401 to -600)
+      ddpgavg2  nominal -177.1 -137.5 -136.3 -163.5 (median -150.5)
+                local   -149.7 -182.4 -381.5 -200.0 (median -191.2; margin 409 to -600)
     Revision 1 (before):
     Measured on an AMD EPYC (AVX-512), per seed 0..3, identical under the default ISA and under
     XLA_FLAGS=--xla_cpu_max_isa=AVX2, with DDPG's CPU matrix-product library, Eigen (2026-11-26):

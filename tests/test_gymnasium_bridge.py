@@ -142,7 +142,8 @@ def test_fedrdqn_learns_a_gymnasium_class_and_resumes_to_the_same_bits(gym_slide
     returns -10.1 (200 episodes). Measured on an AMD EPYC (AVX2; there the default ISA is AVX2), per
     seed (nominal / local):
       seeds 0-3: -5.19 -3.00 -4.03 -5.80 / -3.87 -3.99 -2.14 -4.35 (medians -4.61 / -3.93)
-    Threshold -7 on both medians: the smallest margin is 2.4 (nominal).
+    Threshold -7 on both medians: the smallest margin is 2.4 (nominal). The same numbers on a 2-core
+    Intel Xeon (AVX-512) as the suite compiles it, under the default ISA and AVX2 (2026-11-29).
     The same run crashed after its first checkpoint and resumed gives the same bits: the host
     environments' states are in the checkpoint."""
     config = configs.train_config(

@@ -350,6 +350,11 @@ def test_fedrsac_learns_pendulum_with_perturbed_mass():
     own CPU matrix-product library (as the test runs):
       nominal -335.9 -101.7 -263.8 -160.1 (median -212.0; margin 388 to -600)
       local   -192.9 -168.2 -295.4 -213.4 (median -203.2; margin 397 to -600)
+    As the suite compiles it (tests/conftest.py's code generation), the same Xeon, 2026-11-29:
+      default nominal -333.7 -101.8 -261.0 -159.5 (median -210.3; margin 390 to -600)
+              local   -190.0 -386.1 -290.6 -308.0 (median -299.3; margin 301 to -600)
+      AVX2    nominal -312.3 -102.3 -131.3 -159.8 (median -145.6; margin 454 to -600)
+              local   -181.3 -319.0 -280.2 -245.7 (median -263.0; margin 337 to -600)
     Revision 1 (before):
     Measured on the shared 2-core AMD EPYC (AVX-512), per seed 0..3, identical under the default
     ISA and under XLA_FLAGS=--xla_cpu_max_isa=AVX2, with SAC's CPU matrix-product library, Eigen:
@@ -384,6 +389,10 @@ def test_fedrtd3_learns_pendulum_with_perturbed_mass():
     own CPU matrix-product library (as the test runs):
       nominal  -99.1 -125.0 -259.7 -131.2 (median -128.1; margin 472 to -600)
       local   -160.3 -140.9 -434.3 -205.1 (median -182.7; margin 417 to -600)
+    As the suite compiles it (tests/conftest.py's code generation), the same Xeon, 2026-11-29,
+    identical under the default ISA and under AVX2:
+      nominal -100.0 -125.8 -103.6 -134.0 (median -114.7; margin 485 to -600)
+      local   -160.8 -146.4 -124.5 -221.5 (median -153.6; margin 446 to -600)
     Revision 1 (before):
     Measured on the shared 2-core AMD EPYC (AVX-512), per seed 0..3, identical under the default ISA
     and under XLA_FLAGS=--xla_cpu_max_isa=AVX2, with TD3's CPU matrix-product library, Eigen:
