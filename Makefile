@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # constraints.txt pins the exact versions CI tested; pyproject.toml keeps the allowed ranges.
 CONSTRAINTS := constraints.txt
 
-.PHONY: demo test test-deployment test-heavy mutation bench notebooks docs lock clean cli-flags
+.PHONY: demo test test-learning test-deployment test-heavy mutation bench notebooks docs lock clean cli-flags
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,14 @@ demo: $(STAMP)
 	$(BIN)/fedjax-rl demo --out runs/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not heavy and not deployment" tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 \
+		-m "not heavy and not deployment and not learning" tests
+
+# The learning tests: each trains an algorithm for minutes (8 tests, about 8 minutes of two cores), and
+# asserts the return it reaches over 4 vmapped seeds. CI runs them beside `make test`. Run them under
+# XLA_FLAGS=--xla_cpu_max_isa=AVX2 as well before committing a change to an algorithm or environment.
+test-learning: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=10 -rP -m learning tests
 
 # Tests of real processes, all on 127.0.0.1: a Flower federation (a SuperLink and SuperNodes, `flwr run`),
 # jax.distributed hosts, `reproduce --jobs` and `--executor ray` workers, a pip install. Each process
@@ -66,7 +73,7 @@ notebooks: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
 
 # Refresh constraints.txt: resolve the newest versions pyproject.toml allows in a scratch venv.
-# Then run `make test` (and the learning tests under XLA_FLAGS=--xla_cpu_max_isa=AVX2) before committing.
+# Then run `make test` and `make test-learning` (also under XLA_FLAGS=--xla_cpu_max_isa=AVX2) before committing.
 lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip

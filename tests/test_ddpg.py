@@ -245,6 +245,7 @@ def learn_returns(algo):
     return np.asarray(metrics["curve"]["nominal_return"][:, -1]), np.asarray(metrics["final"]["local_average"])
 
 
+@pytest.mark.learning
 @pytest.mark.parametrize("algo", ["fedrddpg", "ddpgavg2"])
 def test_learns_pendulum_with_perturbed_mass(algo):
     """A uniformly random policy returns -1199 on Pendulum-v1 (registry, 1000 episodes). After 4000

@@ -136,6 +136,7 @@ def test_names_the_bridge_cannot_serve_are_refused_before_compiling(gym_slide):
         envs.register(envs.gymnasium_spec("gym:Mine-v0", GymSlide, perturbed=("mass",), max_steps=20))
 
 
+@pytest.mark.learning
 def test_fedrdqn_learns_a_gymnasium_class_and_resumes_to_the_same_bits(gym_slide, tmp_path, monkeypatch):
     """FedRDQN, K = 3 agents with perturbed mass (p = 0.5), 3,000 steps per agent, 4 seeds vmapped in
     one program, on an environment that exists only as a gymnasium class. A uniformly random policy

@@ -1,5 +1,6 @@
 """Learning tests for FedRDQN and DQNAvg: a statistic over several seeds vmapped in one program,
-against a threshold with a measured margin. `pytest -k learn` selects every learning test.
+against a threshold with a measured margin. `make test-learning` runs every learning test
+(the `learning` marker).
 
 Why medians over seeds: LunarLander and (less so) CartPole are chaotic, and XLA's CPU code differs
 with the instruction set, so one seed's return is a coin toss across machines (one seed that reached
@@ -22,6 +23,8 @@ import numpy as np
 import pytest
 
 from fedjax_rl.training import configs, program
+
+pytestmark = pytest.mark.learning
 
 NUM_SEEDS = 4
 

@@ -339,6 +339,7 @@ def learn_returns(algo, steps=LEARN_STEPS, seeds=LEARN_SEEDS):
     return np.asarray(metrics["curve"]["nominal_return"]), np.asarray(metrics["final"]["local_average"])
 
 
+@pytest.mark.learning
 def test_fedrsac_learns_pendulum_with_perturbed_mass():
     """A uniformly random policy returns -1199 on Pendulum-v1 (registry, 1000 episodes). After 4000
     steps per agent, the median over 4 vmapped seeds of the global policy's nominal return and of
@@ -380,6 +381,7 @@ def test_fedrsac_learns_pendulum_with_perturbed_mass():
 TD3_LEARN_STEPS = 8000
 
 
+@pytest.mark.learning
 def test_fedrtd3_learns_pendulum_with_perturbed_mass():
     """The FedRSAC test's setting and bar (median over 4 vmapped seeds of the nominal return and of
     the local average at least -600, half of random's cost -1199), with 8000 steps per agent.
