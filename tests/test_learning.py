@@ -87,7 +87,8 @@ def test_fedrdqn_learns_lunar_lander():
 
     With the agents' revision 2, measured on a 2-core Intel Xeon (AVX-512), 2026-11-29, per seed
     (nominal / local):
-      as the suite compiles it, default ISA and AVX2 (identical):
+      as the suite compiles it, AVX2, and the default ISA to the printed 0.1 but for seed 1's
+      nominal (-45.2 under the default ISA in `make test-learning`'s cold run):
         -82.7 -45.1 -72.7 -32.6 / -80.8 -70.8 -45.2 -22.6 (medians -58.9 / -58.0)
       as the suite compiles it, SSE4_2 (no FMA: the arithmetic really differs):
         -54.2 -48.6 -51.6 -70.4 / -64.5 -53.7  -2.5 -34.3 (medians -52.9 / -44.0)
