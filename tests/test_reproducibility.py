@@ -3,6 +3,7 @@ compiled block functions and agree bit for bit; other program shapes agree to a 
 after one update (chaotic tasks then amplify that, so they are not expected to match later on)."""
 
 import json
+import logging
 
 import chex
 import jax
@@ -56,7 +57,7 @@ def _rerun_without_compiling(monkeypatch, config, **run_kwargs) -> dict:
         return loop.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
 
 
-def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch):
+def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch, caplog):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
 
     assert commands.main(["train", *ARGV, "--out", str(tmp_path / "cli")]) == 0
@@ -77,8 +78,12 @@ def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch)
     assert json.loads((tmp_path / "resumed" / "config.json").read_text()) == json.loads(json.dumps(recorded))
     on_disk = run_directory.RunDirectory(out, recorded).progress(config.num_evals)
     assert (on_disk["state"], on_disk["blocks_done"]) == ("partial", 1) and on_disk["wall_s"] > 0
-    resumed = loop.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
+    with caplog.at_level(logging.DEBUG, logger="jax._src.compiler"):
+        resumed = loop.run(config, num_seeds=2, seed=0, out_dir=out, progress=False)
     _assert_results_identical(resumed, from_api)
+    # The restored state is the fresh one's program input: its block and final programs come from the
+    # compilation cache the first runs filled.
+    assert "CACHE MISS for 'jit_mapped'" not in caplog.text
     timing = resumed["timing"]  # the crashed process's time is carried by the checkpoint
     assert timing["resumed_at_block"] == 1 and timing["wall_s"] > timing["wall_s_this_process"] > 0
     assert json.loads((tmp_path / "resumed" / "metrics.json").read_text())["timing"] == pytest.approx(timing)

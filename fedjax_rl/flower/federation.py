@@ -89,13 +89,6 @@ def from_arrays(arrays: dict[str, np.ndarray], like: Any) -> Any:
     return jax.tree_util.tree_unflatten(treedef, restored)
 
 
-def strongly_typed(tree: Any) -> Any:
-    """`tree` without weakly typed leaves (Python numbers' type in JAX), which `from_arrays` cannot
-    give back: a round whose carry came from the network or the disk would otherwise compile a second
-    program beside round 0's. The arithmetic is the same: each leaf keeps its dtype."""
-    return jax.tree.map(lambda x: x if _is_key(x) else jnp.asarray(x, dtype=jnp.result_type(x)), tree)
-
-
 # -- one agent -------------------------------------------------------------------------------------
 
 
@@ -171,7 +164,7 @@ class Member:
         """The carry `program.init` gives this agent."""
         _, agents_key, _ = self._keys()
         agent_key = jax.random.split(agents_key, self.config.num_agents)[self.index]
-        return strongly_typed(program.init_agent(self.setup, agent_key, self.env_params()))
+        return program.strongly_typed(program.init_agent(self.setup, agent_key, self.env_params()))
 
     @functools.cached_property
     def _shapes(self):
@@ -184,7 +177,7 @@ class Member:
     def local_round(self, carry: program.AgentCarry, round_index: int):
         """Round `round_index`'s E local steps: (carry, (per-step metrics summed, first non-finite
         step of each watched quantity))."""
-        return self._round(strongly_typed(carry), jnp.int32(round_index), self.hparams)
+        return self._round(program.strongly_typed(carry), jnp.int32(round_index), self.hparams)
 
     def save_carry(self, carry: program.AgentCarry, state_dir: str, settings: str, next_round: int) -> str:
         """Keep the carry before round `next_round` in `state_dir` (atomically), and drop older ones

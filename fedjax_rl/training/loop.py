@@ -42,7 +42,7 @@ from fedjax_rl.training.machine import NotEnoughMemory, check_memory  # noqa: F4
 # a run on disk got.
 from fedjax_rl.training.run_directory import (  # noqa: F401
     CHECKPOINT, FINISHED, METRICS, SET_ASIDE, LayoutMismatch, OutDirError, RunExists)
-from fedjax_rl.training.program import communication, make_trainer, over_runs, seed_keys
+from fedjax_rl.training.program import communication, make_trainer, over_runs, seed_keys, strongly_typed
 
 
 class NonFiniteError(FloatingPointError):
@@ -277,7 +277,8 @@ def _start(plan: RunPlan, programs: Programs, done: _Progress) -> tuple[Any, Pro
     the programs with the block compiled for it."""
     plan.say("compiling the training program (can take minutes; the progress bar and its ETA start once it is done)")
     compile_started = time.perf_counter()
-    state = programs.init(seed_keys(plan.seed, plan.num_seeds, plan.first_seed))
+    # Strongly typed, as its checkpoint restores it: a resumed run's block is the fresh run's program.
+    state = strongly_typed(programs.init(seed_keys(plan.seed, plan.num_seeds, plan.first_seed)))
     state, done.start_block, done.curve, done.wall_before = plan.directory.open(state)
     done.blocks = done.start_block
     if done.start_block:

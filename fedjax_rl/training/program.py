@@ -245,6 +245,20 @@ def global_policy(setup: Setup, state: TrainState):
     return lambda obs: setup.agent.greedy_action(shared, obs)
 
 
+def strongly_typed(tree: Any) -> Any:
+    """`tree` without weakly typed leaves (the type JAX gives values made from Python numbers, such as
+    env params and step counters), which no restored copy has (a checkpoint, a message's arrays): a
+    state fed to a program in both forms would compile it twice, so a resumed run or a client's later
+    round would compile what the first already compiled. Each leaf keeps its dtype, and so its
+    arithmetic; strongly typed arrays are returned as they are, not copied."""
+    def strong(leaf):
+        if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            return leaf
+        return jnp.asarray(leaf, dtype=jnp.result_type(leaf))
+
+    return jax.tree.map(strong, tree)
+
+
 def init(setup: Setup, key, max_rate=None) -> TrainState:
     """Per-agent physics (m_k = m (1 + n_k)), then every agent's learner and environment.
 
