@@ -56,14 +56,10 @@ def config_from_message(text: str) -> tuple[TrainConfig, int]:
 # -- pytrees as named arrays -----------------------------------------------------------------------
 
 
-def _is_key(leaf) -> bool:
-    return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
-
-
 def to_arrays(tree: Any) -> dict[str, np.ndarray]:
     """Every leaf of `tree` as a numpy array under its pytree path (a key as its key data)."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return {jax.tree_util.keystr(path): np.asarray(jax.random.key_data(x) if _is_key(x) else x)
+    return {jax.tree_util.keystr(path): np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
             for path, x in leaves}
 
 

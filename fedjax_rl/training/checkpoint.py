@@ -80,7 +80,8 @@ def atomic_write(path: str, mode: str = "w", **open_kwargs):
         raise
 
 
-def _is_key(leaf) -> bool:
+def is_key(leaf) -> bool:
+    """Whether `leaf` is an array of typed PRNG keys (stored as its key data)."""
     return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
@@ -92,7 +93,7 @@ def _paths(tree: Any) -> tuple[list[str], list[Any], Any]:
 def save(path: str, tree: Any, **extra: Any) -> None:
     """Write `tree` to `path` (.npz), every leaf under its pytree path, plus the `extra` arrays; atomically."""
     names, leaves, _ = _paths(tree)
-    arrays = {_LEAF + name: np.asarray(jax.random.key_data(x) if _is_key(x) else x) for name, x in zip(names, leaves)}
+    arrays = {_LEAF + name: np.asarray(jax.random.key_data(x) if is_key(x) else x) for name, x in zip(names, leaves)}
     arrays.update({_EXTRA + k: np.asarray(v) for k, v in extra.items()})
     with atomic_write(path, "wb") as f:
         np.savez(f, **arrays)
@@ -144,7 +145,7 @@ def load(path: str, like: Any) -> tuple[Any, dict]:
         restored = []
         for name, ref in zip(names, leaves):
             value = data[_LEAF + name]
-            if _is_key(ref):
+            if is_key(ref):
                 expected_shape, expected_dtype = jax.random.key_data(ref).shape, jax.random.key_data(ref).dtype
             else:
                 expected_shape, expected_dtype = np.shape(ref), jnp.asarray(ref).dtype
@@ -153,7 +154,7 @@ def load(path: str, like: Any) -> tuple[Any, dict]:
                     path, f"leaf {name} is {value.dtype}{list(value.shape)} in the file, "
                           f"{expected_dtype}{list(expected_shape)} in the state"
                 )
-            if _is_key(ref):
+            if is_key(ref):
                 restored.append(jax.random.wrap_key_data(jnp.asarray(value), impl=jax.random.key_impl(ref)))
             else:
                 restored.append(jnp.asarray(value))

@@ -55,6 +55,7 @@ from flax import struct
 from fedjax_rl import envs
 from fedjax_rl.core import evaluate, federated, perturb
 from fedjax_rl.agents.base import Transition
+from fedjax_rl.training import checkpoint
 from fedjax_rl.training.configs import TrainConfig
 
 PARAMETERS = "parameters"  # the quantity name for non-finite shared parameters
@@ -251,12 +252,8 @@ def strongly_typed(tree: Any) -> Any:
     state fed to a program in both forms would compile it twice, so a resumed run or a client's later
     round would compile what the first already compiled. Each leaf keeps its dtype, and so its
     arithmetic; strongly typed arrays are returned as they are, not copied."""
-    def strong(leaf):
-        if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-            return leaf
-        return jnp.asarray(leaf, dtype=jnp.result_type(leaf))
-
-    return jax.tree.map(strong, tree)
+    return jax.tree.map(lambda leaf: leaf if checkpoint.is_key(leaf) else jnp.asarray(leaf, dtype=jnp.result_type(leaf)),
+                        tree)
 
 
 def init(setup: Setup, key, max_rate=None) -> TrainState:
