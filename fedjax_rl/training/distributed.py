@@ -19,9 +19,10 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
+
+from fedjax_rl.training import checkpoint
 
 
 # Addresses a coordinator may listen on without a warning: this host, private networks (RFC 1918,
@@ -127,10 +128,6 @@ def is_writer() -> bool:
     return jax.process_index() == 0
 
 
-def _is_key(x) -> bool:
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
 @functools.lru_cache(maxsize=None)
 def _replicate(mesh):
     # One compiled gather per (mesh, tree structure): process_allgather would compile one per leaf.
@@ -141,7 +138,7 @@ def to_host(tree: Any) -> Any:
     """Every leaf as a numpy array holding its full global value, on every process (a collective when
     leaves span processes: every process must call it). Typed PRNG keys become their raw key data
     (what `checkpoint.save` stores anyway)."""
-    tree = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+    tree = jax.tree.map(lambda x: jax.random.key_data(x) if checkpoint.is_key(x) else x, tree)
     leaves, treedef = jax.tree.flatten(tree)
     spanning = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array) and not x.is_fully_addressable]
     if spanning:
@@ -166,9 +163,9 @@ def put_like(host_tree: Any, like: Any) -> Any:
     def put(value, ref):
         if not isinstance(ref, jax.Array):
             return value
-        data = np.asarray(jax.random.key_data(value) if _is_key(value) else value)
+        data = np.asarray(jax.random.key_data(value) if checkpoint.is_key(value) else value)
         sharding = ref.sharding
-        if _is_key(ref):
+        if checkpoint.is_key(ref):
             ref_data = jax.random.key_data(ref)
             array = jax.make_array_from_callback(data.shape, ref_data.sharding, lambda index: data[index])
             return jax.random.wrap_key_data(array, impl=jax.random.key_impl(ref))
