@@ -59,7 +59,7 @@ def config_from_message(text: str) -> tuple[TrainConfig, int]:
 def to_arrays(tree: Any) -> dict[str, np.ndarray]:
     """Every leaf of `tree` as a numpy array under its pytree path (a key as its key data)."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return {jax.tree_util.keystr(path): np.asarray(jax.random.key_data(x) if checkpoint.is_key(x) else x)
+    return {jax.tree_util.keystr(path): np.asarray(checkpoint.stored_data(x))
             for path, x in leaves}
 
 

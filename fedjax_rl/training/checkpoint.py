@@ -85,6 +85,11 @@ def is_key(leaf) -> bool:
     return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
+def stored_data(leaf):
+    """`leaf` as it is stored: a typed key array as its key data, anything else as it is."""
+    return jax.random.key_data(leaf) if is_key(leaf) else leaf
+
+
 def _paths(tree: Any) -> tuple[list[str], list[Any], Any]:
     path_leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
     return [jax.tree_util.keystr(path) for path, _ in path_leaves], [leaf for _, leaf in path_leaves], treedef
@@ -93,7 +98,7 @@ def _paths(tree: Any) -> tuple[list[str], list[Any], Any]:
 def save(path: str, tree: Any, **extra: Any) -> None:
     """Write `tree` to `path` (.npz), every leaf under its pytree path, plus the `extra` arrays; atomically."""
     names, leaves, _ = _paths(tree)
-    arrays = {_LEAF + name: np.asarray(jax.random.key_data(x) if is_key(x) else x) for name, x in zip(names, leaves)}
+    arrays = {_LEAF + name: np.asarray(stored_data(x)) for name, x in zip(names, leaves)}
     arrays.update({_EXTRA + k: np.asarray(v) for k, v in extra.items()})
     with atomic_write(path, "wb") as f:
         np.savez(f, **arrays)

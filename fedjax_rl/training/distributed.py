@@ -138,7 +138,7 @@ def to_host(tree: Any) -> Any:
     """Every leaf as a numpy array holding its full global value, on every process (a collective when
     leaves span processes: every process must call it). Typed PRNG keys become their raw key data
     (what `checkpoint.save` stores anyway)."""
-    tree = jax.tree.map(lambda x: jax.random.key_data(x) if checkpoint.is_key(x) else x, tree)
+    tree = jax.tree.map(checkpoint.stored_data, tree)
     leaves, treedef = jax.tree.flatten(tree)
     spanning = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array) and not x.is_fully_addressable]
     if spanning:
@@ -163,7 +163,7 @@ def put_like(host_tree: Any, like: Any) -> Any:
     def put(value, ref):
         if not isinstance(ref, jax.Array):
             return value
-        data = np.asarray(jax.random.key_data(value) if checkpoint.is_key(value) else value)
+        data = np.asarray(checkpoint.stored_data(value))
         sharding = ref.sharding
         if checkpoint.is_key(ref):
             ref_data = jax.random.key_data(ref)
