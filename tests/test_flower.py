@@ -30,6 +30,7 @@ os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 pytest.importorskip("flwr")
 
 from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
+from flwr.common.constant import ErrorCode  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
 from fedjax_rl.core import federated  # noqa: E402
@@ -56,8 +57,12 @@ class LocalGrid:
     """What `apps.run_federation` needs of a Flower Grid, delivering each message to a ClientApp call
     in this process (one Context per node, kept across rounds, as a SuperNode keeps it)."""
 
-    def __init__(self, node_configs: list[dict], client=None, fail_at: tuple[int, int] | None = None):
-        """`fail_at` (agent index, round): that agent's client raises when asked for that round."""
+    def __init__(self, node_configs: list[dict], client=None, fail_at: tuple[int, int] | None = None,
+                 unavailable: int = 0, late: tuple[int, ...] = ()):
+        """`fail_at` (agent index, round): that agent's client raises when asked for that round.
+        `unavailable`: so many more nodes listed that the SuperLink reports unavailable (machines that went
+        down, listed until their heartbeats are missed); `late`: agent indices whose nodes are listed
+        from the second listing on (SuperNodes restarting)."""
         # Who is sending, as Flower's runtime records it for the ServerApp's process.
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
         self.client = client or apps.client_app()
@@ -67,9 +72,14 @@ class LocalGrid:
         self.sent = []  # message types, in order
         self.fail_at = fail_at
         self.replies = {}
+        self.unavailable = [900 + i for i in range(unavailable)]
+        self.late, self.listings = late, 0
 
     def get_node_ids(self):
-        return list(self.contexts)
+        self.listings += 1
+        listed = [n for n, c in self.contexts.items() if self.listings > 1 or c.node_config[federation.AGENT_INDEX]
+                  not in self.late]
+        return self.unavailable + listed
 
     def push_messages(self, messages):
         """Delivers each message at once; its reply waits to be pulled."""
@@ -77,6 +87,11 @@ class LocalGrid:
         for message in messages:
             message.metadata.__dict__["_message_id"] = message_id = f"m{len(self.sent)}"
             self.sent.append(message.metadata.message_type)
+            if message.metadata.dst_node_id in self.unavailable:
+                self.replies[message_id] = Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason="Node Unavailable"),
+                                                   reply_to=message)
+                ids.append(message_id)
+                continue
             context = self.contexts[message.metadata.dst_node_id]
             try:
                 if self.fail_at and message.metadata.message_type == "train" and self.fail_at == (
@@ -219,9 +234,11 @@ def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finishe
     message = str(raised.value)
     assert "round 6 failed on 1 client(s): agent 1" in message and "the client's machine went down" in message
     assert f"the 5 finished round(s) are saved in {out}" in message
-    # Restarted clients (new contexts: only their state directories remain) and the same call.
+    # Restarted clients (new contexts: only their state directories remain) and the same call, made while
+    # the SuperLink still lists the lost node and before agent 1's restarted one is listed (met on a
+    # deployment of processes: the killed node was asked and its unavailability stopped the resumed run).
     said = []
-    grid = LocalGrid(node_configs)
+    grid = LocalGrid(node_configs, unavailable=1, late=(1,))
     result = apps.run_federation(grid, config, SEED, out, say=said.append)
     assert "resuming after round 5 of 8" in said[0]
     assert grid.sent.count("train") == 2 * 3
@@ -253,6 +270,13 @@ def test_bad_federations_stop_before_anything_trains(node_configs, expected):
     with pytest.raises(apps.FederationError) as raised:
         apps.run_federation(grid, small_config(), SEED, None, wait_s=0.5, say=lambda _: None)
     assert expected in str(raised.value)
+    assert "train" not in grid.sent
+
+
+def test_a_node_the_superlink_reports_unavailable_is_no_client():
+    grid = LocalGrid(nodes(2)[:1], unavailable=1)
+    with pytest.raises(apps.FederationError, match=r"num_agents=2 clients are needed, 1 connected within 0.5 s"):
+        apps.run_federation(grid, small_config(), SEED, None, wait_s=0.5, say=lambda _: None)
     assert "train" not in grid.sent
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from flwr.app import (Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord,
                       RecordDict)
 from flwr.clientapp import ClientApp
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid, ServerApp
 
 from fedjax_rl.core import evaluate, perturb
@@ -185,24 +186,37 @@ def _text(value) -> str:
     return "true" if value is True else "false" if value is False else str(value)
 
 
-def _wait_for_nodes(grid: Grid, count: int, wait_s: float) -> list[int]:
+def _join(grid: Grid, count: int, settings: str, wait_s: float, timeout_s: float | None) -> dict[int, Message]:
+    """Every client's answer to the setup query, by node, once `count` clients answered: each node the
+    SuperLink lists is asked once. A node it reports unavailable is no client, and the wait for the
+    others goes on: the SuperLink lists a node that went down until two of its heartbeats are missed,
+    so a run resumed right after a machine came back finds the old node listed and the restarted one
+    not yet. Any other failed answer stops the run (`_exchange`)."""
     deadline = time.monotonic() + wait_s
+    answers: dict[int, Message] = {}
+    unavailable: set[int] = set()
     while True:
-        nodes = sorted(grid.get_node_ids())
-        if len(nodes) >= count or time.monotonic() > deadline:
+        new = [n for n in sorted(grid.get_node_ids()) if n not in answers and n not in unavailable]
+        if new:
+            replies = _exchange(grid, {n: _message(n, MessageType.QUERY, {"settings": settings}) for n in new},
+                                "setup", timeout_s, {}, unavailable_ok=True)
+            unavailable.update(n for n, reply in replies.items() if reply.has_error())
+            answers.update((n, reply) for n, reply in replies.items() if not reply.has_error())
+        if len(answers) >= count or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    if len(nodes) < count:
-        raise FederationError(f"num_agents={count} clients are needed, {len(nodes)} connected within {wait_s:g} s; "
-                              f"start {count - len(nodes)} more SuperNode(s) or lower num_agents")
-    return nodes
+    if len(answers) < count:
+        raise FederationError(f"num_agents={count} clients are needed, {len(answers)} connected within {wait_s:g} s; "
+                              f"start {count - len(answers)} more SuperNode(s) or lower num_agents")
+    return dict(sorted(answers.items()))
 
 
 def _exchange(grid: Grid, messages: dict[int, Message], what: str, timeout_s: float | None,
-              agent_of: dict[int, int], saved: str = "") -> dict[int, Message]:
+              agent_of: dict[int, int], saved: str = "", unavailable_ok: bool = False) -> dict[int, Message]:
     """Send `messages` {node: message}; every reply by node, or, as soon as one client fails (its
     error reply: a ClientApp's exception, a node the SuperLink lost) or `timeout_s` passes without
-    every reply, a FederationError naming the clients, with `saved` (what is kept, how to resume)."""
+    every reply, a FederationError naming the clients, with `saved` (what is kept, how to resume).
+    `unavailable_ok`: a node the SuperLink reports unavailable is no failure; its error is its reply."""
     ids = list(grid.push_messages(list(messages.values())))
     node_of_message = dict(zip(ids, messages))
     replies: dict[int, Message] = {}
@@ -212,13 +226,13 @@ def _exchange(grid: Grid, messages: dict[int, Message], what: str, timeout_s: fl
         waiting = [i for i in ids if node_of_message[i] not in replies]
         for reply in grid.pull_messages(waiting):
             replies[node_of_message[reply.metadata.reply_to_message_id]] = reply
-        if any(reply.has_error() for reply in replies.values()):
+        if any(_failed(reply, unavailable_ok) for reply in replies.values()):
             break
         if deadline is not None and time.monotonic() > deadline:
             break
         time.sleep(pause)
         pause = min(2 * pause, 0.2)
-    failed = {node: reply.error.reason for node, reply in replies.items() if reply.has_error()}
+    failed = {node: reply.error.reason for node, reply in replies.items() if _failed(reply, unavailable_ok)}
     missing = [node for node in messages if node not in replies]
     if failed or missing:
         lines = [f"agent {agent_of.get(n, '?')} (node {n}): {reason}" for n, reason in failed.items()]
@@ -227,6 +241,10 @@ def _exchange(grid: Grid, messages: dict[int, Message], what: str, timeout_s: fl
         raise FederationError(f"{what} failed on {len(lines)} client(s): " + "; ".join(lines)
                               + (f". {saved}" if saved else ""))
     return replies
+
+
+def _failed(reply: Message, unavailable_ok: bool) -> bool:
+    return reply.has_error() and not (unavailable_ok and reply.error.code == ErrorCode.NODE_UNAVAILABLE)
 
 
 def _message(node: int, kind: str, run: dict, global_model=None) -> Message:
@@ -262,9 +280,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
     settings = federation.config_message(config, seed)
     started = time.perf_counter()
 
-    nodes = _wait_for_nodes(grid, K, wait_s)
-    answers = _exchange(grid, {n: _message(n, MessageType.QUERY, {"settings": settings}) for n in nodes},
-                        "setup", timeout_s, {})
+    answers = _join(grid, K, settings, wait_s, timeout_s)
     agent_of = {n: int(m.content[RUN]["index"]) for n, m in answers.items()}
     node_of = {}
     for node, index in sorted(agent_of.items()):
