@@ -57,9 +57,9 @@ class LocalGrid:
     """What `apps.run_federation` needs of a Flower Grid, delivering each message to a ClientApp call
     in this process (one Context per node, kept across rounds, as a SuperNode keeps it)."""
 
-    def __init__(self, node_configs: list[dict], client=None, fail_at: tuple[int, int] | None = None,
+    def __init__(self, node_configs: list[dict], client=None, fail_at: tuple[int, str, int] | None = None,
                  unavailable: int = 0, late: tuple[int, ...] = ()):
-        """`fail_at` (agent index, round): that agent's client raises when asked for that round.
+        """`fail_at` (agent index, message type, round): that agent's client raises when asked for that.
         `unavailable`: so many more nodes listed that the SuperLink reports unavailable (machines that went
         down, listed until their heartbeats are missed); `late`: agent indices whose nodes are listed
         from the second listing on (SuperNodes restarting)."""
@@ -94,8 +94,8 @@ class LocalGrid:
                 continue
             context = self.contexts[message.metadata.dst_node_id]
             try:
-                if self.fail_at and message.metadata.message_type == "train" and self.fail_at == (
-                        context.node_config[federation.AGENT_INDEX], message.content[apps.RUN]["round"]):
+                if self.fail_at == (context.node_config[federation.AGENT_INDEX], message.metadata.message_type,
+                                    message.content[apps.RUN].get("round")):
                     raise RuntimeError("the client's machine went down")
                 reply = self.client(message, context)
             except Exception as error:  # as a SuperNode reports a ClientApp's exception
@@ -225,23 +225,30 @@ def test_partial_participation_and_a_robust_rule_are_the_librarys(tmp_path):
     assert grid.sent.count("train") == 3 * config.num_rounds
 
 
-def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finished(compiled_run, tmp_path):
+@pytest.mark.parametrize("fail_at, failed, saved", [
+    ((1, "train", 5), "round 6", 5),
+    # After its round 4 a client is asked for its evaluation before the server saves round 4.
+    ((1, "evaluate", 4), "evaluation after round 4", 3),
+], ids=["training", "evaluation"])
+def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finished(compiled_run, tmp_path, fail_at,
+                                                                                   failed, saved):
     config = small_config()
     out, state_dir = str(tmp_path / "run"), str(tmp_path / "client_state")
     node_configs = nodes(2, **{apps.STATE_DIR: state_dir})
     with pytest.raises(apps.FederationError) as raised:
-        apps.run_federation(LocalGrid(node_configs, fail_at=(1, 5)), config, SEED, out, say=lambda _: None)
+        apps.run_federation(LocalGrid(node_configs, fail_at=fail_at), config, SEED, out, say=lambda _: None)
     message = str(raised.value)
-    assert "round 6 failed on 1 client(s): agent 1" in message and "the client's machine went down" in message
-    assert f"the 5 finished round(s) are saved in {out}" in message
+    assert f"{failed} failed on 1 client(s): agent 1" in message and "the client's machine went down" in message
+    assert f"the {saved} finished round(s) are saved in {out}" in message
+    assert "run the same command to resume" in message
     # Restarted clients (new contexts: only their state directories remain) and the same call, made while
     # the SuperLink still lists the lost node and before agent 1's restarted one is listed (met on a
     # deployment of processes: the killed node was asked and its unavailability stopped the resumed run).
     said = []
     grid = LocalGrid(node_configs, unavailable=1, late=(1,))
     result = apps.run_federation(grid, config, SEED, out, say=said.append)
-    assert "resuming after round 5 of 8" in said[0]
-    assert grid.sent.count("train") == 2 * 3
+    assert f"resuming after round {saved} of 8" in said[0]
+    assert grid.sent.count("train") == 2 * (8 - saved)
     assert max_difference(global_params(out), member_rounds(config, SEED)[-1]) == 0.0
     _, uninterrupted = compiled_run
     np.testing.assert_array_equal(result["curve"]["local_returns"], uninterrupted["curve"]["local_returns"])

@@ -320,7 +320,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
         state = {"global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
         if (round_index + 1) % config.eval_every_rounds == 0:
             record = _block_record(grid, setup, seed, global_model, round_index + 1, totals, settings, node_of,
-                                   agent_of, timeout_s, policy_returns)
+                                   agent_of, timeout_s, policy_returns, saved=_saved(directory, round_index))
             curve.append(records.to_lists(record))
             board.write(curve[-1], wall_s=wall())
             blocks_done += 1
@@ -329,7 +329,8 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
                 f"minimum {record['local_minimum'][0]:.1f}, nominal {record['nominal_return'][0]:.1f}")
         directory.save_block(state, blocks_done, curve, wall_s=wall())
     board.close()
-    final = _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics)
+    final = _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics,
+                   saved=_saved(directory, config.num_rounds))
     result = {"curve": {k: np.stack([np.asarray(c[k]) for c in curve], axis=1) for k in curve[0]} if curve else {},
               "final": final, "communication": comm, "run_batch": None, "seed_indices": [0],
               "timing": {"wall_s": wall(), "wall_s_this_process": time.perf_counter() - started,
@@ -371,21 +372,22 @@ def _nominal_returns(setup, shared, key):
                                     setup.max_steps)
 
 
-def _local_returns(grid, setup, global_model, settings, rounds_done, final, node_of, agent_of, timeout_s):
+def _local_returns(grid, setup, global_model, settings, rounds_done, final, node_of, agent_of, timeout_s, saved):
     K = setup.config.num_agents
     messages = {node_of[k]: _message(node_of[k], MessageType.EVALUATE,
                                      {"settings": settings, "round": rounds_done, "final": final}, global_model)
                 for k in range(K)}
-    replies = _exchange(grid, messages, f"evaluation after round {rounds_done}", timeout_s, agent_of)
+    replies = _exchange(grid, messages, f"evaluation after round {rounds_done}", timeout_s, agent_of, saved)
     return np.asarray([replies[node_of[k]].content[METRICS]["episode_returns"] for k in range(K)], np.float32)
 
 
 def _block_record(grid, setup, seed, global_model, rounds_done, totals, settings, node_of, agent_of, timeout_s,
-                  policy_returns) -> dict:
-    """One evaluation block's curve record, for one seed ([1] leading axis), as `program.run_block` makes it."""
+                  policy_returns, saved: str) -> dict:
+    """One evaluation block's curve record, for one seed ([1] leading axis), as `program.run_block` makes it.
+    The round it follows is saved with its record, so a failed evaluation resumes before that round."""
     config = setup.config
     local = program.local_metrics(jnp.asarray(_local_returns(grid, setup, global_model, settings, rounds_done,
-                                                             False, node_of, agent_of, timeout_s)))
+                                                             False, node_of, agent_of, timeout_s, saved)))
     nominal = np.asarray(policy_returns(global_model, federation.evaluation_key(seed, rounds_done, config.num_rounds)))
     train_steps = max(float(totals["trained"]), 1.0)
     record = {
@@ -399,11 +401,12 @@ def _block_record(grid, setup, seed, global_model, rounds_done, totals, settings
     return {k: np.asarray(v)[None] for k, v in record.items()}
 
 
-def _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics) -> dict:
+def _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics, saved: str) -> dict:
     """The final evaluation, for one seed ([1] leading axis), as `program.finalize` makes it."""
     config, env = setup.config, setup.env
     local = program.local_metrics(jnp.asarray(_local_returns(grid, setup, global_model, settings,
-                                                             config.num_rounds, True, node_of, agent_of, timeout_s)))
+                                                             config.num_rounds, True, node_of, agent_of, timeout_s,
+                                                             saved)))
     policy = lambda obs: setup.agent.greedy_action(global_model, obs)  # noqa: E731
     scales = perturb.sweep_scales(config.sweep_points)
     sweep_params = perturb.scaled_env_params(env, setup.nominal_params, config.physics, scales)
