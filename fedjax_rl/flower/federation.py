@@ -57,19 +57,17 @@ def config_from_message(text: str) -> tuple[TrainConfig, int]:
 
 
 def to_arrays(tree: Any) -> dict[str, np.ndarray]:
-    """Every leaf of `tree` as a numpy array under its pytree path (a key as its key data)."""
-    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return {jax.tree_util.keystr(path): np.asarray(checkpoint.stored_data(x))
-            for path, x in leaves}
+    """Every leaf of `tree` as a numpy array under its pytree path (a key as its key data), as a
+    checkpoint stores it."""
+    return checkpoint.stored_arrays(tree)
 
 
 def from_arrays(arrays: dict[str, np.ndarray], like: Any) -> Any:
     """`to_arrays` read back into the structure, dtypes and key types of `like` (arrays or shapes).
     A ValueError names the first leaf that is missing or shaped otherwise."""
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(like)
+    names, leaves, treedef = checkpoint.named_leaves(like)
     restored = []
-    for path, ref in leaves:
-        name = jax.tree_util.keystr(path)
+    for name, ref in zip(names, leaves):
         if name not in arrays:
             raise ValueError(f"the message lacks the leaf {name}")
         value = np.asarray(arrays[name])

@@ -90,15 +90,22 @@ def stored_data(leaf):
     return jax.random.key_data(leaf) if is_key(leaf) else leaf
 
 
-def _paths(tree: Any) -> tuple[list[str], list[Any], Any]:
+def named_leaves(tree: Any) -> tuple[list[str], list[Any], Any]:
+    """`tree`'s leaves, each leaf's name (its pytree path, `jax.tree_util.keystr`) and the treedef:
+    the names under which a checkpoint or a federation message stores them."""
     path_leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
     return [jax.tree_util.keystr(path) for path, _ in path_leaves], [leaf for _, leaf in path_leaves], treedef
 
 
+def stored_arrays(tree: Any) -> dict[str, np.ndarray]:
+    """Every leaf of `tree` as the numpy array that is stored (`stored_data`) under its name."""
+    names, leaves, _ = named_leaves(tree)
+    return {name: np.asarray(stored_data(x)) for name, x in zip(names, leaves)}
+
+
 def save(path: str, tree: Any, **extra: Any) -> None:
     """Write `tree` to `path` (.npz), every leaf under its pytree path, plus the `extra` arrays; atomically."""
-    names, leaves, _ = _paths(tree)
-    arrays = {_LEAF + name: np.asarray(stored_data(x)) for name, x in zip(names, leaves)}
+    arrays = {_LEAF + name: array for name, array in stored_arrays(tree).items()}
     arrays.update({_EXTRA + k: np.asarray(v) for k, v in extra.items()})
     with atomic_write(path, "wb") as f:
         np.savez(f, **arrays)
@@ -140,7 +147,7 @@ def _mismatch(path: str, what: str) -> CheckpointMismatch:
 def load(path: str, like: Any) -> tuple[Any, dict]:
     """Restore a tree saved by `save` into the structure (and key types) of `like`. Raises
     `CheckpointMismatch` if the leaves differ, `DamagedFile` if the file cannot be read."""
-    names, leaves, treedef = _paths(like)
+    names, leaves, treedef = named_leaves(like)
     with _open(path) as data:
         stored = {k[len(_LEAF):] for k in data.files if k.startswith(_LEAF)}
         missing = [n for n in names if n not in stored]
