@@ -695,6 +695,37 @@ def test_a_row_still_in_pieces_is_measured_by_its_finished_pieces(in_pieces, tmp
     assert here["cores"] == len(os.sched_getaffinity(0))
 
 
+def test_a_program_is_measured_on_the_machine_its_row_records_for_it(tmp_path):
+    """A row written from pieces that trained elsewhere: a program whose metrics record no machine is
+    timed on the machine the row.json records for it (a GPU's here, not the CPU that wrote the row),
+    and left out where the row.json records none; a row.json without pieces (its one process trained
+    every program) lends its own machine."""
+    cpu = {"cpu": "AMD EPYC", "cores": 2, "backend": "cpu", "devices": ["cpu:0"]}
+    gpu_summary = "NVIDIA H200, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
+    config = {"env_name": "Hopper-v4", "engine": "c", "steps_per_agent": 50_000, "num_agents": 5}
+
+    def write_row(name, pieces):
+        row = tmp_path / "table2" / name
+        for program, wall in (("fedrddpg", 788.0), ("ddpgavg2", 583.0)):
+            (row / program).mkdir(parents=True)
+            (row / program / "metrics.json").write_text(json.dumps(
+                {"timing": {"wall_s": wall}, "final": {"local_average": [[0.0]] * 6}}))
+        record = {"schema": row_records.ROW_SCHEMA, "table": "table2", "row": name.replace("__", "/"),
+                  "machine": cpu, "wall_s": 0.0, "pieces": pieces,
+                  "configs": {program: {"config": {**config, "algo": program}} for program in ("fedrddpg", "ddpgavg2")}}
+        (row / "row.json").write_text(json.dumps(record))
+
+    write_row("Hopper-v4__torso", {"fedrddpg": [{"dir": "", "seeds": [0, 6], "machine": gpu_summary, "wall_s": 788.0}],
+                                    "ddpgavg2": [{"dir": "", "seeds": [0, 6], "machine": None, "wall_s": 583.0}]})
+    write_row("Hopper-v4__thigh", {})
+    found = {(m.row, m.program): (m.kind, m.machine, m.runs, m.wall_s) for m in costs.measurements([str(tmp_path)])}
+    assert found == {
+        ("Hopper-v4/torso", "fedrddpg"): ("gpu", gpu_summary, 6, 788.0),
+        ("Hopper-v4/thigh", "fedrddpg"): ("cpu", "AMD EPYC (2 cores) (the row's machine)", 6, 788.0),
+        ("Hopper-v4/thigh", "ddpgavg2"): ("cpu", "AMD EPYC (2 cores) (the row's machine)", 6, 583.0),
+    }
+
+
 def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, monkeypatch):
     """The committed Table 1 rows predate pieces: row.json lists no pieces and their program
     directories keep only the grid points' files, no finished.json. Such a row still counts its

@@ -2,8 +2,10 @@
 
 Every finished program (or piece) in a results directory records its wall time (compilation, training
 and the final evaluation), its runs (seeds x grid points) and its steps per agent, and the machine it
-ran on (its metrics.json's "machine", or where a run did not record one, its row's row.json). `measurements`
-reads them, every finished piece on disk included (a row still in pieces, or growing by new ones); `estimate` turns the closest measurement into a time for a new piece, per kind of machine:
+ran on (its metrics.json's "machine", or where a run did not record one, what its row's row.json records
+of it; a program no record places is left out). `measurements` reads them, every finished piece on disk
+included (a row still in pieces, or growing by new ones); `estimate` turns the closest measurement into
+a time for a new piece, per kind of machine:
 
 - on a CPU the work is the networks' (benchmarks/README.md: 97% of a DDPG agent-step), so the time
   scales with runs x steps;
@@ -65,26 +67,44 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
                 metrics = load_run(metrics_dir)
             except (OSError, ValueError):
                 continue
-            own = "machine" in metrics  # a run that records no machine ran on its row's
-            machine = metrics["machine"] if own else record["machine"]
             wall = metrics.get("timing", {}).get("wall_s")
             if wall is None and len(record["configs"]) == 1 and len(pieces) == 1:
                 wall = record.get("wall_s")  # one program, one piece: the row's wall time is the program's
-            if not wall:
+            ran_on = _ran_on(metrics, record, piece)
+            if not wall or ran_on is None:
                 continue
             seeds = (piece["seeds"][1] - piece["seeds"][0]) if piece.get("seeds") else len(
                 metrics["final"]["local_average"])
-            out.append(_measurement(table, record["row"], program, entry["config"], machine, seeds * points, wall,
-                                    base, "" if own else " (the row's machine)"))
+            out.append(_measurement(table, record["row"], program, entry["config"], *ran_on, seeds * points, wall,
+                                    base))
     return out
 
 
-def _measurement(table: str, row: str, program: str, config: dict, machine: dict, runs: int, wall: float,
-                 source: str, machine_note: str = "") -> Measurement:
+def _ran_on(metrics: dict, record: dict, piece: dict) -> tuple[str, str] | None:
+    """(kind, name) of the machine a program or piece of a written row ran on: its metrics' own record,
+    else the summary its row.json keeps of it (a row written from pieces trained on other machines,
+    a GPU's among them), else, for a row.json that lists no pieces (its one process trained it
+    all), the row's machine. None where no record says: a row written from pieces whose program
+    recorded no machine did not necessarily run where the row was written."""
+    if "machine" in metrics:
+        return _kind(metrics["machine"]), machine_name(metrics["machine"])
+    if "machine" not in piece:
+        return _kind(record["machine"]), machine_name(record["machine"]) + " (the row's machine)"
+    if piece["machine"] is None:
+        return None
+    # machine.summary names an accelerator first, then its host: "NVIDIA H200, host <cpu> (16 cores)".
+    return ("gpu" if ", host " in piece["machine"] else "cpu"), piece["machine"]
+
+
+def _kind(machine: dict) -> str:
+    return "gpu" if machine.get("backend") == "gpu" else "cpu"
+
+
+def _measurement(table: str, row: str, program: str, config: dict, kind: str, machine: str, runs: int, wall: float,
+                 source: str) -> Measurement:
     """One finished program or piece of `row`, from its recorded config and the machine it ran on."""
-    return Measurement(table, row, config["env_name"], program, config.get("engine"),
-                       "gpu" if machine.get("backend") == "gpu" else "cpu", machine_name(machine) + machine_note,
-                       runs, int(config["steps_per_agent"]), float(wall), source, int(config.get("num_agents", 5)))
+    return Measurement(table, row, config["env_name"], program, config.get("engine"), kind, machine, runs,
+                       int(config["steps_per_agent"]), float(wall), source, int(config.get("num_agents", 5)))
 
 
 def _piece_measurements(row_path: str, table: str) -> list[Measurement]:
@@ -108,7 +128,7 @@ def _piece_measurements(row_path: str, table: str) -> list[Measurement]:
                 continue
             wall, machine = metrics.get("timing", {}).get("wall_s"), metrics.get("machine")
             if wall and machine:
-                out.append(_measurement(table, row, program, config, machine,
+                out.append(_measurement(table, row, program, config, _kind(machine), machine_name(machine),
                                         piece.piece.num_seeds * grid_points(grid), wall, piece.path))
     return out
 
@@ -175,7 +195,8 @@ def estimate(found: list[Measurement], table: str, row: str, program: str, engin
         where = "" if (m.table, m.row) == (table, row) else (
             f"from {m.row}, " if m.table == table else f"from {m.table} {m.row}, ")
         k = "" if m.agents == agents else f" of {m.agents} agents"
-        out[kind] = (seconds, f"{where}{m.machine}: {m.runs} runs{k} x {m.steps:,} steps in {m.wall_s:,.0f} s")
+        out[kind] = (seconds, f"{where}{m.machine}: {m.runs} run{'s' * (m.runs != 1)}{k} x {m.steps:,} steps "
+                              f"in {m.wall_s:,.0f} s")
     return out
 
 
