@@ -701,7 +701,9 @@ def test_a_program_is_measured_on_the_machine_its_row_records_for_it(tmp_path):
     and left out where the row.json records none; a row.json without pieces (its one process trained
     every program) lends its own machine."""
     cpu = {"cpu": "AMD EPYC", "cores": 2, "backend": "cpu", "devices": ["cpu:0"]}
-    gpu_summary = "NVIDIA H200, host Intel(R) Xeon(R) Processor (16 cores, AVX-512)"
+    # As a row.json records a piece's machine: machine.summary of the piece's own record.
+    gpu_summary = machine.summary({"gpu": ["NVIDIA H200"], "cpu": "Intel(R) Xeon(R) Processor", "cores": 16,
+                                   "backend": "gpu", "cpu_isa": ["avx2", "avx512f"]})
     config = {"env_name": "Hopper-v4", "engine": "c", "steps_per_agent": 50_000, "num_agents": 5}
 
     def write_row(name, pieces):

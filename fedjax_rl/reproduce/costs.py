@@ -26,7 +26,7 @@ import dataclasses
 import glob
 import os
 
-from fedjax_rl.training.machine import machine_cores
+from fedjax_rl.training.machine import machine_cores, summary_kind
 from fedjax_rl.reproduce.seed_pieces import found
 from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points
 from fedjax_rl.reproduce.row_records import load_run, read_row
@@ -92,8 +92,7 @@ def _ran_on(metrics: dict, record: dict, piece: dict) -> tuple[str, str] | None:
         return _kind(record["machine"]), machine_name(record["machine"]) + " (the row's machine)"
     if piece["machine"] is None:
         return None
-    # machine.summary names an accelerator first, then its host: "NVIDIA H200, host <cpu> (16 cores)".
-    return ("gpu" if ", host " in piece["machine"] else "cpu"), piece["machine"]
+    return summary_kind(piece["machine"]), piece["machine"]
 
 
 def _kind(machine: dict) -> str:

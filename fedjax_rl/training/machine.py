@@ -78,6 +78,11 @@ def summary(machine: dict) -> str:
     return f"{machine.get('cpu')} ({cores}, {machine.get('backend')})"
 
 
+def summary_kind(text: str) -> str:
+    """"gpu" for a `summary` that names an accelerator (it names its host after it), else "cpu"."""
+    return "gpu" if ", host " in text else "cpu"
+
+
 def _widest_isa(machine: dict) -> str:
     """', AVX-512' / ', AVX2' (nothing for a record without `cpu_isa`)."""
     isa = machine.get("cpu_isa") or []
