@@ -90,6 +90,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import machine  # noqa: E402
 
 from fedjax_rl.analysis import aggregate, power, stats  # noqa: E402
+from fedjax_rl.analysis.cells import at_most  # noqa: E402
 import mean_intervals  # noqa: E402
 from fedjax_rl.reproduce import report, row_records, tables
 
@@ -568,6 +569,20 @@ def _sign_decided(d: np.ndarray) -> np.ndarray:
     return (ahead | behind) & stats.decidable(d.shape[-1])
 
 
+# 'Equivalent' where the typical untied difference lies exactly on the margin (1), at either end, with ties
+# (zeros) at the given rate: (tie rate, draw of the untied values). Continuous values on the margin are the
+# worst case the computed level (`stats.equivalence_level`) allows for; atoms on the margin, and untied seeds
+# that are all wins (which must never read equivalent), lie below it.
+EQUIVALENCE_NULL = {
+    "normal around +margin": (0.0, lambda rng, shape: 1.0 + rng.normal(size=shape)),
+    "normal around -margin": (0.0, lambda rng, shape: -1.0 + rng.normal(size=shape)),
+    "30% ties, untied around +margin": (0.3, lambda rng, shape: 1.0 + rng.normal(size=shape)),
+    "60% ties, untied around -margin": (0.6, lambda rng, shape: -1.0 + rng.normal(size=shape)),
+    "40% ties, untied 0.5 / 1 / 1.5": (0.4, lambda rng, shape: rng.choice([0.5, 1.0, 1.5], size=shape)),
+    "75% ties, untied all wins of 0.5": (0.75, lambda rng, shape: np.full(shape, 0.5)),
+}
+
+
 def sign_part(datasets: int, pool: np.ndarray) -> dict:
     """The sign rule's false ahead/behind rates per null kind and seed count against its computed bound;
     its power for normal differences against the exact one; 'equivalent' at the margin against its
@@ -592,16 +607,19 @@ def sign_part(datasets: int, pool: np.ndarray) -> dict:
                 rule=float(_sign_decided(d).mean()), exact=power.rule_power(n, float(scipy.stats.norm.cdf(shift))))
     out["power_normal"] = power_normal
     equivalence = {}
-    for name, draw_fn in (("normal around the margin", lambda rng, shape: 1.0 + rng.normal(size=shape)),
-                          ("ties at the margin", lambda rng, shape: rng.integers(0, 3, size=shape).astype(float))):
+    for kind_index, (name, (tie_rate, draw_fn)) in enumerate(EQUIVALENCE_NULL.items()):
         for n in SIGN_SEEDS:
-            d = draw_fn(np.random.default_rng([33, len(name), n]), (datasets, n))
-            zero = np.zeros_like(d)
+            rng = np.random.default_rng([33, kind_index, n])
+            d = draw_fn(rng, (datasets, n))
+            d = np.where(rng.random(d.shape) < tie_rate, 0.0, d)
             ahead, behind = stats.sign_test((d > 0).sum(-1), (d < 0).sum(-1))
-            words = stats.verdict(ahead, behind, stats.decidable(n),
-                                  stats.difference(d, zero, confidence=stats.EQUIVALENCE_CONFIDENCE), margin=1.0)
-            equivalence.setdefault(name, {})[str(n)] = dict(rate=float(np.mean(words == stats.EQUIVALENT)),
-                                                            computed=stats.equivalence_level(n))
+            words = stats.verdict(ahead, behind, stats.decidable(n), stats.equivalence_interval(d), margin=1.0)
+            said = words == stats.EQUIVALENT
+            equivalence.setdefault(name, {})[str(n)] = dict(
+                rate=float(np.mean(said)), se=float(np.std(said) / np.sqrt(said.size)),
+                computed=stats.equivalence_level(n))
+        print(f"equivalent {name:40s} " + " ".join(f"n={n}: {equivalence[name][str(n)]['rate']:.3f}" for n in SIGN_SEEDS),
+              flush=True)
     out["equivalence"] = equivalence
     out["whole_table"] = whole_table_level(datasets, pool, SIGN_NULL, sign_differences)
     out["plan"] = plan_grid()
@@ -626,7 +644,16 @@ def plan_grid() -> dict:
         print(f"plan from {pilots} pilots: delivers {by_pilots[str(pilots)]['power']:.3f} on the grid, "
               f"{by_pilots[str(pilots)]['planned']:.0%} of pilots planned", flush=True)
     powers = [v["power"] for v in by_pilots.values()]
-    return dict(mean=float(np.mean(powers)), smallest=float(np.min(powers)), by_pilots=by_pilots, cells=cells)
+    by_higher = {}  # per effect: as `mean`, the pilot counts' mean of the power weighted over tie rates
+    for higher in power.PLAN_HIGHER:
+        per_pilots = []
+        for pilots in power.PLAN_PILOTS:
+            mine = [cells[f"{pilots} pilots, P(higher) {higher:g}, ties {tie:g}"] for tie in power.PLAN_TIES]
+            per_pilots.append(sum(c["planned"] * c["power"] for c in mine) / sum(c["planned"] for c in mine))
+        by_higher[f"{higher:g}"] = float(np.mean(per_pilots))
+    print("plan per effect: " + ", ".join(f"P(higher) {h}: {v:.3f}" for h, v in by_higher.items()), flush=True)
+    return dict(mean=float(np.mean(powers)), smallest=float(np.min(powers)), by_higher=by_higher, by_pilots=by_pilots,
+                cells=cells)
 
 
 def sign_summary(sign: dict) -> list[str]:
@@ -638,14 +665,18 @@ def sign_summary(sign: dict) -> list[str]:
     for kind, cells in sign["null"].items():
         lines.append(f"| {kind} | " + " | ".join(f"{cells[n]['rate']:.1%}" for n in seeds) + " |")
     first = next(iter(sign["null"].values()))
-    lines.append("| bound | " + " | ".join(f"{first[n]['bound']:.1%}" for n in seeds) + " |")
+    lines.append("| bound | " + " | ".join(at_most(first[n]["bound"]) for n in seeds) + " |")
     lines += ["", "Power for normal differences (simulated / exact):", "",
               "| shift | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
     for shift, cells in sign["power_normal"].items():
         lines.append(f"| {shift} sd | " + " | ".join(f"{cells[n]['rule']:.0%} / {cells[n]['exact']:.0%}" for n in seeds) + " |")
-    lines += ["", "'Equivalent' said where the median difference lies on the margin (simulated / computed): " + "; ".join(
-        f"{k}: " + ", ".join(f"n = {n} {v['rate']:.1%} / {v['computed']:.1%}" for n, v in c.items())
-        for k, c in sign["equivalence"].items())]
+    lines += ["", "'Equivalent' said where the typical untied difference lies on the margin, ties set aside (simulated; "
+              "the computed bound, over every tie count, `stats.equivalence_level`, in the last row):", "",
+              "| kind | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
+    for kind, cells in sign["equivalence"].items():
+        lines.append(f"| {kind} | " + " | ".join(f"{cells[n]['rate']:.1%}" for n in seeds) + " |")
+    first = next(iter(sign["equivalence"].values()))
+    lines.append("| **bound** | " + " | ".join(at_most(first[n]["computed"]) for n in seeds) + " |")
     lines += ["", "Whole-table sign test, false ahead/behind (largest over the kinds; a task's rows grouped, as "
               "the tables do, and not): " + "; ".join(
         f"{shape}: {max(v['rate'] for v in cell.values()):.1%}" for shape, cell in sign["whole_table"].items())]
@@ -656,6 +687,8 @@ def sign_summary(sign: dict) -> list[str]:
               "| pilots | power at the planned count | pilots planned | hardest cell |", "| ---: | ---: | ---: | ---: |"]
     for pilots, v in plan["by_pilots"].items():
         lines.append(f"| {pilots} | {v['power']:.1%} | {v['planned']:.0%} | {v['smallest_cell']:.1%} |")
+    lines += ["", "Per effect (the pilot counts' mean, weighted over tie rates as above): " + ", ".join(
+        f"P(higher) {h} {v:.1%}" for h, v in plan["by_higher"].items())]
     return lines
 
 

@@ -289,8 +289,9 @@ def test_a_row_and_its_table_ask_one_question_ties_set_aside():
     assert stats.pooled_signs([ten["differences"]])["verdict"] == stats.AHEAD
     assert line(10, 0, 90)["verdict"] == stats.AHEAD
     seven = line(7, 1, 12)
-    # No direction, and not equivalent: the median is 0, but its 90% interval [0, 200] reaches the wins' size.
-    assert seven["verdict"] == stats.INCONCLUSIVE and seven["equivalence"] == stats.Interval(0.0, 0.0, 200.0)
+    # No direction, and not equivalent: the untied seeds' median is +200, its 90% interval [d_(2), d_(7)] of
+    # the 8 untied differences [200, 200], far outside the margin (ties set aside, as the direction test does).
+    assert seven["verdict"] == stats.INCONCLUSIVE and seven["equivalence"] == stats.Interval(200.0, 200.0, 200.0)
     assert stats.pooled_signs([seven["differences"]])["verdict"] == stats.INCONCLUSIVE
     assert scipy.stats.binomtest(7, 8, alternative="greater").pvalue == pytest.approx(9 / 256)
     assert line(7, 0, 12)["verdict"] == stats.AHEAD  # 1/128
@@ -299,6 +300,79 @@ def test_a_row_and_its_table_ask_one_question_ties_set_aside():
                              ("minimum",), margin=22.6)
     assert (small["verdict"], small["within_margin"]) == (stats.AHEAD, True)
     assert cells.verdict_cell(small["verdict"], 12, small["within_margin"]) == "**ahead**, within the margin"
+
+
+def test_a_row_that_never_loses_is_never_equivalent_and_reads_as_its_table():
+    """Issue 84's row: 5 wins of +100 and 15 ties at CartPole's cap. Counted as differences of 0 the ties
+    pulled the median's interval inside the margin (+-22.6) and the row read *equivalent* where the whole
+    table read it undecided; with ties set aside for both words the row reads what its table reads."""
+    robust = np.r_[np.full(5, 500.0), np.full(15, 500.0)]
+    baseline = np.r_[np.full(5, 400.0), np.full(15, 500.0)]
+    line = judge.comparison(dict(minimum=robust), dict(minimum=baseline), ("minimum",), value_range=(0, 500),
+                            margin=22.6)
+    table = stats.pooled_signs([line["differences"]])
+    assert (line["higher"], line["lower"], line["equal"]) == (5, 0, 15)
+    assert line["verdict"] == table["verdict"] == stats.INCONCLUSIVE
+    # Fewer than MIN_SEEDS untied seeds: no direction could be found, so none is ruled out.
+    assert line["equivalence"] == stats.Interval(100.0, -500.0, 500.0)  # (-inf, +inf) cut to CartPole's range
+    # Every count of ties at 20 seeds, every untied seed a win of any size: never equivalent, and the row's
+    # word is the table's.
+    for ties in range(21):
+        for size in (0.5, 100.0):
+            d = np.r_[np.full(20 - ties, size), np.zeros(ties)]
+            word = judge.comparison(dict(minimum=d), dict(minimum=np.zeros(20)), ("minimum",), margin=22.6)["verdict"]
+            assert word != stats.EQUIVALENT and word == stats.pooled_signs([d])["verdict"], (ties, size)
+
+
+def test_equivalent_refines_only_what_the_table_leaves_undecided():
+    """On a one-row table the row's direction word is the table's; 'equivalent' is said only where the
+    table reads inconclusive and at least MIN_SEEDS seeds are untied, and only where the untied seeds'
+    median interval at 90% lies inside the margin (checked against a direct computation)."""
+    rng = np.random.default_rng(84)
+    said = 0
+    for _ in range(400):
+        n = int(rng.integers(1, 26))
+        d = rng.choice([-3.0, -1.0, 0.0, 0.0, 1.0, 2.0, 30.0], size=n)
+        line = judge.comparison(dict(minimum=d), dict(minimum=np.zeros(n)), ("minimum",), margin=2.5)
+        table = stats.pooled_signs([d])["verdict"]
+        untied = np.sort(d[d != 0])
+        m = untied.size
+        if line["verdict"] == stats.EQUIVALENT:
+            said += 1
+            k = stats.order_rank(m, stats.EQUIVALENCE_CONFIDENCE)
+            assert table == stats.INCONCLUSIVE and m >= stats.MIN_SEEDS
+            assert -2.5 < untied[k - 1] and untied[m - k] < 2.5
+        else:
+            assert line["verdict"] == table
+    assert said > 20
+
+
+def test_the_equivalence_level_is_exact_given_the_ties():
+    # m untied seeds, k = order_rank(m, 90%): P(Binomial(m, 1/2) <= k - 1); nothing below MIN_SEEDS untied.
+    assert [stats.equivalence_level_given(m) for m in range(6)] == [0.0] * 6
+    assert stats.equivalence_level_given(6) == pytest.approx(1 / 64)  # k = 1
+    assert stats.equivalence_level_given(7) == pytest.approx(1 / 128)  # k = 1: 8/128 > 5%
+    assert stats.equivalence_level_given(8) == pytest.approx(9 / 256)  # k = 2
+    # Over every number of ties: the largest, which is not monotone in the count.
+    assert stats.equivalence_level(7) == pytest.approx(1 / 64) and stats.equivalence_level(20) == pytest.approx(
+        max(stats.equivalence_level_given(m) for m in range(21)))
+    for n in range(1, 30):
+        assert stats.equivalence_level(n) >= stats.equivalence_level_given(n)
+
+
+def test_bad_counts_and_missing_metrics_are_refused_by_name():
+    with pytest.raises(ValueError, match="higher must be a count of units"):
+        stats.sign_test(-1, 3)
+    with pytest.raises(ValueError, match="lower must be a count of units"):
+        stats.sign_test(3, 1.5)
+    with pytest.raises(ValueError, match="higher must be a count of units"):
+        stats.win_share(np.array([2, -1]), np.array([1, 1]))
+    assert stats.sign_test(np.array([6.0]), np.array([0.0]))[0].item()
+    with pytest.raises(ValueError, match=r"baseline has no per-seed values for metric\(s\) \['average'\]"):
+        judge.comparison(dict(minimum=np.ones(6), average=np.ones(6)), dict(minimum=np.zeros(6)),
+                         ("minimum", "average"))
+    with pytest.raises(ValueError, match=r"robust has no per-seed values for metric\(s\) \['minimum'\]"):
+        judge.comparison(dict(average=np.ones(6)), dict(minimum=np.zeros(6)), ("average",))
 
 
 def test_the_levels_quoted_are_computed_from_the_binomial():
@@ -312,25 +386,33 @@ def test_the_levels_quoted_are_computed_from_the_binomial():
         worst = max([2 * scipy.stats.binom.sf(stats.critical_wins(m) - 1, m, 0.5) for m in range(1, n + 1)
                      if stats.critical_wins(m) is not None] or [0.0])
         assert stats.sign_level(n) == pytest.approx(worst, abs=1e-15) and stats.sign_level(n) <= 0.05
-    # "Equivalent" at a median exactly on the margin: the issue's 3.5% at 8 seeds, 3.8% at 16, 4.8% at 18.
-    assert [round(stats.equivalence_level(n), 3) for n in (8, 16, 18)] == [0.035, 0.038, 0.048]
-    for n in (8, 16, 18):
-        assert stats.equivalence_level(n) == scipy.stats.binom.cdf(stats.order_rank(n, 0.9) - 1, n, 0.5)
+    # "Equivalent" at a typical untied difference exactly on the margin, the largest over the untied counts
+    # m <= n that ties leave (none below MIN_SEEDS): 3.5% at 8-12 seeds, 4.6% at 13-17, 4.8% from 18.
+    assert [round(stats.equivalence_level(n), 3) for n in (8, 12, 13, 17, 18, 25)] == [
+        0.035, 0.035, 0.046, 0.046, 0.048, 0.048]
+    for n in range(1, 40):
+        assert stats.equivalence_level(n) == max([scipy.stats.binom.cdf(stats.order_rank(m, 0.9) - 1, m, 0.5)
+                                                  for m in range(stats.MIN_SEEDS, n + 1)] or [0.0])
 
 
 def test_equivalent_where_the_ninety_percent_interval_lies_inside_the_margin():
-    # Five seeds: the 90% order-statistic interval is [smallest, largest] = [-1, 2].
-    robust, baseline = dict(minimum=np.array([1.0, 2.0, -1.0, 0.0, 1.0])), dict(minimum=np.zeros(5))
+    # Seven seeds, one tied: of the 6 untied the 90% order-statistic interval is [smallest, largest] = [-1, 2]
+    # around their median 1 (the tie is set aside, as the direction test sets it aside); 5 wins of 6 decide no
+    # direction.
+    robust, baseline = dict(minimum=np.array([1.0, 2.0, -1.0, 0.0, 1.0, 0.5, 1.0])), dict(minimum=np.zeros(7))
     inside = judge.comparison(robust, baseline, ("minimum",), margin=3.0)
     assert inside["equivalence"] == stats.Interval(1.0, -1.0, 2.0) and inside["verdict"] == stats.EQUIVALENT
     assert inside["seeds_for_power"] is None and cells.seeds_cell(inside) == "—"
     on_the_margin = judge.comparison(robust, baseline, ("minimum",), margin=2.0)  # 2 is not inside (-2, 2)
-    assert on_the_margin["verdict"] == stats.TOO_FEW  # and 5 seeds decide no ahead / behind
-    assert judge.comparison(robust, baseline, ("minimum",))["verdict"] == stats.TOO_FEW  # no margin, no equivalence
+    assert on_the_margin["verdict"] == stats.INCONCLUSIVE
+    assert judge.comparison(robust, baseline, ("minimum",))["verdict"] == stats.INCONCLUSIVE  # no margin
     # The other end: an interval that touches -margin is not inside either; a hair more margin is.
     mirrored = dict(minimum=-robust["minimum"])  # [-2, 1]
-    assert judge.comparison(mirrored, baseline, ("minimum",), margin=2.0)["verdict"] == stats.TOO_FEW
+    assert judge.comparison(mirrored, baseline, ("minimum",), margin=2.0)["verdict"] == stats.INCONCLUSIVE
     assert judge.comparison(mirrored, baseline, ("minimum",), margin=2.0 + 1e-9)["verdict"] == stats.EQUIVALENT
+    # Five untied seeds decide no direction, so they rule none out: too few seeds for either word.
+    five = dict(minimum=robust["minimum"][[0, 1, 2, 4, 5]])
+    assert judge.comparison(five, dict(minimum=np.zeros(5)), ("minimum",), margin=3.0)["verdict"] == stats.TOO_FEW
     for margin in (float("nan"), 0.0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="margin must be a finite number > 0"):
             judge.comparison(robust, baseline, ("minimum",), margin=margin)
@@ -436,13 +518,18 @@ def test_the_quoted_measurements_are_the_studys():
         for n, cell in by_seeds.items():
             assert cell["computed"] == pytest.approx(stats.equivalence_level(int(n)), abs=1e-12)
             assert cell["rate"] <= cell["computed"] + 3 * np.sqrt(0.05 * 0.95 / sign["settings"]["datasets"]), (name, n)
+    # Issue 84's kinds: ties at both ends of the margin, and untied seeds that are all wins (never equivalent).
+    assert {"normal around +margin", "normal around -margin", "60% ties, untied around -margin"} <= set(sign["equivalence"])
+    assert all(cell["rate"] == 0.0 for cell in sign["equivalence"]["75% ties, untied all wins of 0.5"].values())
     for shape, by_kind in sign["whole_table"].items():
         if "not grouped" not in shape:  # the tables group a task's rows
             assert max(c["rate"] for c in by_kind.values()) <= 0.05 + 3 * max(c["se"] for c in by_kind.values()), shape
     plan = sign["plan"]
     assert tuple(sign["settings"]["plan_pilots"]) == power.PLAN_PILOTS
     assert (tuple(sign["settings"]["plan_higher"]), tuple(sign["settings"]["plan_ties"])) == (power.PLAN_HIGHER, power.PLAN_TIES)
-    assert power.PLAN_DELIVERY == pytest.approx(dict(mean=plan["mean"], smallest=plan["smallest"]), abs=5e-4)
+    assert {k: power.PLAN_DELIVERY[k] for k in ("mean", "smallest")} == pytest.approx(
+        dict(mean=plan["mean"], smallest=plan["smallest"]), abs=5e-4)
+    assert power.PLAN_DELIVERY["by_higher"] == pytest.approx({float(h): v for h, v in plan["by_higher"].items()}, abs=5e-4)
     # The plan delivers what it promises on the grid it assumes, from every pilot count (about: the prior is
     # the grid's ranges, the grid a few points of them).
     assert all(v["power"] >= power.POWER - 0.03 for v in plan["by_pilots"].values()), plan["by_pilots"]
@@ -603,3 +690,23 @@ def test_normalise_by_hand():
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_every_at_most_rounds_up_and_each_legend_quotes_its_own_levels():
+    """A figure quoted as "at most" never prints below the value it bounds (issue 84: 3.125% printed as
+    3.1%, 4.904% as 4.9%), and each legend prints the levels computed for its own seed counts."""
+    assert [cells.at_most(r) for r in (0.03125, 0.049042, 0.03, 0.0, 0.0001, 0.03 + 1e-15)] == [
+        "3.2%", "5.0%", "3.0%", "0.0%", "0.1%", "3.0%"]
+    from fedjax_rl.analysis import plots
+    from fedjax_rl.reproduce import report
+
+    for counts, rule, equivalence in (([6], "3.2%", "1.6%"), ([8, 20], "5.0%", "4.9%"), ([10], "4.0%", "3.6%")):
+        legend = report.comparison_legend("FedRDQN", ["CartPole-v1"], counts)
+        assert f"ahead or behind in at most {rule} of datasets" in legend, (counts, legend)
+        assert f"exactly on the margin in at most {equivalence}" in legend, (counts, legend)
+        note = plots.DIFFERENCES_NOTE.format(min_seeds=stats.MIN_SEEDS, power=power.POWER, equivalence_level=0.9,
+                                             rule_level=cells.at_most(max(stats.sign_level(n) for n in counts)),
+                                             equivalence_rate=cells.at_most(max(stats.equivalence_level(n) for n in counts)),
+                                             counts="")
+        assert f"in at most {rule} of cases" in note and f"in at most {equivalence} (" in note
+    assert "33% at P(higher) 0.6" in report.comparison_legend("FedRDQN", ["CartPole-v1"], [6])

@@ -5,6 +5,8 @@ print them alike.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fedjax_rl.analysis.power import PLAN_LIMIT
@@ -39,3 +41,17 @@ def share_cell(interval: Interval) -> str:
     if not np.isfinite(interval.estimate):
         return "—"
     return f"{interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def at_most(rate: float, digits: int = 1) -> str:
+    """An upper bound as a percentage, rounded up at `digits` decimals (3.125% -> '3.2%', 4.904% ->
+    '5.0%'): a figure quoted as "at most" must not print below the value it bounds. A hair of float
+    noise above an exact figure (3.0000000001%) does not round it up."""
+    scale = 10 ** digits
+    return f"{math.ceil(round(100 * rate * scale, 6)) / scale:.{digits}f}%"
+
+
+def plan_by_effect(by_higher: dict) -> str:
+    """The seed plan's delivery per effect (`power.PLAN_DELIVERY["by_higher"]`) in words."""
+    items = list(by_higher.items())
+    return ", ".join(f"{v:.0%} at P(higher) {h:g}" if i == 0 else f"{v:.0%} at {h:g}" for i, (h, v) in enumerate(items))

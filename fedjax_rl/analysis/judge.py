@@ -20,9 +20,14 @@ def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: boo
     baseline). On `decide_on`: paired, the per-seed differences, the seeds where robust is higher,
     lower and equal, and the share of wins among the untied ones with its interval ("win_share"); the
     verdict (`stats.verdict`: the direction by `stats.sign_test`, paired, or by the shift's interval, unpaired;
-    'equivalent' against the task's `margin`, where it has one; "within_margin" where a direction was
+    'equivalent' against the task's `margin`, where it has one, read on the same untied seeds as the
+    direction (`equivalence`); "within_margin" where a direction was
     found whose size lies inside it); for an undecided comparison, about how many seeds would decide it
     (`power.seeds_for_power`)."""
+    for side, values in (("robust", robust), ("baseline", baseline)):
+        missing = [metric for metric in dict.fromkeys((decide_on, *metrics)) if metric not in values]
+        if missing:
+            raise ValueError(f"{side} has no per-seed values for metric(s) {missing}: it holds {sorted(values)}")
     x = stats.one_dataset(robust[decide_on], f"robust {decide_on}")
     y = stats.one_dataset(baseline[decide_on], f"baseline {decide_on}")
     if paired and x.size != y.size:
@@ -42,8 +47,7 @@ def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: boo
     else:
         shift = line[decide_on] if decide_on in metrics else stats.difference(x, y, paired=False, value_range=value_range)
         ahead, behind = shift.low > 0, shift.high < 0
-    line["equivalence"] = (None if margin is None else
-                           stats.difference(x, y, paired=paired, confidence=stats.EQUIVALENCE_CONFIDENCE, value_range=value_range))
+    line["equivalence"] = None if margin is None else equivalence(x, y, paired, value_range)
     line["verdict"] = stats.verdict(ahead, behind, stats.decidable(x.size, None if paired else y.size), line["equivalence"], margin)
     line["within_margin"] = bool(line["equivalence"] is not None and stats.inside_margin(line["equivalence"], margin))
     line["seeds_for_power"] = (None if line["verdict"] in (stats.AHEAD, stats.BEHIND, stats.EQUIVALENT)
@@ -52,3 +56,13 @@ def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: boo
                               else line[f"{decide_on}_improvement"] != 0.5 if decide_on in metrics
                               else stats.probability_of_improvement(x, y) != 0.5)
     return line
+
+
+def equivalence(x: np.ndarray, y: np.ndarray, paired: bool, value_range: tuple[float, float] | None) -> stats.Interval:
+    """The interval 'equivalent' reads: paired, the untied differences' median at 90%
+    (`stats.equivalence_interval`: the direction test's seeds, ties apart); unpaired, the Hodges-Lehmann
+    shift at 90%; cut to the differences `value_range` allows."""
+    if not paired:
+        return stats.difference(x, y, paired=False, confidence=stats.EQUIVALENCE_CONFIDENCE, value_range=value_range)
+    interval = stats.equivalence_interval(x - y)
+    return interval if value_range is None else stats.within_range(interval, value_range)

@@ -359,7 +359,9 @@ def differences_table(runs: list[dict]) -> str:
                   "P(A > B) Min / Avg", "verdict", f"seeds for {power.POWER:.0%} power")
         text = _text_table(header, rows) + "\n" + DIFFERENCES_NOTE.format(
             min_seeds=stats.MIN_SEEDS, power=power.POWER, equivalence_level=stats.EQUIVALENCE_CONFIDENCE,
-            rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, sorted(set(counts)))))
+            rule_level=cells.at_most(max(stats.sign_level(n) for n in counts)),
+            equivalence_rate=cells.at_most(max(stats.equivalence_level(n) for n in counts)),
+            counts=", ".join(map(str, sorted(set(counts)))))
     if refused:
         text += ("\n\n" if text else "") + "not compared (a comparison needs one task and one budget):\n" + "\n".join(
             refused)
@@ -373,10 +375,13 @@ DIFFERENCES_NOTE = (
     "seed pairs (ties 1/2). The verdict asks whether A does better on more seeds than it does worse, on Minimum: "
     "paired, ahead / behind when, of the seeds that are not equal, A is higher (lower) on "
     "more than a fair coin gives with probability 2.5% (the sign test with ties set aside; unpaired, when the "
-    "shift's interval excludes 0); otherwise equivalent when the median's {equivalence_level:.0%} interval lies "
-    "strictly inside the task's margin (fedjax_rl.envs.equivalence_margin); too few seeds below {min_seeds} seeds; "
-    "else inconclusive. Where winning and losing are equally likely it says ahead or behind in at most "
-    "{rule_level:.1%} of cases at these seed counts ({counts}), whatever the ties (computed: stats.sign_level). "
+    "shift's interval excludes 0); otherwise equivalent when, ties set aside as for the direction, the untied "
+    "seeds' median difference has its {equivalence_level:.0%} interval strictly inside the task's margin "
+    "(fedjax_rl.envs.equivalence_margin) with at least {min_seeds} seeds untied (unpaired: the shift's interval); "
+    "too few seeds below {min_seeds} seeds; else inconclusive. Where winning and losing are equally likely it says "
+    "ahead or behind in at most {rule_level} of cases at these seed counts ({counts}), whatever the ties "
+    "(computed: stats.sign_level), and equivalent of a typical untied difference on the margin in at most "
+    "{equivalence_rate} (stats.equivalence_level). "
     "Seeds for {power:.0%} power: for an undecided Minimum, about how many seeds would decide it that often. See "
     "fedjax_rl/analysis/stats.py.")
 

@@ -103,8 +103,9 @@ LEGEND = (
     "environments and on the robustness sweep's mean return over 0.1m-1.9m. {range_note}FedR* is the level's "
     "headline: the omega chosen on the tuning seeds at that level ({omega_rule}). **Verdict** (Tables 1 and 2's "
     "rule, on Minimum): *ahead* if, of the seeds that are not equal, FedR* is higher on more than a fair coin gives "
-    "with probability 2.5% (the sign test with ties set aside), *behind* likewise; otherwise *equivalent* if the "
-    "median difference's 90% interval lies strictly inside ± the task's margin ({margins}); *too few seeds* below "
+    "with probability 2.5% (the sign test with ties set aside), *behind* likewise; otherwise *equivalent* if, ties "
+    "set aside as well, the untied seeds' median difference has its 90% interval strictly inside ± the task's margin "
+    "({margins}) with at least {min_seeds} seeds untied; *too few seeds* below "
     "{min_seeds}; *inconclusive* otherwise. **Seeds for {power:.0%} power**: about how many seeds would decide it "
     "that often (the verdict's exact power with the wins and ties the seeds show, averaged over what they say of "
     "both). **Across levels**: per row, each seed's Minimum differences averaged over the levels (a seed's levels "
@@ -197,7 +198,8 @@ def _comparison_table(lines: list[dict], robust: str) -> list[str]:
 WHOLE_TABLE_LEGEND = (
     "Whole row and whole table: a seed's levels (and a task's rows) share its keys, so they are not "
     "independent and cannot be pooled as separate draws. Per row, each seed gives one value, its mean Minimum "
-    "difference over the levels, and the median rule of the rows judges those values; for the table, each (task, "
+    "difference over the levels, and the rows' rule (the sign test with ties set aside, "
+    "and equivalence on the same untied seeds) judges those values; for the table, each (task, "
     "seed) unit is won, lost or even by the mean sign of its differences over the task's rows and levels, and the "
     "whole-table sign test of Tables 1 and 2 (ties set aside) judges the units: a row's question over the table. "
     "Both are exact whatever the shape of the differences.")
@@ -205,7 +207,7 @@ WHOLE_TABLE_LEGEND = (
 
 def across_levels(lines: list[dict]) -> list[dict]:
     """Per row and baseline: each reported seed's Minimum difference averaged over the row's levels,
-    judged by the median rule (`judge.comparison` on those means, against the task's margin)."""
+    judged by the rows' rule (`judge.comparison` on those means, against the task's margin)."""
     out = []
     for key in dict.fromkeys(line["row"] for line in lines):
         for base in dict.fromkeys(line["baseline"] for line in lines if line["row"] == key):

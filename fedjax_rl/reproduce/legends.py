@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import power, stats
+from fedjax_rl.analysis import cells, power, stats
 from fedjax_rl.training.machine import summary as machine_summary
 
 # The whole-table line read on the rows' confirmatory seeds alone: every row's fresh seeds at the omega it
@@ -89,7 +89,8 @@ def plan_words() -> dict:
 
     return dict(plan_pilots=", ".join(map(str, power.PLAN_PILOTS)), plan_higher=span(power.PLAN_HIGHER),
                 plan_ties=span([100 * t for t in power.PLAN_TIES], "%"), plan_mean=power.PLAN_DELIVERY["mean"],
-                plan_smallest=power.PLAN_DELIVERY["smallest"])
+                plan_smallest=power.PLAN_DELIVERY["smallest"],
+                plan_by_effect=cells.plan_by_effect(power.PLAN_DELIVERY["by_higher"]))
 
 
 def comparison_record(table_name: str, line: dict, metrics) -> dict:
@@ -98,6 +99,8 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
     lower and equal, the share of wins among the untied ones with its interval, the equivalence interval
     and margin; the verdict (with `within_margin`), the seeds for power, and the rule with its levels
     (`false_rate_at_most`: the direction test's largest false rate at that seed count, `stats.sign_level`;
+    `equivalence_rate_at_most`: how often 'equivalent' is said on the margin, exact given the row's untied
+    seeds, `stats.equivalence_level_given`;
     `coverage_at_least`: the median interval's exact coverage)."""
     record = dict(table=table_name, **{k: line[k] for k in ("row", "num_agents", "max_rate", "robust", "omega",
                                                               "baseline", "seeds") if k in line})
@@ -115,6 +118,7 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
                   verdict=line["verdict"], within_margin=line["within_margin"],
                   seeds_for_power=line["seeds_for_power"], method=stats.RULE, confidence=stats.CONFIDENCE,
                   false_rate_at_most=round(stats.sign_level(line["seeds"]), 6),
+                  equivalence_rate_at_most=round(stats.equivalence_level_given(line["higher"] + line["lower"]), 6),
                   coverage_at_least=round(stats.order_coverage(line["seeds"]), 6))
     return record
 
@@ -162,22 +166,26 @@ COMPARISON_LEGEND = (
     "where both reach the same return (CartPole's cap of 500 on most seeds) says nothing either way and is set "
     "aside. **Verdict**: *ahead* if, of the seeds that are not equal, {robust} is higher on more than a fair coin "
     "gives with probability 2.5% (the sign test with ties set aside: exact given the number of ties, whatever the "
-    "returns' distribution), *behind* likewise; otherwise *equivalent* if the median difference's interval at "
-    "{equivalence_level:.0%} (two one-sided tests at 5%) lies strictly inside ± the task's margin, 5% of the way "
+    "returns' distribution), *behind* likewise; otherwise *equivalent* if, on the same seeds, ties set aside as the "
+    "direction test sets them aside, the median of the untied seeds' differences has its interval at "
+    "{equivalence_level:.0%} (two one-sided tests at 5%) strictly inside ± the task's margin, 5% of the way "
     "from a random policy to gymnasium's solved return, declared before looking ({margins}; "
-    "fedjax_rl.envs.equivalence_margin); *too few seeds* below {min_seeds} seeds, where no count of wins decides; "
-    "otherwise *inconclusive*. A direction found whose typical size lies inside the margin too reads *ahead, "
-    "within the margin*. **Levels, computed** (stats.sign_level, stats.equivalence_level): where winning and losing "
-    "are equally likely, the verdict says ahead or behind in at most {rule_level:.1%} of datasets at these seed "
-    "counts ({counts}), whatever the tie rate; *equivalent* is said of a median difference exactly on the margin "
-    "in at most {equivalence_rate:.1%}. A rule for the mean (the hull of Student t and bootstrap-t intervals) said "
+    "fedjax_rl.envs.equivalence_margin), with at least {min_seeds} seeds untied, so that a direction could have "
+    "been found (a row whose untied seeds all win is never equivalent); *too few seeds* below {min_seeds} seeds, "
+    "where no count of wins decides; otherwise *inconclusive*. A direction found whose typical size lies inside "
+    "the margin too reads *ahead, within the margin*. **Levels, computed** (stats.sign_level, "
+    "stats.equivalence_level): where winning and losing are equally likely, the verdict says ahead or behind in at "
+    "most {rule_level} of datasets at these seed counts ({counts}), whatever the tie rate; *equivalent* is said of a "
+    "typical untied difference exactly on the margin in at most {equivalence_rate}, whatever the tie rate (exact "
+    "given the row's ties: stats.equivalence_level_given). A rule for the mean (the hull of Student t and bootstrap-t intervals) said "
     "ahead or behind of equal means in up to {hull_false_rate:.0%} of simulated datasets "
     "(benchmarks/verdict_coverage.py). **Seeds for {power:.0%} power**: for an undecided comparison, about how many "
     "seeds would decide it that often: the verdict's exact power given wins and ties, averaged over effects with "
     "P(higher) {plan_higher} among untied seeds, either way, and {plan_ties} ties, each weighted by how likely it "
     "makes the seeds seen. Over those effects the figure delivers {plan_mean:.0%} power on average (exact; at least "
-    "{plan_smallest:.0%} from pilots of each of {plan_pilots} seeds; less where the effect is weakest); *more than "
-    "2,000* where the seeds are too unsure of the direction for any count to get there.")
+    "{plan_smallest:.0%} from pilots of each of {plan_pilots} seeds), not {power:.0%} for each effect: averaged over "
+    "the tie rates it delivers {plan_by_effect}; *more than 2,000* where the seeds are too unsure of the direction "
+    "for any count to get there.")
 
 WHOLE_TABLE_LEGEND = (
     "**Whole table**: a row's question and test over the table's independent units. A unit is one task at one "
@@ -186,7 +194,7 @@ WHOLE_TABLE_LEGEND = (
     "loses the other way, and is even otherwise; different tasks' runs are independent. *Ahead* if, of the units "
     "that are not even, {robust} wins more than a fair coin gives with probability 2.5% or less, *behind* likewise "
     "(the sign test with ties set aside, as in a row). Where winning and losing are equally likely it says ahead or "
-    "behind in at most {whole_level:.1%} of tables of {units} units (computed, stats.sign_level); counting each row "
+    "behind in at most {whole_level} of tables of {units} units (computed, stats.sign_level); counting each row "
     "as its own unit instead said so in up to 8% of simulated tables whose rows share their signs "
     "(benchmarks/verdict_coverage.py). The share of wins comes with its Clopper-Pearson 95% interval.")
 
@@ -197,7 +205,7 @@ AGGREGATE_LEGEND = (
     "table's scale, not its verdict (the whole-table line above is). With 4-5 seeds per row such an interval is "
     "narrower than its nominal level, so the difference's is printed at nominal {level:.1%}: on simulated tables "
     "of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
-    "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate:.1%} of them, where a nominal "
+    "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate} of them, where a nominal "
     "95% one did in up to {aggregate_nominal_false_rate:.0%}. The IQMs' and P({robust} > baseline)'s intervals are "
     "nominal 95%, not measured as intervals (P's excluded 1/2 in up to {improvement_excludes_half:.0%} of those "
     "tables); P is averaged over the rows.")

@@ -51,8 +51,8 @@ def comparison_legend(robust: str, env_names: Sequence[str], seed_counts: Sequen
     return COMPARISON_LEGEND.format(
         robust=robust, range_note=range_note(env_names), margins=margin_note(env_names),
         equivalence_level=stats.EQUIVALENCE_CONFIDENCE, min_seeds=stats.MIN_SEEDS, power=power.POWER,
-        rule_level=max(stats.sign_level(n) for n in counts), counts=", ".join(map(str, counts)),
-        equivalence_rate=max(stats.equivalence_level(n) for n in counts), **plan_words(),
+        rule_level=cells.at_most(max(stats.sign_level(n) for n in counts)), counts=", ".join(map(str, counts)),
+        equivalence_rate=cells.at_most(max(stats.equivalence_level(n) for n in counts)), **plan_words(),
         hull_false_rate=stats.MEAN_RULE_FALSE_RATE)
 
 
@@ -85,7 +85,7 @@ def whole_table_lines(table: Table, lines: list[dict], records: dict, robust: st
     if not md:
         return []
     return (["", *md, WHOLE_TABLE_LEGEND.format(robust=robust, units=max(units),
-                                                whole_level=stats.sign_level(max(units)))]
+                                                whole_level=cells.at_most(stats.sign_level(max(units))))]
             if legend else ["", *md[:-1]])
 
 
@@ -407,7 +407,8 @@ def _aggregate_section(table: Table, records: dict) -> list[str]:
     md = ["", "## Across rows: IQM of normalised scores", "",
           (NORMALISATION if table.in_paper else NORMALISATION_BEYOND).format(ref=reference) + ". "
           + AGGREGATE_LEGEND.format(robust=robust, reps=aggregate.REPS, level=aggregate.AGGREGATE_CONFIDENCE,
-                                    **aggregate.MEASURED)]
+                                    **{**aggregate.MEASURED,
+                                       "aggregate_false_rate": cells.at_most(aggregate.MEASURED["aggregate_false_rate"])})]
     aggs = aggregates(table, records)
     md += _aggregate_rows(table, records, aggs, robust)
     paper_iqm = [f"{paper_robust_iqm(table, agg['rows'], agg['metric']):.2f} on {agg['metric'].capitalize()}"
