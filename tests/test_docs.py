@@ -191,3 +191,44 @@ def missing_docstrings() -> list[str]:
 def test_every_public_function_and_class_has_a_docstring():
     missing = missing_docstrings()
     assert not missing, "public functions and classes without a docstring:\n" + "\n".join(missing)
+
+
+# A whole-table count as the docs quote it, and as the committed tables print it (Tables 1 and 2; the
+# heterogeneity table's line names its units before its counts).
+QUOTED_COUNT = re.compile(r"\bwins (\d+), loses (\d+), even (\d+) of (\d+)\b")
+ANY_WINS = re.compile(r"\bwins (\d+)(?![.\d])")
+TABLE_COUNT = re.compile(r"^\*\*Whole table[^:]*: over (\d+) \(task, seed\) units \([^)]*\), \S+ wins (\d+), "
+                         r"loses (\d+), even (\d+)")
+HETEROGENEITY_COUNT = re.compile(r"^\*\*Whole table\*\* .*?(\d+) \(task, seed\) units: \S+ wins (\d+) \([^)]*\), "
+                                 r"loses (\d+), even (\d+)")
+
+
+def committed_whole_table_counts() -> set[tuple[int, int, int, int]]:
+    """(wins, losses, even, units) of every whole-table line of the committed tables under results/."""
+    found = set()
+    for table in sorted((ROOT / "results").glob("*/*.md")):
+        if table.name == "README.md":
+            continue
+        for line in table.read_text().splitlines():
+            match = TABLE_COUNT.match(line) or HETEROGENEITY_COUNT.match(line)
+            if match:
+                units, wins, losses, even = map(int, match.groups())
+                found.add((wins, losses, even, units))
+    return found
+
+
+def test_the_whole_table_counts_the_docs_quote_are_the_committed_tables():
+    """REPRODUCTION.md, the README's findings and docs/findings.md quote whole-table lines as "wins W,
+    loses L, even E of N"; each must be a line of a committed table, so that a rebuilt table cannot leave
+    a stale count behind (issue 84: 15 / 2 / 5 and 10 / 7 / 5 were quoted where the table read 13 / 1 / 8
+    and 9 / 3 / 10). Every "wins N" in them is such a quote, so none escapes the check by its wording."""
+    committed = committed_whole_table_counts()
+    assert {(23, 19, 38, 80), (13, 1, 8, 22), (9, 3, 10, 22), (3, 8, 9, 20), (4, 3, 3, 10)} <= committed
+    for page in (README, ROOT / "REPRODUCTION.md", DOCS / "findings.md"):
+        text = " ".join(page.read_text().split())  # a quote may wrap across lines
+        quoted = [tuple(map(int, m.groups())) for m in QUOTED_COUNT.finditer(text)]
+        assert len(quoted) == len(ANY_WINS.findall(text)), (
+            f"{page.name}: a whole-table count not written as 'wins W, loses L, even E of N': "
+            f"{[text[m.start():m.start() + 60] for m in ANY_WINS.finditer(text)]}")
+        stale = [count for count in quoted if count not in committed]
+        assert not stale, f"{page.name} quotes whole-table counts no committed table prints: {stale}"
