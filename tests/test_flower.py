@@ -70,6 +70,7 @@ class LocalGrid:
                                           run_config={})
                          for i, node in enumerate(node_configs)}
         self.sent = []  # message types, in order
+        self.uploads = []  # (round, agent index) of each train reply that carried shared leaves
         self.fail_at = fail_at
         self.replies = {}
         self.unavailable = [900 + i for i in range(unavailable)]
@@ -98,6 +99,8 @@ class LocalGrid:
                                     message.content[apps.RUN].get("round")):
                     raise RuntimeError("the client's machine went down")
                 reply = self.client(message, context)
+                if message.metadata.message_type == "train" and apps.SHARED in reply.content:
+                    self.uploads.append((message.content[apps.RUN]["round"], context.node_config[federation.AGENT_INDEX]))
             except Exception as error:  # as a SuperNode reports a ClientApp's exception
                 reply = Message(Error(code=1, reason=f"{type(error).__name__}: {error}"), reply_to=message)
             self.replies[message_id] = reply
@@ -166,8 +169,20 @@ def global_params(run_dir: str) -> dict:
         return {k[len("leaf:"):]: data[k][0] for k in data.files if k.startswith("leaf:")}
 
 
-@pytest.mark.parametrize("settings", [dict(), dict(num_agents=3, participation=0.67, aggregation="median")],
-                         ids=["mean", "median-partial"])
+# Partial participation that leaves an agent out: ceil(0.5 x 3) = 2 of 3 agents each round.
+PARTIAL = dict(num_agents=3, participation=0.5, aggregation="median")
+
+
+def program_participants(config, seed: int) -> list[set[int]]:
+    """The compiled program's participants, round by round: `Server.weights` on the server key that
+    `trainer.init` draws from the seed (as `run_block` reads it)."""
+    trainer = program.make_trainer(config)
+    state = jax.jit(trainer.init)(program.seed_keys(seed, 1)[0])
+    return [set(np.flatnonzero(np.asarray(trainer.setup.server.weights(state.server_key, r))).tolist())
+            for r in range(config.num_rounds)]
+
+
+@pytest.mark.parametrize("settings", [dict(), PARTIAL], ids=["mean", "median-partial"])
 def test_members_are_the_programs_agents(settings):
     config = small_config(**settings)
     differences = [max_difference(ours, its)
@@ -216,13 +231,20 @@ def test_a_federation_on_the_local_grid_is_the_compiled_run(compiled_run, tmp_pa
 
 
 def test_partial_participation_and_a_robust_rule_are_the_librarys(tmp_path):
-    # Every client trains each round; the compiled program's draw says who uploads.
-    config = small_config(num_agents=3, participation=0.67, aggregation="median", steps_per_agent=300,
-                          eval_every_rounds=3)
+    """Every client trains each round; the round's participants, and they alone, upload: drawn from the
+    server's key stream exactly as the compiled program draws them (2 of 3 agents a round, so a wrong
+    key or a wrong draw leaves a different agent out), and the global model is the compiled program's."""
+    config = small_config(**PARTIAL, steps_per_agent=300, eval_every_rounds=3)
     grid = LocalGrid(nodes(3))
     apps.run_federation(grid, config, SEED, str(tmp_path), say=lambda _: None)
-    assert max_difference(global_params(str(tmp_path)), member_rounds(config, SEED)[-1]) == 0.0
+    drawn = program_participants(config, SEED)
+    uploaded = [{k for r, k in grid.uploads if r == round_index} for round_index in range(config.num_rounds)]
+    assert uploaded == drawn
+    assert all(len(who) == 2 for who in drawn) and len({frozenset(who) for who in drawn}) > 1, drawn
     assert grid.sent.count("train") == 3 * config.num_rounds
+    ours = global_params(str(tmp_path))
+    assert max_difference(ours, member_rounds(config, SEED)[-1]) == 0.0
+    assert max_difference(ours, program_rounds(config, SEED)[-1]) <= ROUNDING_BOUND
 
 
 @pytest.mark.parametrize("fail_at, failed, saved", [
