@@ -174,11 +174,14 @@ def test_train_compare_plot_round_trip(trained_run, tmp_path, capsys):
         assert line_pixels > 300, (name, line_pixels)
 
 
-def _fake_run(directory, algo, omega, minimum, average, seed=0):
-    """A run directory as `fedjax-rl train` writes it, holding only what `compare` reads."""
+def _fake_run(directory, algo, omega, minimum, average, seed=0, first_seed=None):
+    """A run directory as `fedjax-rl train` writes it, holding only what `compare` reads (no first seed
+    recorded unless `first_seed` is given, as a record older than pieces)."""
     directory.mkdir(parents=True)
     config = dict(algo=algo, env_name="CartPole-v1", physics=["length"], num_agents=5, max_rate=0.5,
                   agent=dict(robust=algo == "fedrdqn", omega=omega), num_seeds=len(minimum), seed=seed)
+    if first_seed is not None:
+        config["first_seed"] = first_seed
     (directory / "config.json").write_text(json.dumps(config))
     metrics = dict(curve=dict(nominal_return=[[0.0]] * len(minimum)),
                    final=dict(local_minimum=list(minimum), local_average=list(average)))
@@ -218,6 +221,23 @@ def test_compare_prints_paired_differences_with_intervals(tmp_path, capsys):
     # One run alone prints no differences.
     assert commands.main(["compare", base]) == 0
     assert "−" not in capsys.readouterr().out
+
+
+def test_compare_pairs_seeds_only_where_the_runs_start_at_the_same_seed_index(tmp_path, capsys):
+    """Runs pair seed by seed only where they drew the same seed keys: one `seed` and `num_seeds`, but
+    seed indices 3-5 (first_seed 3) against 0-2 are other keys, so `compare` judges them unpaired; a
+    record without a first seed started at index 0, so it is unpaired with indices 3-5 too. Two runs
+    of indices 3-5 pair."""
+    minimum, average = [100.0, 104.0, 108.0, 112.0, 116.0, 120.0], [150.0, 151.0, 152.0, 153.0, 154.0, 155.0]
+    later = _fake_run(tmp_path / "robust_3", "fedrdqn", 0.1, minimum, average, first_seed=3)
+    runs = {first: _fake_run(tmp_path / f"base_{first}", "dqnavg", 0.0, [m - 5.0 for m in minimum], average,
+                             first_seed=first) for first in (0, 3, None)}
+    for first, paired in ((0, False), (None, False), (3, True)):
+        capsys.readouterr()
+        assert commands.main(["compare", later, runs[first]]) == 0
+        [line] = [line for line in capsys.readouterr().out.splitlines() if "FedRDQN (ω=0.1) − DQNAvg" in line]
+        seeds = [c.strip() for c in line.split("|")][2]
+        assert seeds == ("6 (paired)" if paired else "6 vs 6 (unpaired)"), (first, line)
 
 
 def test_compare_judges_any_two_runs_and_says_why_it_does_not(tmp_path, capsys):

@@ -4,14 +4,17 @@ and with gymnasium stepped by hand under a perturbed attribute; names refused be
 an environment that exists only as a gymnasium class learns, gives one result per seed, and resumes
 from a checkpoint to the same bits."""
 
+import functools
 import os
 
+import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from fedjax_rl import envs
+from fedjax_rl.envs.gymnasium_bridge import GymnasiumEnv
 from fedjax_rl.training import configs, loop
 from test_reproducibility import _assert_results_identical, _crash_after_first_checkpoint
 from test_user_env import _example
@@ -44,12 +47,50 @@ class Stateless(GymSlide):
         return obs, info
 
 
+class ProbeSlide(GymSlide):
+    """GymSlide with what the bridge must handle besides its state, one feature per promise tested:
+    - its step draws from `self.np_random`: noise on the reward;
+    - it keeps mutable state besides its physics and its `state` (as CartPole's
+      `steps_beyond_terminated`): `steps_taken`, counted by each step and observed as a third coordinate;
+    - its nominal mass, 0.1, is a value float32 cannot represent (its rounding is 0.100000001490116...);
+      one push from rest gives the velocity 0.1 / mass, in the float64 state."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        self.mass = 0.1
+        self.steps_taken = 0
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        return np.append(obs, np.float32(self.steps_taken)), info
+
+    def step(self, action):
+        self.steps_taken += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        noisy = reward + self.np_random.normal()
+        return np.append(obs, np.float32(self.steps_taken)), noisy, terminated, truncated, info
+
+
 @pytest.fixture(scope="module")
 def gym_slide():
     spec = envs.register(EXAMPLE.SPEC)
     yield spec
     envs.REGISTRY.entries.pop(spec.name)
     envs.REGISTRY.origins.pop(spec.name)
+
+
+ROWS = 4  # the batch the `probe` tests step: one compiled step serves them all
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """ProbeSlide behind the bridge, its nominal params, and a state reset from them."""
+    env = GymnasiumEnv("ProbeSlide-v0", ProbeSlide, ("mass",), max_steps=20)
+    params = env.default_params
+    _, state = env.reset(jax.random.key(0), params)
+    # the time typed as a step returns it, so that one compiled step serves states from either
+    return env, params, state.replace(time=jnp.asarray(state.time, jnp.int32))
 
 
 def _episode(env, params, state, actions):
@@ -62,6 +103,18 @@ def _episode(env, params, state, actions):
 
     keys = jax.random.split(jax.random.key(3), len(actions))
     return jax.lax.scan(step, state, (keys, actions))[1]
+
+
+def _rows(tree, n):
+    """`tree` repeated as n rows (the leading axis the bridge's vmaps give)."""
+    return jax.tree.map(lambda x: jnp.repeat(jnp.asarray(x)[None], n, axis=0), tree)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _step_rows(env, keys, states, actions, params):
+    """One bridge step of a batch of rows, one host call: row i steps `states[i]` with `keys[i]`,
+    `actions[i]` and `params[i]`."""
+    return jax.vmap(env.step)(keys, states, actions, params)
 
 
 def _first_end(terminated, truncated):
@@ -115,6 +168,62 @@ def test_a_perturbed_attribute_steps_as_gymnasium_by_hand(gym_slide):
     ends = [_first_end(terminated[a], truncated[a]) for a in range(3)]
     assert len(set(ends)) > 1  # the masses made a difference
     assert bool(truncated[0].any()) or bool(terminated[0].any())
+
+
+def test_each_row_draws_from_a_generator_seeded_by_its_own_key(probe):
+    """Randomness from the run's keys: each row's step reseeds the environment's `np_random` from
+    that row's own key. Rows stepped from the same state with different keys draw differently; the
+    same keys draw the same again; and a row's draw follows its key, not its place in the batch."""
+    env, params, state = probe
+    keys = jax.random.split(jax.random.key(1), ROWS)
+    states, actions, row_params = _rows(state, ROWS), jnp.ones(ROWS, jnp.int32), _rows(params, ROWS)
+
+    def rewards(keys):
+        return np.asarray(_step_rows(env, keys, states, actions, row_params)[2])
+
+    first = rewards(keys)
+    assert len(set(first.tolist())) == ROWS, first  # without the noise every row's reward is the same
+    np.testing.assert_array_equal(rewards(keys), first)
+    np.testing.assert_array_equal(rewards(keys[::-1]), first[::-1])
+
+
+def test_no_row_sees_mutable_state_another_row_or_step_left_behind(probe):
+    """One host environment steps every row: before each row the bridge puts back what a step
+    changes besides the state and the physics (`steps_taken`), so every row's step, at every step
+    of the episode, sees the counter as freshly made and observes 1."""
+    env, params, state = probe
+    states, actions, row_params = _rows(state, ROWS), jnp.ones(ROWS, jnp.int32), _rows(params, ROWS)
+    for t in range(3):
+        keys = jax.random.split(jax.random.key(t), ROWS)
+        obs, states, _, _, _, _ = _step_rows(env, keys, states, actions, row_params)
+        np.testing.assert_array_equal(np.asarray(obs)[:, 2], np.ones(ROWS, np.float32), err_msg=f"step {t}")
+
+
+def test_a_value_that_is_its_nominal_values_rounding_is_set_to_the_nominal_value(probe):
+    """Values cross as float32: the nominal mass 0.1 reaches the host as its rounding
+    0.100000001490116..., and the bridge sets the environment's mass to 0.1 exactly, so an agent at
+    the nominal physics steps gymnasium's own float64 trajectory; any other value (0.2, arriving as
+    0.200000002980232...) is set as it arrives. Seen in the float64 state one push from rest reaches,
+    with the rows alternating nominal and perturbed."""
+    env, nominal, state = probe
+    perturbed = env.set_physics(nominal, "mass", 0.2)
+    assert float(nominal.physics[0]) == float(np.float32(0.1)) != 0.1  # what the float32 program carries
+    row_params = jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(x) for x in leaves]),
+                              *[nominal, perturbed] * (ROWS // 2))
+    keys = jax.random.split(jax.random.key(1), ROWS)
+    _, after, _, _, _, _ = _step_rows(env, keys, _rows(state, ROWS), jnp.ones(ROWS, jnp.int32), row_params)
+    after = np.asarray(after.words).view(np.float64)
+
+    def pushed(mass):
+        by_hand = ProbeSlide()
+        by_hand.mass, by_hand.state = mass, np.asarray(state.words).view(np.float64).copy()
+        by_hand.step(1)
+        return by_hand.state
+
+    for row in range(ROWS):
+        meant, not_meant = [(0.1, float(np.float32(0.1))), (float(np.float32(0.2)), 0.2)][row % 2]
+        assert not np.array_equal(pushed(meant), pushed(not_meant))  # the state tells the two apart
+        np.testing.assert_array_equal(after[row], pushed(meant), err_msg=f"row {row}: mass {meant!r} meant")
 
 
 def test_names_the_bridge_cannot_serve_are_refused_before_compiling(gym_slide):

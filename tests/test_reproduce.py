@@ -762,6 +762,44 @@ def test_a_row_written_before_pieces_grows_by_new_seeds(reproduced, tmp_path, mo
         assert numbers["reported"]["minimum"][:-1] == old["algorithms"][label]["reported"]["minimum"]
 
 
+def test_a_program_recording_no_first_seed_is_read_as_the_whole_program_from_seed_0(reproduced, tmp_path,
+                                                                                   monkeypatch):
+    """A program directory written before pieces records no first seed (its config.json, finished.json
+    and grid points' config.json; metrics without seed indices): it is read as a run from seed index 0,
+    a whole program (`records.UNRECORDED_BEFORE`). --status counts its seeds 0 to n-1 as finished and
+    has seed n alone to run; a row written from it holds it as the piece of seeds 0 to n-1, with the
+    numbers it had, and trains nothing."""
+    row_path = tmp_path / "old" / "table1" / "CartPole-v1__length"
+    shutil.copytree(os.path.join(reproduced["out"], "table1", "CartPole-v1__length"), row_path)
+    (row_path / "row.json").unlink()  # the row is read from its program's directory alone
+    program_dir = row_path / "fedrdqn"
+    (program_dir / "checkpoint.npz").unlink(missing_ok=True)
+    old = 0
+    for path in program_dir.rglob("*.json"):
+        record = json.loads(path.read_text())
+        old += "first_seed" in record or "seed_indices" in record
+        path.write_text(json.dumps({k: v for k, v in record.items() if k not in ("first_seed", "seed_indices")}))
+    assert old >= 5  # config.json, finished.json and three grid points' files recorded them
+    whole = reproduced["result"]["rows"][ROWS[0]]
+    held = len(whole["seeds"]["tuning"]) + len(whole["seeds"]["reported"])
+    request = {**TINY, "rows": ROWS[:1]}
+
+    grown = {k: v for k, v in request.items() if k != "progress"}
+    [row_status] = status.rows("table1", str(tmp_path / "old"), **{**grown, "num_seeds": TINY["num_seeds"] + 1})
+    [program_status] = row_status["programs"]
+    assert program_status["seeds_held"] == held
+    assert [(p["seeds"], p["state"]) for p in program_status["pieces"]] == [([0, held], "finished"),
+                                                                            ([held, held + 1], "to run")]
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the program's seeds are finished: nothing may train")
+
+    monkeypatch.setattr(loop, "run", no_run)
+    row = harness.reproduce("table1", str(tmp_path / "old"), **request)["rows"][ROWS[0]]
+    assert [(p["dir"], p["seeds"]) for p in row["pieces"]["fedrdqn"]] == [("", [0, held])]
+    assert row["seeds"] == whole["seeds"] and row["algorithms"] == whole["algorithms"]
+
+
 def test_confirmatory_seeds_decide_and_the_exploratory_ones_are_reported_apart():
     """A Table 1 row grown by 20 fresh seeds (indices 8-27) beyond its 5 reported ones (3-7): the
     verdict, the counts and the whole-table line read the fresh seeds alone; the first five keep the
@@ -953,6 +991,31 @@ def test_a_row_grows_at_its_chosen_omega_alone_where_asked(in_pieces, tmp_path, 
     args = plan.Request.of("table1", new_seeds_at="chosen").args()
     assert args[args.index("--new-seeds-at") + 1] == "chosen"
     assert "--new-seeds-at" not in plan.Request.of("table1").args()
+
+
+def test_a_challengers_new_seeds_train_its_own_chosen_omega_where_asked(reproduced, example_algorithm, tmp_path,
+                                                                        monkeypatch):
+    """`new_seeds_at="chosen"` on a row with a challenger: the challenger's new seed trains the omega the
+    challenger chose on its own tuning seeds (row.json's "challengers"), not the row's headline omega,
+    which the row's own program trains beside its baseline. Read from the files; nothing trains."""
+    out = tmp_path / "challenged"
+    row_path = out / "table1" / "CartPole-v1__length"
+    shutil.copytree(os.path.join(reproduced["out"], "table1", "CartPole-v1__length"), row_path)
+    record = json.loads((row_path / "row.json").read_text())
+    headline = record["chosen_omega"]
+    [theirs] = [w for w in TINY["omegas"] if w != headline]  # the challenger chose the other omega
+    record["request"]["challengers"] = ["fedrdqn_min"]
+    record["challengers"] = {"fedrdqn_min": dict(label="FedRDQN-min", labels=[], tuning_minimum_mean={},
+                                                 chosen_omega=theirs, headline=f"FedRDQN-min (ω={theirs:g})")}
+    (row_path / "row.json").write_text(json.dumps(record))
+    grids = []
+    monkeypatch.setattr(loop, "run", lambda config, *a, **k: grids.append((config.algo, k["first_seed"], k["grid"])))
+    request = {k: v for k, v in TINY.items() if k not in ("rows", "progress")}
+    request.update(num_seeds=TINY["num_seeds"] + 1, new_seeds_at="chosen", challengers=["fedrdqn_min"])
+    new = TINY["tuning_seeds"] + TINY["num_seeds"]
+    for program in ("fedrdqn_min", "fedrdqn"):
+        harness.run_program("table1", str(out), ROWS[0], program, piece=(new, new + 1), **request)
+    assert grids == [("fedrdqn_min", new, {"omega": [theirs]}), ("fedrdqn", new, {"omega": [0.0, headline]})]
 
 
 def test_a_row_grows_by_the_agent_revision_its_pieces_ran(in_pieces, tmp_path, monkeypatch):
