@@ -187,6 +187,17 @@ def test_each_row_draws_from_a_generator_seeded_by_its_own_key(probe):
     np.testing.assert_array_equal(rewards(keys[::-1]), first[::-1])
 
 
+def test_rows_that_share_one_state_each_step_from_it(probe):
+    """A vmap over keys alone (the state, action and physics unbatched) hands the host callback a state
+    broadcast to every row, not contiguous in memory; each row steps from it as if it had its own copy."""
+    env, params, state = probe
+    keys = jax.random.split(jax.random.key(2), ROWS)
+    shared = jax.jit(jax.vmap(env.step, in_axes=(0, None, None, None)))(keys, state, jnp.int32(1), params)
+    own = _step_rows(env, keys, _rows(state, ROWS), jnp.ones(ROWS, jnp.int32), _rows(params, ROWS))
+    for ours, theirs in zip(jax.tree.leaves(shared), jax.tree.leaves(own)):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
 def test_no_row_sees_mutable_state_another_row_or_step_left_behind(probe):
     """One host environment steps every row: before each row the bridge puts back what a step
     changes besides the state and the physics (`steps_taken`), so every row's step, at every step

@@ -284,7 +284,8 @@ class GymnasiumEnv(environment.Environment):
         def flat(x, tail=()):
             return np.broadcast_to(x, lead + tail).reshape((rows, *tail))
 
-        states = np.array(flat(words, words.shape[-1:])).view(np.float64)  # a writable copy
+        # A writable C-ordered copy: a state shared by every row arrives broadcast, with zero strides.
+        states = np.array(flat(words, words.shape[-1:]), order="C").view(np.float64)
         time, limit, seeds = flat(time), flat(limit), flat(seeds, (2,))
         actions, physics = flat(action, action_shape), flat(physics, physics.shape[-1:])
         env = self._env()
