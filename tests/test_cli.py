@@ -259,7 +259,7 @@ def test_compare_judges_any_two_runs_and_says_why_it_does_not(tmp_path, capsys):
     [line] = [line for line in out.splitlines() if line.startswith("CartPole-v1 (length) |")]
     assert "FedRDQN (ω=0.1) [aggregation=mean] − FedRDQN (ω=0.1) [aggregation=median] | 6 (paired)" in line
     assert "| -10.0 [-10.0, -10.0] " in line and "| behind, within the margin " in line, line
-    assert "not compared (a comparison needs one task and one budget):" in out
+    assert "not compared (a comparison needs one task, one budget and one kind of physics):" in out
     assert ("DQNAvg and FedRDQN (ω=0.1) [aggregation=median]: other perturbed parameters: masscart vs length" in out
             or "FedRDQN (ω=0.1) [aggregation=median] and DQNAvg: other perturbed parameters: length vs masscart" in out)
 
@@ -499,7 +499,7 @@ def test_every_flag_has_help_with_its_default_and_choices():
     parser = commands.build_parser()
     subcommands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
                 for name, sub in action.choices.items()}
-    assert sorted(subcommands) == ["compare", "demo", "plot", "plugins", "render", "reproduce", "train"]
+    assert sorted(subcommands) == ["compare", "demo", "plot", "plugins", "render", "reproduce", "status", "train"]
     for name, sub in subcommands.items():
         for action in sub._actions:
             if action.dest == "help":

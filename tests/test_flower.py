@@ -33,6 +33,8 @@ from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
 from flwr.common.constant import ErrorCode  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
+from fedjax_rl.analysis import plots  # noqa: E402
+from fedjax_rl.cli import commands  # noqa: E402
 from fedjax_rl.core import federated  # noqa: E402
 from fedjax_rl.flower import apps, federation  # noqa: E402
 from fedjax_rl.training import configs, loop, program  # noqa: E402
@@ -222,7 +224,10 @@ def test_a_federation_on_the_local_grid_is_the_compiled_run(compiled_run, tmp_pa
 
     table = plots.comparison_table([str(tmp_path), compiled_dir]).splitlines()
     rows = [line.split("|")[1:] for line in table if line.startswith((str(tmp_path), compiled_dir))]
-    assert len(rows) == 2 and rows[0] == rows[1], table
+    # The same numbers; the labels say where each ran, and the two are compared, paired by seed.
+    assert len(rows) == 2 and rows[0][:1] + rows[0][2:] == rows[1][:1] + rows[1][2:], table
+    assert [row[1].strip() for row in rows] == ["FedRDQN (ω=0.1) [runtime=flower]", "FedRDQN (ω=0.1) [runtime=compiled]"]
+    assert any("[runtime=flower]" in line and "(paired)" in line for line in table), table
     figures = plots.plot_results([plots.load_run(str(tmp_path))], str(tmp_path / "figure"))
     assert figures and all(os.path.getsize(path) > 0 for path in figures)
     shown = tensorboard_scalars(str(tmp_path))
@@ -261,6 +266,8 @@ def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finishe
         apps.run_federation(LocalGrid(node_configs, fail_at=fail_at), config, SEED, out, say=lambda _: None)
     message = str(raised.value)
     assert f"{failed} failed on 1 client(s): agent 1" in message and "the client's machine went down" in message
+    # A script learns it from the run directory (Flower's `flwr run` exits 0 whatever happened).
+    assert _status(out) == (1, "failed")
     assert f"the {saved} finished round(s) are saved in {out}" in message
     assert "run the same command to resume" in message
     # Restarted clients (new contexts: only their state directories remain) and the same call, made while
@@ -270,6 +277,7 @@ def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finishe
     grid = LocalGrid(node_configs, unavailable=1, late=(1,))
     result = apps.run_federation(grid, config, SEED, out, say=said.append)
     assert f"resuming after round {saved} of 8" in said[0]
+    assert _status(out) == (0, "finished")
     assert grid.sent.count("train") == 2 * (8 - saved)
     assert max_difference(global_params(out), member_rounds(config, SEED)[-1]) == 0.0
     _, uninterrupted = compiled_run
@@ -280,11 +288,50 @@ def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finishe
     assert kept == ["before_round_7.npz", "before_round_8.npz"]
 
 
-def test_a_node_sets_its_own_physics(tmp_path):
-    config = small_config(steps_per_agent=100, eval_every_rounds=2)
-    grid = LocalGrid([{federation.AGENT_INDEX: 0, "length": 1.3}, {federation.AGENT_INDEX: 1, "length": 0.7}])
-    result = apps.run_federation(grid, config, SEED, None, say=lambda _: None)
+def test_a_node_sets_its_own_physics_and_the_run_records_it(compiled_run, tmp_path):
+    """Each node's physics (scales of the nominal value) reach its agent; config.json records them and the
+    runtime, so that `compare` does not judge a federation in the nodes' environments against a run in
+    drawn ones, and says why; a resumed run whose nodes now have other physics is refused."""
+    config = small_config()  # the compiled run's settings: only the physics differ
+    out = str(tmp_path / "nodes")
+    node_configs = [{federation.AGENT_INDEX: 0, "length": 1.3}, {federation.AGENT_INDEX: 1, "length": 0.7}]
+    said = []
+    result = apps.run_federation(LocalGrid(node_configs), config, SEED, out, say=said.append)
     np.testing.assert_allclose(result["final"]["physics_values"][0, :, 0], [0.5 * 1.3, 0.5 * 0.7], rtol=1e-6)
+    assert "agent 0 length=0.65 (x1.3, its node); agent 1 length=0.35 (x0.7, its node)" in said[0]
+    recorded = json.loads(open(os.path.join(out, "config.json")).read())["provenance"]
+    assert (recorded["runtime"], recorded["physics"], recorded["scales"]) == (
+        "flower", "set by the nodes", [{"length": 1.3}, {"length": 0.7}])
+    assert recorded["agents"] == [{"length": pytest.approx(0.65)}, {"length": pytest.approx(0.35)}]
+    compiled_dir, _ = compiled_run
+    table = plots.comparison_table([out, compiled_dir])
+    assert "(paired)" not in table and "(unpaired)" not in table, table
+    [reason] = [line for line in table.splitlines() if "other physics" in line]
+    assert ": other physics: " in reason and "set by the nodes (agent 0 length=0.65 (x1.3); agent 1 length=0.35 (x0.7))" \
+        in reason and "drawn (max_rate 0.5)" in reason and "budget" not in reason, table
+    # The same directory, resumed by nodes of other physics: refused, and recorded as failed.
+    os.remove(os.path.join(out, "finished.json"))
+    other = [dict(node_configs[0], length=1.2), node_configs[1]]
+    with pytest.raises(apps.FederationError, match="the clients' physics are not those of the 8 round"):
+        apps.run_federation(LocalGrid(other), config, SEED, out, say=lambda _: None)
+    assert _status(out) == (1, "failed")
+
+
+def _status(out: str, printed: list | None = None) -> tuple[int, str]:
+    """`fedjax-rl status OUT`'s exit code and the word its line says; the line itself goes to `printed`."""
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        try:
+            code = commands.main(["status", out])
+        except SystemExit as exit_:
+            code = exit_.code
+    line = text.getvalue()
+    if printed is not None:
+        printed.append(line)
+    return code, line.split(": ")[1].split()[0]
 
 
 @pytest.mark.parametrize("node_configs, expected", [
@@ -294,12 +341,20 @@ def test_a_node_sets_its_own_physics(tmp_path):
     ([{federation.AGENT_INDEX: 0}, {federation.AGENT_INDEX: 2}], "must be in [0, 2)"),
     ([{federation.AGENT_INDEX: 0}], "num_agents=2 clients are needed, 1 connected"),
 ], ids=["unknown-physics", "bad-scale", "duplicate-index", "index-out-of-range", "too-few-clients"])
-def test_bad_federations_stop_before_anything_trains(node_configs, expected):
+def test_bad_federations_stop_before_anything_trains(node_configs, expected, tmp_path):
     grid = LocalGrid(node_configs)
+    out = str(tmp_path / "run")
     with pytest.raises(apps.FederationError) as raised:
-        apps.run_federation(grid, small_config(), SEED, None, wait_s=0.5, say=lambda _: None)
+        apps.run_federation(grid, small_config(), SEED, out, wait_s=0.5, say=lambda _: None)
     assert expected in str(raised.value)
     assert "train" not in grid.sent
+    # The script's view: exit 1 and the library's one line, naming the agent where a node's setting is bad.
+    printed = []
+    assert _status(out, printed) == (1, "failed")
+    line = printed[0].strip()
+    assert "\n" not in line and expected in line and "agent ?" not in line, line
+    if "physics" in expected or "length" in expected:
+        assert "node 100: ValueError: agent 0: node configuration" in line, line
 
 
 def test_a_node_the_superlink_reports_unavailable_is_no_client():

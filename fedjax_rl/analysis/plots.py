@@ -14,6 +14,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 
+from fedjax_rl.training import records
 from fedjax_rl.training.checkpoint import DamagedFile, read_json
 
 
@@ -238,15 +239,20 @@ def results_table(runs: list[dict]) -> str:
 
 
 # What a run records that says nothing about the algorithm it ran: not shown where labels differ.
-_NOT_DISTINGUISHING = {"num_seeds", "first_seed", "tensorboard", "cpu_dots", "run_batch"}
+# A federation's per-agent physics (provenance's "agents" and "scales") are not shown: runs whose physics
+# differ are not compared (`why_not_comparable`), and the reason names them.
+_NOT_DISTINGUISHING = {"num_seeds", "first_seed", "tensorboard", "cpu_dots", "run_batch", "agents", "scales"}
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
-    """A config record as {name: value}, the agent's settings by their own names."""
+    """A config record as {name: value}, the agent's settings and the provenance (`records.provenance`:
+    runtime, physics) by their own names."""
     out = {}
+    if "env_name" in config:
+        config = {**config, "provenance": records.provenance(config)}
     for key, value in config.items():
         if isinstance(value, dict):
-            out.update(_flat(value, "" if key == "agent" else f"{prefix}{key}."))
+            out.update(_flat(value, "" if key in ("agent", "provenance") else f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
     return out
@@ -292,6 +298,11 @@ def why_not_comparable(a: dict, b: dict) -> str | None:
         if x is not None and y is not None and x != y:
             shown = [", ".join(v) if isinstance(v, list) else _shown(v) for v in (x, y)]
             reasons.append(f"{what}: {shown[0]} vs {shown[1]}")
+    # Drawn physics are drawn alike (the seed's draw at max_rate, above); physics a federation's nodes set
+    # are the same environments only where every agent's are the same.
+    physics = [records.provenance(run["config"]) for run in (a, b)]
+    if [(p["physics"], p.get("agents")) for p in physics[:1]] != [(p["physics"], p.get("agents")) for p in physics[1:]]:
+        reasons.append(f"physics: {records.physics_words(a['config'])} vs {records.physics_words(b['config'])}")
     return "; ".join(reasons) or None
 
 
@@ -363,7 +374,8 @@ def differences_table(runs: list[dict]) -> str:
             equivalence_rate=cells.at_most(max(stats.equivalence_level(n) for n in counts)),
             counts=", ".join(map(str, sorted(set(counts)))))
     if refused:
-        text += ("\n\n" if text else "") + "not compared (a comparison needs one task and one budget):\n" + "\n".join(
+        text += ("\n\n" if text else "") + "not compared (a comparison needs one task, one budget and one kind of " \
+                                            "physics):\n" + "\n".join(
             refused)
     return text
 

@@ -155,6 +155,39 @@ def cmd_compare(args) -> None:
         raise usage_error(err) from None
 
 
+def cmd_status(args) -> None:
+    """`fedjax-rl status`: where each run directory stands, one line each; exit 0 when every run finished,
+    1 when one failed or stopped, 2 when one is unfinished (or not there yet) after `--wait` seconds."""
+    import time
+
+    from fedjax_rl.training import run_status
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        states = [_standing(path) for path in args.runs]
+        if all(word != run_status.UNFINISHED for word, _ in states) or time.monotonic() >= deadline:
+            break
+        time.sleep(min(args.poll, max(0.0, deadline - time.monotonic())))
+    for _, line in states:
+        print(line)
+    words = {word for word, _ in states}
+    if words & {run_status.FAILURE, run_status.STOPPED}:
+        raise SystemExit(1)
+    if run_status.UNFINISHED in words:
+        raise SystemExit(2)
+
+
+def _standing(path: str) -> tuple[str, str]:
+    """`run_status.status`, with a directory that holds no run yet read as unfinished (a federation's
+    ServerApp writes its directory only once Flower starts it)."""
+    from fedjax_rl.training import run_status
+
+    try:
+        return run_status.status(path)
+    except FileNotFoundError as err:
+        return run_status.UNFINISHED, str(err)
+
+
 def cmd_render(args) -> None:
     """`fedjax-rl render`: a GIF or MP4 of the runs' final global policies under `--scale` x nominal physics."""
     from fedjax_rl.analysis import render
@@ -247,6 +280,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="Table-1 style table of local-environment returns")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="directories written by `fedjax-rl train --out`")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("status", help="whether runs finished, failed or stopped; the exit code says it for scripts",
+                       description="Where each run directory stands: finished (exit 0), failed or stopped (exit 1: "
+                                   "a federation's failure it named, or non-finite values), unfinished (exit 2: still "
+                                   "running, interrupted, or not started). `flwr run` exits 0 whatever happened to "
+                                   "the federation; `fedjax-rl status --wait` after it tells a script how it ended.")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (`fedjax-rl train --out`, a "
+                                                             "federation's out-dir)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait up to this long for unfinished runs to finish or fail (default: 0, answer at once)")
+    p.add_argument("--poll", type=float, default=5.0, metavar="SECONDS",
+                   help="while waiting, look again this often (default: 5)")
+    p.set_defaults(func=cmd_status)
 
     _add_render_parser(sub)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
 from typing import Callable
 
@@ -37,7 +38,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedjax_rl.core import evaluate, perturb
 from fedjax_rl.flower import federation
-from fedjax_rl.training import configs, machine, program, records, run_directory, tensorboard_log
+from fedjax_rl.training import configs, machine, program, records, run_directory, run_status, tensorboard_log
 from fedjax_rl.training.configs import TrainConfig
 
 # Record names in messages and in a client's context.state.
@@ -50,6 +51,11 @@ PROGRESS = "fedjax_rl.progress"  # ConfigRecord in context.state: "next_round"
 # Node-configuration key: a directory where the client keeps its carry after every round, so that a
 # restarted client (or a resumed run, whose context is new) continues where it stopped.
 STATE_DIR = federation.STATE_DIR
+
+
+# config.json's provenance runtime of a federation run by these apps (on Flower's simulation engine or
+# SuperLink and SuperNodes alike: the ServerApp is handed the same grid in both).
+RUNTIME = "flower"
 
 
 class FederationError(RuntimeError):
@@ -81,15 +87,19 @@ def member_for(message: Message, context: Context) -> federation.Member:
     if federation.AGENT_INDEX not in node:
         raise ValueError(f"node configuration lacks '{federation.AGENT_INDEX}' (this client's agent index)")
     scales = {k: v for k, v in node.items() if k not in federation.NODE_KEYS}
-    return _cached_member(str(message.content[RUN]["settings"]), int(node[federation.AGENT_INDEX]),
-                          tuple(sorted(scales.items())))
+    try:
+        return _cached_member(str(message.content[RUN]["settings"]), int(node[federation.AGENT_INDEX]),
+                              tuple(sorted(scales.items())))
+    except ValueError as error:  # the server knows a node's agent only from its answer: name it here
+        raise ValueError(f"agent {node[federation.AGENT_INDEX]}: {error}") from None
 
 
 def _setup(message: Message, context: Context) -> Message:
     member = member_for(message, context)
     env, params = member.setup.env, member.env_params()
     physics = {name: float(env.get_physics(params, name)) for name in member.config.physics}
-    return Message(RecordDict({RUN: ConfigRecord({"index": member.index, "physics": json.dumps(physics)})}),
+    return Message(RecordDict({RUN: ConfigRecord({"index": member.index, "physics": json.dumps(physics),
+                                                  "scales": json.dumps(member.scales)})}),
                    reply_to=message)
 
 
@@ -186,13 +196,16 @@ def _text(value) -> str:
     return "true" if value is True else "false" if value is False else str(value)
 
 
-def _join(grid: Grid, count: int, settings: str, wait_s: float, timeout_s: float | None) -> dict[int, Message]:
+def _join(grid: Grid, count: int, settings: str, wait_s: float, timeout_s: float | None,
+          say: Callable[[str], None] = print, every_s: float = 10.0) -> dict[int, Message]:
     """Every client's answer to the setup query, by node, once `count` clients answered: each node the
     SuperLink lists is asked once. A node it reports unavailable is no client, and the wait for the
     others goes on: the SuperLink lists a node that went down until two of its heartbeats are missed,
     so a run resumed right after a machine came back finds the old node listed and the restarted one
-    not yet. Any other failed answer stops the run (`_exchange`)."""
-    deadline = time.monotonic() + wait_s
+    not yet. Any other failed answer stops the run (`_exchange`). Every `every_s` seconds of waiting
+    it says how many have joined."""
+    started = time.monotonic()
+    deadline, next_word = started + wait_s, started + every_s
     answers: dict[int, Message] = {}
     unavailable: set[int] = set()
     while True:
@@ -204,6 +217,10 @@ def _join(grid: Grid, count: int, settings: str, wait_s: float, timeout_s: float
             answers.update((n, reply) for n, reply in replies.items() if not reply.has_error())
         if len(answers) >= count or time.monotonic() > deadline:
             break
+        if time.monotonic() >= next_word:
+            say(f"waiting for clients: {len(answers)} of {count} joined, {deadline - time.monotonic():.0f} s left "
+                f"(wait-for-clients={wait_s:g})")
+            next_word += every_s
         time.sleep(0.2)
     if len(answers) < count:
         raise FederationError(f"num_agents={count} clients are needed, {len(answers)} connected within {wait_s:g} s; "
@@ -235,12 +252,18 @@ def _exchange(grid: Grid, messages: dict[int, Message], what: str, timeout_s: fl
     failed = {node: reply.error.reason for node, reply in replies.items() if _failed(reply, unavailable_ok)}
     missing = [node for node in messages if node not in replies]
     if failed or missing:
-        lines = [f"agent {agent_of.get(n, '?')} (node {n}): {reason}" for n, reason in failed.items()]
+        lines = [f"{_who(n, agent_of)}: {reason}" for n, reason in failed.items()]
         if not failed:  # after a failure the others are not waited for
-            lines += [f"agent {agent_of.get(n, '?')} (node {n}): no reply within {timeout_s:g} s" for n in missing]
+            lines += [f"{_who(n, agent_of)}: no reply within {timeout_s:g} s" for n in missing]
         raise FederationError(f"{what} failed on {len(lines)} client(s): " + "; ".join(lines)
                               + (f". {saved}" if saved else ""))
     return replies
+
+
+def _who(node: int, agent_of: dict[int, int]) -> str:
+    """A client as messages name it: its agent and node, or its node alone before it has answered (a
+    failed setup names its agent in its own error)."""
+    return f"agent {agent_of[node]} (node {node})" if node in agent_of else f"node {node}"
 
 
 def _failed(reply: Message, unavailable_ok: bool) -> bool:
@@ -265,7 +288,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
     Raises `FederationError` when clients are missing or fail, naming them."""
     setup = program.make_setup(config)  # validates before any client is asked anything
     K = config.num_agents
-    config_dict, _ = records.recorded_config(config, 1, seed)
+    config_dict, _ = records.recorded_config(config, 1, seed, provenance=dict(records.COMPILED, runtime=RUNTIME))
     directory = run_directory.for_run(out_dir, config_dict, None, None, 1, seed)
     directory.prepare(False)
     finished = directory.read_finished()
@@ -280,7 +303,72 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
     settings = federation.config_message(config, seed)
     started = time.perf_counter()
 
-    answers = _join(grid, K, settings, wait_s, timeout_s)
+    if out_dir:
+        run_status.clear_failed(out_dir)
+    try:
+        answers = _join(grid, K, settings, wait_s, timeout_s, say)
+        agent_of, node_of = _agents(answers, K)
+        physics = _record_physics(answers, node_of, setup, config_dict, directory, rounds_done, say)
+
+        comm = program.communication(program.make_trainer(config))
+        board = _board(config, seed, out_dir, comm, blocks_done)
+        aggregate = federation.Aggregation(setup.server)
+        policy_returns = jax.jit(functools.partial(_nominal_returns, setup))
+        global_model = state["global"] if rounds_done else None
+        wall = lambda: wall_before + time.perf_counter() - started  # noqa: E731
+        for round_index in range(rounds_done, config.num_rounds):
+            weights = federation.participants(setup.server, seed, round_index)
+            messages = {node_of[k]: _message(node_of[k], MessageType.TRAIN,
+                                             {"settings": settings, "round": round_index,
+                                              "upload": weights is None or bool(weights[k])}, global_model)
+                        for k in range(K)}
+            replies = _exchange(grid, messages, f"round {round_index + 1}", timeout_s, agent_of,
+                                saved=_saved(directory, round_index))
+            uploads = [_arrays(replies[node_of[k]].content[SHARED]) if SHARED in replies[node_of[k]].content else None
+                       for k in range(K)]
+            # A non-participant's place holds any participant's upload: its weight is 0.
+            filler = next(u for u in uploads if u is not None)
+            trees = [federation.from_arrays(filler if u is None else u, shared_shapes) for u in uploads]
+            global_model = aggregate(trees, weights)
+            totals = {name: np.float32(total + sum(float(replies[node_of[k]].content[METRICS][name]) for k in range(K)))
+                      for name, total in state["totals"].items()}
+            state = {"global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
+            if (round_index + 1) % config.eval_every_rounds == 0:
+                record = _block_record(grid, setup, seed, global_model, round_index + 1, totals, settings, node_of,
+                                       agent_of, timeout_s, policy_returns, saved=_saved(directory, round_index))
+                curve.append(records.to_lists(record))
+                board.write(curve[-1], wall_s=wall())
+                blocks_done += 1
+                state["totals"] = {name: np.float32(0.0) for name in totals}
+                say(f"round {round_index + 1}/{config.num_rounds}: local average {record['local_average'][0]:.1f}, "
+                    f"minimum {record['local_minimum'][0]:.1f}, nominal {record['nominal_return'][0]:.1f}")
+            directory.save_block(state, blocks_done, curve, wall_s=wall())
+        board.close()
+        final = _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics,
+                       saved=_saved(directory, config.num_rounds))
+        result = {"curve": {k: np.stack([np.asarray(c[k]) for c in curve], axis=1) for k in curve[0]} if curve else {},
+                  "final": final, "communication": comm, "run_batch": None, "seed_indices": [0],
+                  "timing": {"wall_s": wall(), "wall_s_this_process": time.perf_counter() - started,
+                             "resumed_at_block": blocks_done if rounds_done else 0},
+                  "machine": machine.describe(), "federation": {"runtime": RUNTIME, "resumed_after_round": rounds_done}}
+        directory.finish_with(result, jax.tree.map(lambda x: np.asarray(x)[None, None], global_model))
+        return result
+    except FederationError as error:
+        if out_dir:  # `fedjax-rl status` reads it: a script learns the run failed
+            run_status.write_failed(out_dir, str(error))
+        raise
+
+
+def _provenance(physics: list[dict], scales: list[dict]) -> dict:
+    """config.json's provenance of a federation (`records.COMPILED`'s layout): its clients' physics drawn
+    as the compiled program draws them, or, where any node sets some, each agent's values and scales."""
+    if not any(scales):
+        return dict(records.COMPILED, runtime=RUNTIME)
+    return {"runtime": RUNTIME, "physics": "set by the nodes", "agents": physics, "scales": scales}
+
+
+def _agents(answers: dict[int, Message], K: int) -> tuple[dict[int, int], dict[int, int]]:
+    """({node: agent index}, {agent index: node}) from the setup answers: one node per agent 0..K-1."""
     agent_of = {n: int(m.content[RUN]["index"]) for n, m in answers.items()}
     node_of = {}
     for node, index in sorted(agent_of.items()):
@@ -291,53 +379,38 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
     if sorted(node_of) != list(range(K)):
         raise FederationError(f"agents {sorted(set(range(K)) - set(node_of))} have no client (indices held: "
                               f"{sorted(node_of)})")
-    physics = [json.loads(answers[node_of[k]].content[RUN]["physics"]) for k in range(K)]
-    say(f"{K} clients joined: " + "; ".join(
-        f"agent {k} " + ", ".join(f"{n}={v:.4g}" for n, v in physics[k].items()) for k in range(K)))
+    return agent_of, node_of
 
-    comm = program.communication(program.make_trainer(config))
-    board = _board(config, seed, out_dir, comm, blocks_done)
-    aggregate = federation.Aggregation(setup.server)
-    policy_returns = jax.jit(functools.partial(_nominal_returns, setup))
-    global_model = state["global"] if rounds_done else None
-    wall = lambda: wall_before + time.perf_counter() - started  # noqa: E731
-    for round_index in range(rounds_done, config.num_rounds):
-        weights = federation.participants(setup.server, seed, round_index)
-        messages = {node_of[k]: _message(node_of[k], MessageType.TRAIN,
-                                         {"settings": settings, "round": round_index,
-                                          "upload": weights is None or bool(weights[k])}, global_model)
-                    for k in range(K)}
-        replies = _exchange(grid, messages, f"round {round_index + 1}", timeout_s, agent_of,
-                            saved=_saved(directory, round_index))
-        uploads = [_arrays(replies[node_of[k]].content[SHARED]) if SHARED in replies[node_of[k]].content else None
-                   for k in range(K)]
-        # A non-participant's place holds any participant's upload: its weight is 0.
-        filler = next(u for u in uploads if u is not None)
-        trees = [federation.from_arrays(filler if u is None else u, shared_shapes) for u in uploads]
-        global_model = aggregate(trees, weights)
-        totals = {name: np.float32(total + sum(float(replies[node_of[k]].content[METRICS][name]) for k in range(K)))
-                  for name, total in state["totals"].items()}
-        state = {"global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
-        if (round_index + 1) % config.eval_every_rounds == 0:
-            record = _block_record(grid, setup, seed, global_model, round_index + 1, totals, settings, node_of,
-                                   agent_of, timeout_s, policy_returns, saved=_saved(directory, round_index))
-            curve.append(records.to_lists(record))
-            board.write(curve[-1], wall_s=wall())
-            blocks_done += 1
-            state["totals"] = {name: np.float32(0.0) for name in totals}
-            say(f"round {round_index + 1}/{config.num_rounds}: local average {record['local_average'][0]:.1f}, "
-                f"minimum {record['local_minimum'][0]:.1f}, nominal {record['nominal_return'][0]:.1f}")
-        directory.save_block(state, blocks_done, curve, wall_s=wall())
-    board.close()
-    final = _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics,
-                   saved=_saved(directory, config.num_rounds))
-    result = {"curve": {k: np.stack([np.asarray(c[k]) for c in curve], axis=1) for k in curve[0]} if curve else {},
-              "final": final, "communication": comm, "run_batch": None, "seed_indices": [0],
-              "timing": {"wall_s": wall(), "wall_s_this_process": time.perf_counter() - started,
-                         "resumed_at_block": blocks_done if rounds_done else 0},
-              "machine": machine.describe(), "federation": {"runtime": "flower", "resumed_after_round": rounds_done}}
-    directory.finish_with(result, jax.tree.map(lambda x: np.asarray(x)[None, None], global_model))
-    return result
+
+def _record_physics(answers, node_of, setup, config_dict, directory, rounds_done: int, say) -> list[dict]:
+    """Each agent's physics ({name: value}), recorded in config.json's provenance and said; a resumed run
+    whose clients now have other physics than its rounds so far ran with stops (`FederationError`)."""
+    K = len(node_of)
+    physics = [json.loads(answers[node_of[k]].content[RUN]["physics"]) for k in range(K)]
+    scales = [json.loads(answers[node_of[k]].content[RUN].get("scales", "{}")) for k in range(K)]
+    provenance = _provenance(physics, scales)
+    before = directory.record_provenance(provenance)
+    if rounds_done and _physics_of(before) != _physics_of(provenance):
+        raise FederationError(
+            f"the clients' physics are not those of the {rounds_done} round(s) already run in {directory.path}: "
+            f"they ran with physics {records.physics_words({**config_dict, 'provenance': before})}, the clients "
+            f"now have {records.physics_words({**config_dict, 'provenance': provenance})}; give the nodes their "
+            "earlier configuration, or start this federation in another out-dir")
+    say(f"{K} clients joined: " + "; ".join(_physics_line(setup, k, physics[k], scales[k]) for k in range(K)))
+    return physics
+
+
+def _physics_of(provenance: dict) -> tuple:
+    return provenance["physics"], provenance.get("agents"), provenance.get("scales")
+
+
+def _physics_line(setup, index: int, physics: dict, scales: dict) -> str:
+    """'agent 1 length=0.65 (x1.3, its node's)': each value with its scale of the nominal value, and
+    whether the node set it or the compiled program's draw did."""
+    nominal = {name: float(setup.env.get_physics(setup.nominal_params, name)) for name in physics}
+    return f"agent {index} " + ", ".join(
+        f"{name}={value:.4g} (x{value / nominal[name]:.3g}, {'its node' if name in scales else 'drawn'})"
+        for name, value in physics.items())
 
 
 def _server_state(setup, shared_shapes) -> dict:
@@ -439,6 +512,14 @@ def server_app(config: TrainConfig | None = None, seed: int = 0, out_dir: str | 
             run_config, run_seed, run_out, options = config_from_run_config(dict(context.run_config))
         else:
             run_config, run_seed, run_out, options = config, seed, out_dir, {}
-        run_federation(grid, run_config, run_seed, run_out, **{**options, **federation_options})
+        try:
+            run_federation(grid, run_config, run_seed, run_out, **{**options, **federation_options})
+        except FederationError as error:
+            # The library's one line first; Flower logs the exception it is handed with its traceback,
+            # which is this frame's alone unless FEDJAX_RL_TRACEBACK asks for the whole.
+            print(f"fedjax-rl: {error}", file=sys.stderr, flush=True)
+            if os.environ.get("FEDJAX_RL_TRACEBACK"):
+                raise
+            raise FederationError(str(error)) from None
 
     return app

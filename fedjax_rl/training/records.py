@@ -56,11 +56,14 @@ def config_from_record(recorded: dict):
 
 
 def recorded_config(config, num_seeds: int, seed: int, grid: dict[str, Sequence[float]] | None = None,
-                    run_batch: int | None = None, first_seed: int = 0) -> tuple[dict, int | None]:
+                    run_batch: int | None = None, first_seed: int = 0,
+                    provenance: dict | None = None) -> tuple[dict, int | None]:
     """What a run directory's config.json records (a checkpoint resumes only into the same), and the
-    run_batch that shapes the program: None when every run fits in one vmap."""
+    run_batch that shapes the program: None when every run fits in one vmap. `provenance`: where it
+    runs and where its physics come from (default `COMPILED`)."""
     config_dict = {**config_to_dict(config), "num_seeds": num_seeds, "seed": seed, "first_seed": first_seed,
-                   "agent_revision": revision(config.agent), "schema": RUN_SCHEMA}
+                   "agent_revision": revision(config.agent), "schema": RUN_SCHEMA,
+                   "provenance": dict(provenance or COMPILED)}
     num_runs = num_seeds
     if grid:
         config_dict["grid"] = {name: list(map(float, values)) for name, values in grid.items()}
@@ -87,6 +90,25 @@ def config_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 _NOT_SET = object()
 
 
+def provenance(record: dict) -> dict:
+    """A config record's provenance (`COMPILED` for a record without one)."""
+    return {**COMPILED, **record.get("provenance", {})}
+
+
+def physics_words(record: dict) -> str:
+    """Where a run's physics came from, in words: 'drawn (max_rate 0.5)', or 'set by the nodes (agent 0
+    length=0.4 (x0.8); agent 1 ...)'."""
+    recorded = provenance(record)
+    if recorded["physics"] == "drawn":
+        return f"drawn (max_rate {record.get('max_rate', '?'):g})" if "max_rate" in record else "drawn"
+    agents = []
+    for k, (values, scales) in enumerate(zip(recorded.get("agents", []), recorded.get("scales", []))):
+        agents.append(f"agent {k} " + ", ".join(
+            f"{name}={value:.4g}" + (f" (x{scales[name]:g})" if name in scales else " (drawn)")
+            for name, value in values.items()))
+    return "set by the nodes (" + "; ".join(agents) + ")"
+
+
 def _shown(value) -> str:
     if value is _NOT_SET:
         return "(not set)"
@@ -95,7 +117,14 @@ def _shown(value) -> str:
 
 # What a record holds beyond the run's settings (`recorded_config`): how many seeds from which, how
 # runs were batched, the agents' revision, the grid and the record's layout.
-RUN_FIELDS = ("num_seeds", "seed", "first_seed", "run_batch", "agent_revision", "grid", "schema")
+RUN_FIELDS = ("num_seeds", "seed", "first_seed", "run_batch", "agent_revision", "grid", "schema", "provenance")
+# Where a run's agents ran and where their physics came from (config.json's "provenance"): a compiled
+# program (`loop.run`) draws every agent's physics from the seed; a Flower federation (`fedjax_rl.flower`)
+# records "flower", and where its nodes set their physics, "set by the nodes" with each agent's values
+# and scales. Not part of a run's identity (`as_recorded` leaves it out): `compare` reads it to keep runs
+# in other environments apart, and a resumed federation checks its nodes against it. A record without
+# one is a compiled run's.
+COMPILED = {"runtime": "compiled", "physics": "drawn"}
 # The layout of config.json. A record carries its number from 2 on (1: every record before); the
 # number is not part of a run's identity.
 RUN_SCHEMA = 2
@@ -123,6 +152,7 @@ def as_recorded(value):
             elif isinstance(value.get(path[0]), dict):
                 value[path[0]].setdefault(path[1], before)
         value.pop("schema", None)
+        value.pop("provenance", None)
         if value["aggregation"] != "trimmed_mean":
             value.pop("trim", None)
         if "engine" not in value:

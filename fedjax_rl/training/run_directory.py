@@ -43,10 +43,12 @@ METRICS = "metrics.json"
 # Written last, holding the run's config: its outputs are complete, and a rerun reads them instead
 # of evaluating again (an Ant program's final sweep is over an hour on a 2-core CPU).
 FINISHED = "finished.json"
+# A federation that stopped on a failure it names (`run_status`).
+FAILED = "failed.json"
 # DIR/set_aside/<n>/: runs of other configurations moved out of DIR (`new_run=True`), one per number.
 SET_ASIDE = "set_aside"
 # What a run writes into its directory (grid points add one directory each, named in config.json).
-_RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz")
+_RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz", FAILED)
 # Directories of other runs nested in a run directory, never moved with its run: a reproduction
 # program's seed pieces (`fedjax_rl.reproduce.seed_pieces`), PROGRAM/seeds_A-B/, beside the piece that
 # PROGRAM/ itself holds.
@@ -166,6 +168,18 @@ class RunDirectory:
                 else "no block was checkpointed")
         return f". The {blocks_done} evaluation(s) made before it are in {where}, marked stopped; {kept}"
 
+    def record_provenance(self, provenance: dict) -> dict:
+        """Write `provenance` into config.json (where the run ran and where its physics came from,
+        `records.COMPILED`'s layout), known only once a federation's clients have joined; returns what
+        config.json recorded before, for the caller to hold a resumed run to it."""
+        path = os.path.join(self.path, CONFIG)
+        recorded = read_json(path)
+        before = records.provenance(recorded)
+        if distributed.is_writer():
+            with checkpoint.atomic_write(path) as f:
+                json.dump({**recorded, "provenance": provenance}, f, indent=2)
+        return before
+
     def interrupted(self, blocks_done: int, num_blocks: int) -> str:
         """Ctrl-C's message: how far the run got, what is saved, how to resume."""
         during = " (during the final evaluation)" if blocks_done == num_blocks else ""
@@ -204,6 +218,9 @@ class NoRunDirectory:
 
     def write_stopped(self, result: dict, blocks_done: int) -> str:
         return "; nothing was saved (no out_dir / --out)"
+
+    def record_provenance(self, provenance: dict) -> dict:
+        return dict(provenance)
 
     def interrupted(self, blocks_done: int, num_blocks: int) -> str:
         during = " (during the final evaluation)" if blocks_done == num_blocks else ""
