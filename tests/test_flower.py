@@ -142,17 +142,21 @@ def program_rounds(config, seed: int):
     return models
 
 
-def member_rounds(config, seed: int):
+def member_rounds(config, seed: int, left_out: dict[int, int] | None = None):
     """The same federation with every agent a `federation.Member` and the server's rule applied to
-    their uploads: the global model after each round."""
+    their uploads: the global model after each round. `left_out` {round: agent}: that agent's upload
+    does not enter that round (weight 0)."""
     members = [federation.Member(config, seed, k) for k in range(config.num_agents)]
     aggregate = federation.Aggregation(federated.Server(config.num_agents, config.participation,
                                                         config.aggregation, config.trim))
     carries, models = [m.init() for m in members], []
     for r in range(config.num_rounds):
         carries = [m.local_round(c, r)[0] for m, c in zip(members, carries)]
-        model = aggregate([c.learner.shared for c in carries],
-                          federation.participants(aggregate.server, seed, r))
+        weights = federation.participants(aggregate.server, seed, r)
+        if left_out and r in left_out:
+            weights = np.ones(config.num_agents, np.float32) if weights is None else np.array(weights)
+            weights[left_out[r]] = 0.0
+        model = aggregate([c.learner.shared for c in carries], weights)
         carries = [m.with_shared(c, model) for m, c in zip(members, carries)]
         models.append(leaves(model))
     return models
@@ -257,6 +261,47 @@ def test_partial_participation_and_a_robust_rule_are_the_librarys(tmp_path):
     # After its round 4 a client is asked for its evaluation before the server saves round 4.
     ((1, "evaluate", 4), "evaluation after round 4", 3),
 ], ids=["training", "evaluation"])
+def poisoning(agents: tuple[int, ...], round_index: int):
+    """A ClientApp whose `agents` upload NaN in round `round_index` (a diverged or hostile party): their
+    own training is untouched, only the upload the server receives."""
+    real = apps.client_app()
+
+    def client(message, context):
+        reply = real(message, context)
+        if (message.metadata.message_type == "train" and context.node_config[federation.AGENT_INDEX] in agents
+                and message.content[apps.RUN]["round"] == round_index and apps.SHARED in reply.content):
+            arrays = {name: np.full_like(value, np.nan) for name, value in apps._arrays(reply.content[apps.SHARED]).items()}
+            reply.content[apps.SHARED] = apps.ArrayRecord({name: apps.Array(value) for name, value in arrays.items()})
+        return reply
+
+    return client
+
+
+def test_a_nan_upload_is_refused_and_the_round_goes_on_without_it(tmp_path):
+    """Agent 1 uploads NaN in round 6 of 8 (the round where CartPole's DQN trains, train_freq 256): the server leaves its upload out of that round as a dropped
+    client's, says so, records the party and the round, and the global model is finite and equals the
+    federation without that upload; with every upload NaN there is nothing to aggregate and the run
+    stops, resumable, naming the round."""
+    config = small_config()
+    out, said = str(tmp_path / "run"), []
+    result = apps.run_federation(LocalGrid(nodes(2), client=poisoning((1,), 5)), config, SEED, out, say=said.append)
+    assert [line for line in said if "refused" in line] == [
+        "round 6: refused agent 1's upload (non-finite values in " + ", ".join(
+            list(leaves(federation.Member(config, SEED, 0).carry_shapes().learner.shared))[:3])
+        + f" and {len(leaves(federation.Member(config, SEED, 0).carry_shapes().learner.shared)) - 3} more); the "
+          "round aggregates the others"]
+    assert result["federation"]["refused_uploads"] == [{"round": 6, "agent": 1}]
+    written = json.loads(open(os.path.join(out, "metrics.json")).read())
+    assert written["federation"]["refused_uploads"] == [{"round": 6, "agent": 1}]
+    ours = global_params(out)
+    assert all(np.all(np.isfinite(v)) for v in ours.values())
+    assert max_difference(ours, member_rounds(config, SEED, left_out={5: 1})[-1]) == 0.0
+    assert max_difference(ours, member_rounds(config, SEED)[-1]) > 0.0  # the upload would have counted
+    with pytest.raises(apps.FederationError, match="round 1: every upload was refused .* agents \\[0, 1\\]"):
+        apps.run_federation(LocalGrid(nodes(2), client=poisoning((0, 1), 0)), config, SEED, str(tmp_path / "all"),
+                            say=lambda _: None)
+
+
 def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finished(compiled_run, tmp_path, fail_at,
                                                                                    failed, saved):
     config = small_config()

@@ -326,13 +326,16 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
                                 saved=_saved(directory, round_index))
             uploads = [_arrays(replies[node_of[k]].content[SHARED]) if SHARED in replies[node_of[k]].content else None
                        for k in range(K)]
+            uploads, weights, refused = federation.screened(uploads, weights)
+            if refused:
+                _refuse(refused, round_index, uploads, state, say, directory)
             # A non-participant's place holds any participant's upload: its weight is 0.
             filler = next(u for u in uploads if u is not None)
             trees = [federation.from_arrays(filler if u is None else u, shared_shapes) for u in uploads]
             global_model = aggregate(trees, weights)
             totals = {name: np.float32(total + sum(float(replies[node_of[k]].content[METRICS][name]) for k in range(K)))
                       for name, total in state["totals"].items()}
-            state = {"global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
+            state = {**state, "global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
             if (round_index + 1) % config.eval_every_rounds == 0:
                 record = _block_record(grid, setup, seed, global_model, round_index + 1, totals, settings, node_of,
                                        agent_of, timeout_s, policy_returns, saved=_saved(directory, round_index))
@@ -350,7 +353,10 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
                   "final": final, "communication": comm, "run_batch": None, "seed_indices": [0],
                   "timing": {"wall_s": wall(), "wall_s_this_process": time.perf_counter() - started,
                              "resumed_at_block": blocks_done if rounds_done else 0},
-                  "machine": machine.describe(), "federation": {"runtime": RUNTIME, "resumed_after_round": rounds_done}}
+                  "machine": machine.describe(),
+                  "federation": {"runtime": RUNTIME, "resumed_after_round": rounds_done,
+                                 "refused_uploads": [{"round": int(r) + 1, "agent": int(k)}
+                                                     for r, k in np.argwhere(np.asarray(state["refused"]))]}}
         directory.finish_with(result, jax.tree.map(lambda x: np.asarray(x)[None, None], global_model))
         return result
     except FederationError as error:
@@ -418,7 +424,24 @@ def _server_state(setup, shared_shapes) -> dict:
     block's training sums so far (of `program.local_step`'s metrics, summed by the clients)."""
     names = ("episodes", "episode_return_sum", "trained", *setup.agent.loss_names)
     return {"global": jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shared_shapes), "rounds_done": np.int32(0),
-            "totals": {name: np.float32(0.0) for name in names}}
+            "totals": {name: np.float32(0.0) for name in names},
+            # [round, agent] 1 where the server refused that agent's upload (`_refuse`)
+            "refused": np.zeros((setup.config.num_rounds, setup.config.num_agents), np.int8)}
+
+
+def _refuse(refused: dict[int, list[str]], round_index: int, uploads: list, state: dict, say, directory) -> None:
+    """Uploads with non-finite leaves (`federation.screened`) are out of this round, as dropped clients'
+    would be: said, and recorded in the server's state (metrics.json's "federation", "refused_uploads").
+    With no finite upload left there is nothing to aggregate: the run stops, resumable."""
+    for agent, leaves in refused.items():
+        shown = ", ".join(leaves[:3]) + (f" and {len(leaves) - 3} more" if len(leaves) > 3 else "")
+        say(f"round {round_index + 1}: refused agent {agent}'s upload (non-finite values in {shown}); the round "
+            "aggregates the others")
+    state["refused"] = np.array(state["refused"])
+    state["refused"][round_index, list(refused)] = 1
+    if all(u is None for u in uploads):
+        raise FederationError(f"round {round_index + 1}: every upload was refused (non-finite values from agents "
+                              f"{sorted(refused)}); nothing is left to aggregate. {_saved(directory, round_index)}")
 
 
 def _saved(directory, round_index: int) -> str:

@@ -251,6 +251,34 @@ class Aggregation:
         return self._aggregate(stacked, None if weights is None else jnp.asarray(weights, jnp.float32))
 
 
+def nonfinite_leaves(uploads: list[dict | None]) -> dict[int, list[str]]:
+    """{agent: the names of its upload's leaves holding a NaN or an infinity} over `uploads` (named
+    arrays in agent order; None: no upload). Such an upload cannot be averaged: one NaN in a mean makes
+    every party's global model NaN. The server leaves it out of the round as a dropped client's
+    (`screened`)."""
+    refused = {}
+    for agent, upload in enumerate(uploads):
+        if upload is None:
+            continue
+        bad = [name for name, value in upload.items()
+               if np.issubdtype(np.asarray(value).dtype, np.floating) and not np.all(np.isfinite(value))]
+        if bad:
+            refused[agent] = bad
+    return refused
+
+
+def screened(uploads: list[dict | None], weights: np.ndarray | None) -> tuple[list, np.ndarray | None, dict]:
+    """(uploads, weights, refused): the uploads `nonfinite_leaves` refuses left out, as a
+    non-participant's (None, weight 0; with full participation the weights become a 0/1 mask), and
+    {agent: its non-finite leaves}. Unchanged where every upload is finite."""
+    refused = nonfinite_leaves(uploads)
+    if not refused:
+        return uploads, weights, refused
+    mask = np.ones(len(uploads), np.float32) if weights is None else np.array(weights, np.float32)
+    mask[list(refused)] = 0.0
+    return [None if k in refused else u for k, u in enumerate(uploads)], mask, refused
+
+
 def participants(server: federated.Server, seed: int, round_index: int) -> np.ndarray | None:
     """The compiled program's draw of round `round_index`'s participants ([K] 0/1; None: all)."""
     weights = server.weights(program.server_key(program.seed_keys(seed, 1)[0]), jnp.int32(round_index))
