@@ -30,7 +30,7 @@ TINY = ["--agents", "2", "--sync-every", "10", "--steps", "40", "--eval-every", 
         (["--set", "colour=3"], r"unknown DQN settings \['colour'\] for --set; allowed: \[.*'omega'"),
         (["--set", "omega"], r"--set expects NAME=VALUE, got 'omega'"),
         (["--seeds", "0"], r"--seeds must be >= 1"),
-        (["--aggregation", "mode"], r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'mode'"),
+        (["--aggregation", "mode"], r"aggregation must be one of \['krum', 'mean', 'median', 'trimmed_mean'\], got 'mode'"),
         (["--aggregation", "trimmed_mean", "--trim", "0.1"], r"trim must be in \[0.2, 0.5\) for aggregation"),
     ],
 )

@@ -251,7 +251,7 @@ def test_server_is_a_hashable_immutable_static_argument():
 @pytest.mark.parametrize(
     "fields,message",
     [
-        (dict(aggregation="mode"), r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'mode'"),
+        (dict(aggregation="mode"), r"aggregation must be one of \['krum', 'mean', 'median', 'trimmed_mean'\], got 'mode'"),
         (dict(aggregation="trimmed_mean", trim=0.5), r"trim must be in \[0, 0.5\), got 0.5"),
         (dict(aggregation="trimmed_mean", trim=0.1), r"trim must be in \[0.2, 0.5\) .* 5 participating agents .* got 0.1"),
         (dict(aggregation="trimmed_mean", participation=0.4),
@@ -308,3 +308,75 @@ def test_robust_rules_match_float64_numpy_for_every_participant_count(family, pr
                 for k in (0, num_agents - 1):  # every agent receives the aggregate
                     np.testing.assert_allclose(out[case, k], expected, rtol=1e-6,
                                                err_msg=f"{rule} K={num_agents} case={case} masked={masked}")
+
+
+def _numpy_krum(tree: dict, mask, byzantine: int, keep: int) -> dict:
+    """float64 reference Krum / multi-Krum (Blanchard et al., 2017) over the participating agents' whole
+    uploads (every leaf flattened and joined): score = the sum of the squared distances to the
+    max(1, n - f - 2) nearest other uploads; a non-finite upload is never chosen."""
+    flat = np.concatenate([np.asarray(v, np.float64).reshape(len(mask), -1) for v in tree.values()], axis=1)
+    agents = [k for k in range(len(mask)) if mask[k] > 0]
+    finite = [k for k in agents if np.all(np.isfinite(flat[k]))]
+    closest = max(1, len(agents) - byzantine - 2)
+    scores = {}
+    for i in finite:
+        distances = sorted(np.sum((flat[i] - flat[j]) ** 2) for j in finite if j != i)
+        scores[i] = sum(distances[:closest]) if len(distances) >= closest else np.inf
+    chosen = sorted(finite, key=lambda k: (scores[k], k))[:keep]
+    return {name: np.mean(np.asarray(v, np.float64)[chosen], axis=0) for name, v in tree.items()}, chosen
+
+
+@pytest.mark.parametrize("byzantine,keep", [(1, 1), (2, 1), (1, 3), (2, 4)])
+def test_krum_matches_a_float64_reference_on_pytrees_with_a_faulty_agent(byzantine, keep):
+    """Nine agents, a two-leaf tree: honest uploads near one model, one far off (a scaled model) and one
+    NaN, all agents and a 7-agent participation mask. Krum returns the reference's chosen upload bit for
+    bit; multi-Krum the mean of the reference's chosen ones, to float32 rounding."""
+    rng = np.random.default_rng(7)
+    tree = {"w": (1.0 + 0.1 * rng.normal(size=(9, 3, 2))).astype(np.float32),
+            "b": (0.5 + 0.1 * rng.normal(size=(9, 4))).astype(np.float32)}
+    tree["w"][4] *= 50.0  # a scaled upload
+    tree["b"][6, 2] = np.nan  # a non-finite one
+    rule = federated.Server(9, aggregation="krum", krum_byzantine=byzantine, krum_keep=keep).rule
+    for mask in (np.ones(9, np.float32), np.array([1, 1, 0, 1, 1, 1, 1, 0, 1], np.float32)):
+        out = jax.jit(federated.for_each_agent(rule, 9))(jax.tree.map(jnp.asarray, tree), jnp.asarray(mask))
+        expected, chosen = _numpy_krum(tree, mask, byzantine, keep)
+        assert 4 not in chosen and 6 not in chosen
+        for name in tree:
+            for k in range(9):
+                if keep == 1:
+                    np.testing.assert_array_equal(out[name][k], tree[name][chosen[0]])
+                else:
+                    np.testing.assert_allclose(out[name][k], expected[name], rtol=1e-6)
+
+
+def test_krum_chooses_what_flowers_krum_chooses():
+    """Flower's own Krum (`flwr.server.strategy.aggregate.aggregate_krum`, equal example counts) on the
+    same finite uploads, every agent taking part: the same upload for Krum, the same mean for multi-Krum."""
+    aggregate = pytest.importorskip("flwr.server.strategy.aggregate")
+    rng = np.random.default_rng(11)
+    uploads = [[(0.2 * rng.normal(size=(3, 2)) + (20.0 if k == 5 else 0.0)).astype(np.float32),
+                rng.normal(size=4).astype(np.float32)] for k in range(8)]
+    tree = {"a": np.stack([u[0] for u in uploads]), "b": np.stack([u[1] for u in uploads])}
+    for byzantine, keep in ((1, 1), (2, 1), (1, 3)):
+        rule = federated.Server(8, aggregation="krum", krum_byzantine=byzantine, krum_keep=keep).rule
+        out = jax.jit(federated.for_each_agent(rule, 8))(jax.tree.map(jnp.asarray, tree))
+        theirs = aggregate.aggregate_krum([(u, 10) for u in uploads], byzantine, keep if keep > 1 else 0)
+        np.testing.assert_allclose(np.asarray(out["a"][0]), theirs[0], rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(out["b"][0]), theirs[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("agents, participation, byzantine, keep, expected", [
+    (4, 1.0, 1, 1, r"krum_byzantine must be in \[0, 0\] .* with 4 participating agents .*got 1"),
+    (9, 0.5, 2, 1, r"krum_byzantine must be in \[0, 1\] .* with 5 participating agents .*got 2"),
+    (2, 1.0, 0, 1, "aggregation 'krum' needs at least 3 participating agents, got 2"),
+    (7, 1.0, 1, 7, r"krum_keep must be in \[1, 6\] .*got 7"),
+    (7, 1.0, -1, 1, "krum_byzantine must be >= 0"),
+], ids=["f-too-large", "f-too-large-partial", "too-few-agents", "keep-too-large", "negative-f"])
+def test_krum_refuses_what_it_cannot_do_before_compiling(agents, participation, byzantine, keep, expected):
+    with pytest.raises(ValueError, match=expected):
+        federated.Server(agents, participation, "krum", krum_byzantine=byzantine, krum_keep=keep)
+    from fedjax_rl.training import configs
+
+    with pytest.raises(ValueError, match=expected):
+        configs.train_config("fedrdqn", "CartPole-v1", num_agents=agents, participation=participation,
+                             aggregation="krum", krum_byzantine=byzantine, krum_keep=keep)

@@ -129,15 +129,16 @@ def _fault_round(aggregation):
 
 
 @pytest.mark.parametrize("value", [np.nan, 1e6])
-@pytest.mark.parametrize("aggregation", ["mean", "median", "trimmed_mean"])
+@pytest.mark.parametrize("aggregation", ["mean", "median", "trimmed_mean", "krum"])
 def test_a_faulty_upload_stops_the_mean_and_is_absorbed_by_the_robust_rules(aggregation, value):
     trainer, run = _fault_round(aggregation)
     after, metrics, model = run([1], value)
     received = after.agents.learner.shared
     if aggregation != "mean":
         # The global model is the honest agents' (all equal, so also their mean): bit for bit for
-        # the median, up to rounding for the trimmed mean (trim 0.25 of 5: it averages 3 of them).
-        if aggregation == "median":
+        # the median and Krum (it takes one honest upload whole), up to rounding for the trimmed
+        # mean (trim 0.25 of 5: it averages 3 of them).
+        if aggregation in ("median", "krum"):
             chex.assert_trees_all_equal(received, model)
         else:
             chex.assert_trees_all_close(received, model, rtol=1e-6, atol=0)

@@ -150,7 +150,7 @@ def test_a_registered_aggregation_rule_is_a_setting_value_and_runs_under_the_age
         assert not server.robust
     finally:
         del federated.AGGREGATORS.entries["coordinate_max"], federated.AGGREGATORS.origins["coordinate_max"]
-    with pytest.raises(ValueError, match=r"aggregation must be one of \['mean', 'median', 'trimmed_mean'\], got 'coordinate_max'"):
+    with pytest.raises(ValueError, match=r"aggregation must be one of \['krum', 'mean', 'median', 'trimmed_mean'\], got 'coordinate_max'"):
         # (another config than the one validated above: a valid config's check is cached)
         configs.train_config("fedrdqn", "CartPole-v1", aggregation="coordinate_max", sync_every=7).validate()
 

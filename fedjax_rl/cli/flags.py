@@ -86,12 +86,20 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'aggregation',
             'flags': ['--aggregation'],
             'help': "the server's rule over the participating agents' shared leaves: mean (FedAvg, a pmean), "
-                    'or, robust to a minority of faulty agents, the coordinate-wise median or trimmed_mean '
-                    "(default: 'mean' (FedAvg))"},
+                    'or, robust to a minority of faulty agents, the coordinate-wise median or trimmed_mean, '
+                    "or krum (default: 'mean' (FedAvg))"},
            {'dest': 'trim',
             'flags': ['--trim'],
             'help': 'trimmed_mean only: the fraction of participating agents dropped at each end of every '
                     'coordinate, floor(trim x participants) (default: 0.25)'},
+           {'dest': 'krum_byzantine',
+            'flags': ['--krum-byzantine'],
+            'help': 'krum only: f, the faulty agents Krum is built to withstand; a score sums the distances '
+                    'to the n - f - 2 nearest uploads of n participants, n >= 2f + 3 (default: 1)'},
+           {'dest': 'krum_keep',
+            'flags': ['--krum-keep'],
+            'help': 'krum only: how many uploads of least score are averaged (1: Krum; more: multi-Krum), at '
+                    'most n - f (default: 1)'},
            {'dest': 'num_devices',
             'flags': ['--num-devices', '--devices'],
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},

@@ -17,7 +17,9 @@ plugin in the entry-point group `fedjax_rl.aggregators`):
     mean sum_k w_k x_k / sum_k w_k;
   * `federated_median`: the coordinate-wise median over the participating agents;
   * `federated_trimmed_mean`: per coordinate, the participating agents' values with the
-    floor(trim x participants) smallest and as many largest dropped, averaged.
+    floor(trim x participants) smallest and as many largest dropped, averaged;
+  * `federated_krum`: Krum and multi-Krum (Blanchard et al., 2017), whole uploads chosen by their
+    squared distances to their nearest neighbours (`krum_byzantine`, `krum_keep`).
 
 The two robust rules gather every agent's leaves (`lax.all_gather` over the agent axis, then over
 the device axis when sharded) and sort each coordinate (a sorting network of elementwise minima and
@@ -55,7 +57,7 @@ from flax import struct
 from jax.sharding import Mesh, PartitionSpec
 
 from fedjax_rl import plugins
-from fedjax_rl.core.settings import Setting, interval
+from fedjax_rl.core.settings import Setting, at_least, interval
 
 AGENT_AXIS = "agents"
 DEVICE_AXIS = "agent_shards"
@@ -214,6 +216,35 @@ def federated_trimmed_mean(tree: Any, weight: jax.Array | None = None, *, trim: 
     return jax.tree.map(trimmed_mean, tree)
 
 
+def federated_krum(tree: Any, weight: jax.Array | None = None, *, byzantine: int, keep: int = 1) -> Any:
+    """Krum (Blanchard et al., 2017; multi-Krum with `keep` > 1) over the participating agents, broadcast
+    back to every agent. Each participant's score is the sum of the squared distances, over every shared
+    leaf at once, from its upload to its n - f - 2 nearest other uploads (n participants, f =
+    `byzantine`, at least 1, as Flower's Krum); Krum takes the upload of least score whole, multi-Krum
+    the mean of the `keep` of least score (ties: the lower agent index first). An upload with a NaN or
+    an infinity is never chosen (its distances are infinite). Where fewer than `keep` finite uploads
+    take part, what is chosen is not finite and the run's non-finite check stops it."""
+    leaves, treedef = jax.tree.flatten(tree)
+    for x in leaves:
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(f"robust aggregation needs floating-point shared leaves, got {x.dtype}")
+    rows = [_gather(x).reshape(_num_agents(), -1) for x in leaves]  # [K, size] per leaf
+    K = rows[0].shape[0]
+    usable = functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(r), axis=1) for r in rows])
+    count = K
+    if weight is not None:
+        takes_part = _gather(weight) > 0
+        usable, count = usable & takes_part, jnp.sum(takes_part)
+    distance = sum(jnp.sum(jnp.square(r[:, None, :] - r[None, :, :]), axis=-1) for r in rows)  # [K, K]
+    pairs = usable[:, None] & usable[None, :] & ~jnp.eye(K, dtype=bool)
+    nearest = jnp.sort(jnp.where(pairs, distance, jnp.inf), axis=1)
+    closest = jnp.maximum(1, count - byzantine - 2)
+    score = jnp.sum(jnp.where(jnp.arange(K)[None, :] < closest, nearest, 0.0), axis=1)
+    chosen = jnp.argsort(jnp.where(usable, score, jnp.inf), stable=True)[:keep]
+    out = [jnp.mean(r[chosen], axis=0) if keep > 1 else r[chosen[0]] for r in rows]
+    return jax.tree.unflatten(treedef, [o.reshape(x.shape).astype(x.dtype) for o, x in zip(out, leaves)])
+
+
 def _num_agents() -> int:
     axes = agent_axes()
     return math.prod(jax.lax.axis_size(name) for name in axes)
@@ -280,6 +311,8 @@ for _aggregator in (
     Aggregator("mean", lambda server: federated_mean),
     Aggregator("median", lambda server: federated_median, robust=True),
     Aggregator("trimmed_mean", lambda server: functools.partial(federated_trimmed_mean, trim=server.trim), robust=True),
+    Aggregator("krum", lambda server: functools.partial(federated_krum, byzantine=server.krum_byzantine,
+                                                        keep=server.krum_keep), robust=True),
 ):
     register_aggregator(_aggregator, plugins.BUILT_IN)
 
@@ -287,17 +320,26 @@ AGGREGATION = Setting(
     "aggregation", "mean",
     lambda name: None if AGGREGATORS.known(name) else f"must be one of {list(AGGREGATORS.names())}", kind=str,
     help="the server's rule over the participating agents' shared leaves: mean (FedAvg, a pmean), or, robust "
-         "to a minority of faulty agents, the coordinate-wise median or trimmed_mean", source="(FedAvg)")
+         "to a minority of faulty agents, the coordinate-wise median or trimmed_mean, or krum", source="(FedAvg)")
 TRIM = Setting("trim", 0.25, interval(0, 0.5, high_open=True), kind=float,
                help="trimmed_mean only: the fraction of participating agents dropped at each end of every "
                     "coordinate, floor(trim x participants)")
+KRUM_BYZANTINE = Setting("krum_byzantine", 1, at_least(0), kind=int,
+                         help="krum only: f, the faulty agents Krum is built to withstand; a score sums the "
+                              "distances to the n - f - 2 nearest uploads of n participants, n >= 2f + 3")
+KRUM_KEEP = Setting("krum_keep", 1, at_least(1), kind=int,
+                    help="krum only: how many uploads of least score are averaged (1: Krum; more: multi-Krum), "
+                         "at most n - f")
 
 
-def check_aggregation(aggregation: str, trim: float, num_agents: int, participation: float) -> None:
+def check_aggregation(aggregation: str, trim: float, num_agents: int, participation: float,
+                      krum_byzantine: int = KRUM_BYZANTINE.default, krum_keep: int = KRUM_KEEP.default) -> None:
     """Raise a ValueError, before anything compiles, for a rule that cannot do what it says."""
     AGGREGATION.validate(aggregation)
     TRIM.validate(trim)
     participants = num_participants(num_agents, participation)
+    if aggregation == "krum":
+        _check_krum(krum_byzantine, krum_keep, participants)
     if aggregation != "trimmed_mean" or trimmed_count(trim, participants) > 0:
         return
     if participants < 3:
@@ -309,6 +351,22 @@ def check_aggregation(aggregation: str, trim: float, num_agents: int, participat
                      f"none at trim={trim:g}), got {trim:g}")
 
 
+def _check_krum(byzantine: int, keep: int, participants: int) -> None:
+    KRUM_BYZANTINE.validate(byzantine)
+    KRUM_KEEP.validate(keep)
+    most = (participants - 3) // 2  # Krum withstands f faulty agents of n only where n >= 2f + 3
+    if most < 0:
+        raise ValueError(f"aggregation 'krum' needs at least 3 participating agents, got {participants}; use "
+                         "'median' or 'mean'")
+    if byzantine > most:
+        raise ValueError(f"krum_byzantine must be in [0, {most}] for aggregation 'krum' with {participants} "
+                         f"participating agents (n >= 2 krum_byzantine + 3), got {byzantine}")
+    if keep > participants - byzantine:
+        raise ValueError(f"krum_keep must be in [1, {participants - byzantine}] for aggregation 'krum' with "
+                         f"{participants} participating agents and krum_byzantine={byzantine} (at most n - f), "
+                         f"got {keep}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Server:
     """The server's side of a round (static, hashable): which agents' shared leaves enter it
@@ -318,9 +376,12 @@ class Server:
     participation: float = 1.0
     aggregation: str = "mean"
     trim: float = TRIM.default
+    krum_byzantine: int = KRUM_BYZANTINE.default
+    krum_keep: int = KRUM_KEEP.default
 
     def __post_init__(self):
-        check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation)
+        check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation, self.krum_byzantine,
+                          self.krum_keep)
 
     @property
     def partial(self) -> bool:

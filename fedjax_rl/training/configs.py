@@ -94,6 +94,8 @@ TRAIN_SETTINGS = (
                  "per round; every agent receives the new model)"),
     federated.AGGREGATION,
     federated.TRIM,
+    federated.KRUM_BYZANTINE,
+    federated.KRUM_KEEP,
     Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
             help="shard the agent axis over this many devices"),
     Setting("tensorboard", True, kind=bool, identity=False,
@@ -177,7 +179,8 @@ class _TrainConfigMethods(settings.SettingsConfig):
                 f"nearest valid: {max(block, round(self.steps_per_agent / block) * block)}"
             )
         federated.check_num_devices(self.num_agents, self.num_devices)
-        federated.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation)
+        federated.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation,
+                                    self.krum_byzantine, self.krum_keep)
         if self.num_devices is not None and self.num_devices > jax.device_count():
             raise ValueError(
                 f"num_devices={self.num_devices} but only {jax.device_count()} devices are visible "

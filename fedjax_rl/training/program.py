@@ -112,7 +112,8 @@ def make_setup(config: TrainConfig) -> Setup:
     obs_shape = env.observation_space(nominal_params).shape
     agent = config.algorithm.agent(config.agent, obs_shape, env.action_space(nominal_params),
                                    total_steps=config.steps_per_agent)
-    server = federated.Server(config.num_agents, config.participation, config.aggregation, config.trim)
+    server = federated.Server(config.num_agents, config.participation, config.aggregation, config.trim,
+                              config.krum_byzantine, config.krum_keep)
     return Setup(config=config, env=env, nominal_params=nominal_params, agent=agent, server=server)
 
 

@@ -143,7 +143,8 @@ def as_recorded(value):
     """A config record as JSON values in its canonical form, what it is compared as: the fields an
     older record lacks filled in (`UNRECORDED_BEFORE`; the engine: MJX for a MuJoCo task, the only
     one before engines were a setting, none for the others), and what changes nothing for the run
-    left out (its schema number; `trim` unless the rule is the trimmed mean)."""
+    left out (its schema number; `trim` unless the rule is the trimmed mean, Krum's settings unless it is
+    Krum)."""
     value = json.loads(json.dumps(value))
     if isinstance(value, dict) and "env_name" in value:  # a run's record (not one of its sections)
         for path, before in UNRECORDED_BEFORE.items():
@@ -155,6 +156,9 @@ def as_recorded(value):
         value.pop("provenance", None)
         if value["aggregation"] != "trimmed_mean":
             value.pop("trim", None)
+        if value["aggregation"] != "krum":  # Krum's settings change nothing for another rule
+            value.pop("krum_byzantine", None)
+            value.pop("krum_keep", None)
         if "engine" not in value:
             value["engine"] = "mjx" if envs.get(value["env_name"]).engines != ("jax",) else None
     return value
