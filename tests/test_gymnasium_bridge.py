@@ -51,7 +51,9 @@ class ProbeSlide(GymSlide):
     """GymSlide with what the bridge must handle besides its state, one feature per promise tested:
     - its step draws from `self.np_random`: noise on the reward;
     - it keeps mutable state besides its physics and its `state` (as CartPole's
-      `steps_beyond_terminated`): `steps_taken`, counted by each step and observed as a third coordinate;
+      `steps_beyond_terminated`), rebound and changed in place: `steps_taken`, an int each step rebinds,
+      `visits`, an array each step adds to in place, and `history`, a list each step appends to; observed
+      as a third coordinate, steps_taken + 10 visits + 100 len(history) (111 after one step from new);
     - its nominal mass, 0.1, is a value float32 cannot represent (its rounding is 0.100000001490116...);
       one push from rest gives the velocity 0.1 / mass, in the float64 state."""
 
@@ -60,16 +62,23 @@ class ProbeSlide(GymSlide):
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
         self.mass = 0.1
         self.steps_taken = 0
+        self.visits = np.zeros(1)
+        self.history = []
+
+    def _seen(self):
+        return np.float32(self.steps_taken + 10 * self.visits[0] + 100 * len(self.history))
 
     def reset(self, *, seed=None, options=None):
         obs, info = super().reset(seed=seed)
-        return np.append(obs, np.float32(self.steps_taken)), info
+        return np.append(obs, self._seen()), info
 
     def step(self, action):
         self.steps_taken += 1
+        self.visits += 1  # in place: the array object the fresh environment held
+        self.history.append(int(action))
         obs, reward, terminated, truncated, info = super().step(action)
         noisy = reward + self.np_random.normal()
-        return np.append(obs, np.float32(self.steps_taken)), noisy, terminated, truncated, info
+        return np.append(obs, self._seen()), noisy, terminated, truncated, info
 
 
 @pytest.fixture(scope="module")
@@ -200,14 +209,15 @@ def test_rows_that_share_one_state_each_step_from_it(probe):
 
 def test_no_row_sees_mutable_state_another_row_or_step_left_behind(probe):
     """One host environment steps every row: before each row the bridge puts back what a step
-    changes besides the state and the physics (`steps_taken`), so every row's step, at every step
-    of the episode, sees the counter as freshly made and observes 1."""
+    changes besides the state and the physics, rebound (`steps_taken`) or changed in place (`visits`,
+    `history`), so every row's step, at every step of the episode, sees them as freshly made and
+    observes 111."""
     env, params, state = probe
     states, actions, row_params = _rows(state, ROWS), jnp.ones(ROWS, jnp.int32), _rows(params, ROWS)
     for t in range(3):
         keys = jax.random.split(jax.random.key(t), ROWS)
         obs, states, _, _, _, _ = _step_rows(env, keys, states, actions, row_params)
-        np.testing.assert_array_equal(np.asarray(obs)[:, 2], np.ones(ROWS, np.float32), err_msg=f"step {t}")
+        np.testing.assert_array_equal(np.asarray(obs)[:, 2], np.full(ROWS, 111.0, np.float32), err_msg=f"step {t}")
 
 
 def test_a_value_that_is_its_nominal_values_rounding_is_set_to_the_nominal_value(probe):

@@ -32,6 +32,7 @@ would cost more than the runs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -242,14 +243,18 @@ class GymnasiumEnv(environment.Environment):
             env = self._local.env = self.make_env()
             env.reset(seed=0)
             # What a step may change besides the state (CartPole's `steps_beyond_terminated`) is put
-            # back before each row, so that no row sees another's leftovers.
+            # back before each row, so that no row sees another's leftovers: rebound attributes by
+            # their fresh values, and arrays and containers a step may change in place by copies of
+            # them (`_fresh_copies`).
             self._local.pristine = dict(vars(env.unwrapped))
+            self._local.copied = _fresh_copies(self._local.pristine)
         return env
 
     def _prepare(self, env, physics: np.ndarray, changed: np.ndarray) -> None:
         """The environment as freshly made, then this row's physics: the nominal values are already
         there, so only the `changed` ones (indices into `physics`) are set."""
         vars(env.unwrapped).update(self._local.pristine)
+        vars(env.unwrapped).update({name: copy.deepcopy(value) for name, value in self._local.copied.items()})
         for j in changed:
             self.perturb(env, self.physics[j], float(physics[j]))
 
@@ -332,6 +337,20 @@ class _KeyedGenerator:
         if self._generator is None:
             self._generator = np.random.default_rng(self._seed)
         return getattr(self._generator, name)
+
+
+def _fresh_copies(attributes: dict) -> dict:
+    """The attributes a step may change in place (numpy arrays, lists, dicts, sets), each restored as a
+    copy before every row. One that cannot be copied (a simulator's handle, as a Box2D world) is left
+    out: such state is the `HostState`'s to read and write."""
+    copied = {}
+    for name, value in attributes.items():
+        if isinstance(value, (np.ndarray, list, dict, set, bytearray)):
+            try:
+                copied[name] = copy.deepcopy(value)
+            except Exception:  # noqa: BLE001 - any object deepcopy refuses stays as it is
+                continue
+    return copied
 
 
 def gymnasium_spec(name: str, make_env: Callable[[], Any], perturbed: Sequence[str],
