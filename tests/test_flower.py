@@ -302,6 +302,32 @@ def test_a_nan_upload_is_refused_and_the_round_goes_on_without_it(tmp_path):
                             say=lambda _: None)
 
 
+def test_a_node_configured_to_attack_uploads_the_programs_attack(tmp_path):
+    """A node whose configuration says `attack=scale attack-scale=3` uploads its agent's model times 3
+    (`core.attacks`, as `attackers` does in the compiled run); the others are honest. The global model is
+    the members' federation with that agent's upload replaced so, bit for bit; a bad attack is refused
+    at setup, naming the agent."""
+    config = small_config()
+    attack = {federation.ATTACK: "scale", federation.ATTACK_SCALE: 3.0}
+    grid = LocalGrid([nodes(2)[0], {**nodes(2)[1], **attack}])
+    apps.run_federation(grid, config, SEED, str(tmp_path / "run"), say=lambda _: None)
+    members = [federation.Member(config, SEED, k) for k in range(2)]
+    aggregate = federation.Aggregation(federated.Server(2))
+    carries = [m.init() for m in members]
+    for r in range(config.num_rounds):
+        carries = [m.local_round(c, r)[0] for m, c in zip(members, carries)]
+        uploads = [carries[0].learner.shared,
+                   federation.attacked_upload(members[1], carries[1].learner.shared, r, ("scale", 3.0))]
+        model = aggregate(uploads)
+        carries = [m.with_shared(c, model) for m, c in zip(members, carries)]
+    assert max_difference(global_params(str(tmp_path / "run")), leaves(model)) == 0.0
+    assert max_difference(leaves(model), member_rounds(config, SEED)[-1]) > 0.0
+    bad = LocalGrid([nodes(2)[0], {**nodes(2)[1], federation.ATTACK: "lie"}])
+    with pytest.raises(apps.FederationError, match=r"agent 1: attack must be one of \['sign_flip', 'scale', 'noise'\]"):
+        apps.run_federation(bad, config, SEED, None, say=lambda _: None)
+    assert "train" not in bad.sent
+
+
 def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finished(compiled_run, tmp_path, fail_at,
                                                                                    failed, saved):
     config = small_config()

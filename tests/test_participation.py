@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl.core import federated
+from fedjax_rl.core import attacks, federated
 from fedjax_rl.training import configs, loop, program, records, run_directory
 from fedjax_rl.core.federated import FederatedState
 
@@ -179,3 +179,83 @@ def test_a_record_without_the_rule_reads_as_the_mean(tmp_path):
         (tmp_path / name).write_text(json.dumps(older))
     assert run_directory.RunDirectory(str(tmp_path), recorded["mean"]).progress(2)["state"] == "finished"
     assert run_directory.RunDirectory(str(tmp_path), recorded["median"]).progress(2)["state"] == "other settings"
+
+
+# -- attacks as a setting: `attackers` agents replace their upload (fedjax_rl.core.attacks) ----------------
+
+
+@functools.lru_cache(maxsize=None)
+def _attack_round(aggregation, attack, attackers, attack_scale=10.0):
+    """One round (E = 5, K = 5, no training) from a state in which every agent holds agent 0's model,
+    under `attackers` attackers: (state after, the model, the attackers' mask)."""
+    config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=FAULT_AGENT, physics=("length",),
+                                  num_agents=5, sync_every=5, steps_per_agent=5, eval_every_rounds=1,
+                                  eval_episodes=1, sweep_points=2, aggregation=aggregation, attackers=attackers,
+                                  attack=attack, attack_scale=attack_scale)
+    trainer = program.make_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    model = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), state.agents.learner.shared)
+    state = state.replace(agents=state.agents.replace(learner=state.agents.learner.replace(shared=model)))
+    after, _ = jax.jit(trainer.run_block)(state, trainer.hparams, 0)
+    mask = np.asarray(attacks.attacker_mask(state.server_key, 5, attackers))
+    return after, model, mask
+
+
+def test_no_attackers_is_the_run_without_the_setting_bit_for_bit():
+    """An attack named with 0 attackers (the default count) enters nothing of the program."""
+    without, _, _ = _attack_round("mean", "sign_flip", 0)
+    named, _, mask = _attack_round("mean", "noise", 0, attack_scale=3.0)
+    chex.assert_trees_all_equal(without, named)
+    assert not mask.any()
+
+
+@functools.lru_cache(maxsize=None)
+def _attacked_agent_round(aggregation, attack):
+    """As `_attack_round` with one attacker, the round alone (`program.agent_round` over the agents, as
+    `run_block` maps it, without the block's evaluation): (shared after, the model, the mask)."""
+    config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=FAULT_AGENT, physics=("length",),
+                                  num_agents=5, sync_every=5, steps_per_agent=5, eval_every_rounds=1,
+                                  eval_episodes=1, sweep_points=2, aggregation=aggregation, attackers=1, attack=attack)
+    trainer = program.make_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    model = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), state.agents.learner.shared)
+    agents = state.agents.replace(learner=state.agents.learner.replace(shared=model))
+    mask = attacks.attacker_mask(state.server_key, 5, 1)
+    mapped = federated.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
+                                      in_axes=(0, None, None, None, 0, None))
+    after, _ = jax.jit(mapped)(agents, jnp.int32(0), trainer.hparams, None, mask, attacks.round_key(state.server_key, 0))
+    return after.learner.shared, model, np.asarray(mask)
+
+
+@pytest.mark.parametrize("aggregation, attack, expected", [
+    ("mean", "sign_flip", 3 / 5),  # (4 m - m) / 5
+    ("mean", "scale", 14 / 5),  # (4 m + 10 m) / 5
+    ("median", "noise", 1.0),  # the honest majority's m, bit for bit
+    ("krum", "scale", 1.0),  # one honest upload whole
+], ids=["mean-sign-flip", "mean-scale", "median-noise", "krum-scale"])
+def test_one_attacker_moves_the_mean_by_hand_and_not_the_robust_rules(aggregation, attack, expected):
+    """Five agents hold one model m and do not train in the round; one, drawn from the run's keys,
+    uploads -m, 10 m or m plus noise. The mean moves to the hand-computed multiple of m; the median
+    and Krum give every agent m exactly. The sign flip runs the whole block program (`run_block`,
+    its attackers drawn from the state's server key), the others the round alone."""
+    if attack == "sign_flip":
+        after, model, mask = _attack_round(aggregation, attack, 1)
+        received = after.agents.learner.shared
+    else:
+        received, model, mask = _attacked_agent_round(aggregation, attack)
+    assert mask.sum() == 1
+    if expected == 1.0:
+        chex.assert_trees_all_equal(received, model)
+    else:
+        for got, honest in zip(jax.tree.leaves(received), jax.tree.leaves(model)):
+            np.testing.assert_allclose(got, expected * np.asarray(honest, np.float64), rtol=1e-5, atol=1e-7)
+
+
+def test_the_attackers_are_drawn_per_seed_and_refused_beyond_all_but_one_agent():
+    keys = jax.random.split(jax.random.key(3), 20)
+    drawn = {tuple(np.flatnonzero(np.asarray(attacks.attacker_mask(k, 10, 3)))) for k in keys}
+    assert len(drawn) > 10 and all(len(d) == 3 for d in drawn)
+    with pytest.raises(ValueError, match=r"attackers must be in \[0, 4\] with num_agents=5 .*got 5"):
+        configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=5)
+    with pytest.raises(ValueError, match=r"attack must be one of \['sign_flip', 'scale', 'noise'\]"):
+        configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=1, attack="lie")

@@ -100,6 +100,17 @@ TABLE = {'train': [{'dest': 'algo',
             'flags': ['--krum-keep'],
             'help': 'krum only: how many uploads of least score are averaged (1: Krum; more: multi-Krum), at '
                     'most n - f (default: 1)'},
+           {'dest': 'attackers',
+            'flags': ['--attackers'],
+            'help': 'agents whose shared upload each round is replaced by `attack` (drawn once per run from '
+                    "the run's keys); 0: none, the run without attacks bit for bit (default: 0)"},
+           {'dest': 'attack',
+            'flags': ['--attack'],
+            'help': 'what an attacker uploads: sign_flip (-x), scale (x attack_scale) or noise (x plus '
+                    "Gaussian noise of standard deviation attack_scale) (default: 'sign_flip')"},
+           {'dest': 'attack_scale',
+            'flags': ['--attack-scale'],
+            'help': 'scale: the factor; noise: the standard deviation; sign_flip ignores it (default: 10.0)'},
            {'dest': 'num_devices',
             'flags': ['--num-devices', '--devices'],
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},

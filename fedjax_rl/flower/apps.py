@@ -96,6 +96,10 @@ def member_for(message: Message, context: Context) -> federation.Member:
 
 def _setup(message: Message, context: Context) -> Message:
     member = member_for(message, context)
+    try:
+        federation.node_attack(dict(context.node_config))  # refused at setup, before anything trains
+    except ValueError as error:
+        raise ValueError(f"agent {member.index}: {error}") from None
     env, params = member.setup.env, member.env_params()
     physics = {name: float(env.get_physics(params, name)) for name in member.config.physics}
     return Message(RecordDict({RUN: ConfigRecord({"index": member.index, "physics": json.dumps(physics),
@@ -133,7 +137,9 @@ def _train(message: Message, context: Context) -> Message:
     content = RecordDict({METRICS: MetricRecord(
         {**{k: float(v) for k, v in sums.items()}, **{f"first_bad/{k}": int(v) for k, v in first_bad.items()}})})
     if bool(run["upload"]):
-        content[SHARED] = _record(carry.learner.shared)
+        attack = federation.node_attack(dict(context.node_config))
+        content[SHARED] = _record(carry.learner.shared if attack is None else
+                                  federation.attacked_upload(member, carry.learner.shared, round_index, attack))
     return Message(content, reply_to=message)
 
 

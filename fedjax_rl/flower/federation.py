@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl.core import evaluate, federated, perturb
+from fedjax_rl.core import attacks, evaluate, federated, perturb
 from fedjax_rl.training import checkpoint, program, records
 from fedjax_rl.training.configs import TrainConfig
 
@@ -38,7 +38,10 @@ from fedjax_rl.training.configs import TrainConfig
 AGENT_INDEX = "partition-id"
 NUM_AGENTS = "num-partitions"
 STATE_DIR = "state-dir"  # where a client keeps its carry between rounds (`Member.save_carry`)
-NODE_KEYS = (AGENT_INDEX, NUM_AGENTS, STATE_DIR)
+# A party that attacks (`fedjax_rl.core.attacks`): its upload replaced by ATTACK's kind, ATTACK_SCALE its
+# factor or noise (for testing a federation against bad parties, as `attackers` does in the compiled run).
+ATTACK, ATTACK_SCALE = "attack", "attack-scale"
+NODE_KEYS = (AGENT_INDEX, NUM_AGENTS, STATE_DIR, ATTACK, ATTACK_SCALE)
 KEPT_CARRIES = 2  # the carries a client keeps on disk: before the last round and before the one after it
 
 
@@ -249,6 +252,25 @@ class Aggregation:
         non-participant's entry may be any tree of the same shapes: its weight is 0)."""
         stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *uploads)
         return self._aggregate(stacked, None if weights is None else jnp.asarray(weights, jnp.float32))
+
+
+def node_attack(node_config: dict) -> tuple[str, float] | None:
+    """(kind, scale) of the attack a node's configuration sets (`attack=sign_flip attack-scale=10`), or None.
+    A ValueError names a kind or scale out of range."""
+    if ATTACK not in node_config:
+        return None
+    kind, scale = str(node_config[ATTACK]), node_config.get(ATTACK_SCALE, attacks.ATTACK_SCALE.default)
+    attacks.ATTACK.validate(kind)
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not scale > 0:
+        raise ValueError(f"node configuration {ATTACK_SCALE}={scale!r}: must be a number > 0")
+    return kind, float(scale)
+
+
+def attacked_upload(member: "Member", shared, round_index: int, attack: tuple[str, float]):
+    """What an attacking client uploads in round `round_index`: the compiled program's attack of its
+    agent (`attacks.attacked`, the noise from the same key stream)."""
+    key = attacks.round_key(program.server_key(program.seed_keys(member.seed, 1)[0]), round_index)
+    return attacks.attacked(shared, attack[0], attack[1], jax.random.fold_in(key, member.index))
 
 
 def nonfinite_leaves(uploads: list[dict | None]) -> dict[int, list[str]]:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import jax
 
 from fedjax_rl import agents, envs
-from fedjax_rl.core import federated, perturb, settings
+from fedjax_rl.core import attacks, federated, perturb, settings
 from fedjax_rl.training import machine
 from fedjax_rl.core.settings import Setting, at_least, interval, one_of
 
@@ -96,6 +96,9 @@ TRAIN_SETTINGS = (
     federated.TRIM,
     federated.KRUM_BYZANTINE,
     federated.KRUM_KEEP,
+    attacks.ATTACKERS,
+    attacks.ATTACK,
+    attacks.ATTACK_SCALE,
     Setting("num_devices", None, lambda v: None if v is None or v >= 1 else "must be >= 1", kind=int,
             help="shard the agent axis over this many devices"),
     Setting("tensorboard", True, kind=bool, identity=False,
@@ -181,6 +184,7 @@ class _TrainConfigMethods(settings.SettingsConfig):
         federated.check_num_devices(self.num_agents, self.num_devices)
         federated.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation,
                                     self.krum_byzantine, self.krum_keep)
+        attacks.check_attackers(self.attackers, self.num_agents)
         if self.num_devices is not None and self.num_devices > jax.device_count():
             raise ValueError(
                 f"num_devices={self.num_devices} but only {jax.device_count()} devices are visible "

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from fedjax_rl import envs
-from fedjax_rl.core import evaluate, federated, perturb
+from fedjax_rl.core import attacks, evaluate, federated, perturb
 from fedjax_rl.agents.base import Transition
 from fedjax_rl.training import checkpoint
 from fedjax_rl.training.configs import TrainConfig
@@ -229,10 +229,19 @@ def agent_local_round(setup: Setup, carry: AgentCarry, round_index, hp):
     return carry, summarize(setup, carry, per_step, steps)
 
 
-def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight):
+def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight, attacker=None, attack_key=None):
     """E local steps of one agent, then the server's aggregate of its shared leaves over the agents
-    (`weight`: its weight in the aggregate, under partial participation)."""
+    (`weight`: its weight in the aggregate, under partial participation). `attacker` (this agent's bool,
+    with the round's `attack_key`; None where the run has no attackers): an attacker's upload is
+    replaced by the config's attack (`fedjax_rl.core.attacks`) before the aggregate."""
     carry, summary = agent_local_round(setup, carry, round_index, hp)
+    if attacker is not None:
+        config = setup.config
+        honest = carry.learner.shared
+        hostile = attacks.attacked(honest, config.attack, config.attack_scale,
+                                   jax.random.fold_in(attack_key, federated.agent_index()))
+        uploaded = jax.tree.map(lambda h, x: jnp.where(attacker, x, h), honest, hostile)
+        carry = carry.replace(learner=carry.learner.replace(shared=uploaded))
     return federated.average_shared(carry, weight, setup.server.rule), summary
 
 
@@ -300,12 +309,15 @@ def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainSt
     config, server, agent = setup.config, setup.server, setup.agent
     E = config.sync_every
     partial = server.partial
+    attacked = config.attackers > 0  # static: without attackers the program is the one without the setting
     mapped_round = for_each_agent(setup, functools.partial(agent_round, setup),
-                                  in_axes=(0, None, None, 0 if partial else None))
+                                  in_axes=(0, None, None, 0 if partial else None) + ((0, None) if attacked else ()))
 
     def round_fn(agents_state, round_index):
         weights = server.weights(state.server_key, round_index)
-        agents_state, (outputs, first_bad) = mapped_round(agents_state, round_index, hp, weights)
+        attack = ((attacks.attacker_mask(state.server_key, config.num_agents, config.attackers),
+                   attacks.round_key(state.server_key, round_index)) if attacked else ())
+        agents_state, (outputs, first_bad) = mapped_round(agents_state, round_index, hp, weights, *attack)
         bad_uploads = None
         if server.robust:
             first_bad, bad_uploads = _judge_aggregate(first_bad, agents_state, (round_index + 1) * E)

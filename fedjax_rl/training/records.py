@@ -136,6 +136,7 @@ UNRECORDED_BEFORE = {
     ("aggregation",): "mean",  # FedAvg: a record without the setting averaged by the mean
     ("run_batch",): None,  # every run in one vmap
     ("first_seed",): 0,  # a run from seed index 0: a whole program, not a later piece
+    ("attackers",): 0,  # no attacks (`core.attacks`)
 }
 
 
@@ -144,7 +145,7 @@ def as_recorded(value):
     older record lacks filled in (`UNRECORDED_BEFORE`; the engine: MJX for a MuJoCo task, the only
     one before engines were a setting, none for the others), and what changes nothing for the run
     left out (its schema number; `trim` unless the rule is the trimmed mean, Krum's settings unless it is
-    Krum)."""
+    Krum, the attack's unless some agent attacks)."""
     value = json.loads(json.dumps(value))
     if isinstance(value, dict) and "env_name" in value:  # a run's record (not one of its sections)
         for path, before in UNRECORDED_BEFORE.items():
@@ -159,6 +160,9 @@ def as_recorded(value):
         if value["aggregation"] != "krum":  # Krum's settings change nothing for another rule
             value.pop("krum_byzantine", None)
             value.pop("krum_keep", None)
+        if value["attackers"] == 0:  # nor an attack's where nobody attacks
+            value.pop("attack", None)
+            value.pop("attack_scale", None)
         if "engine" not in value:
             value["engine"] = "mjx" if envs.get(value["env_name"]).engines != ("jax",) else None
     return value

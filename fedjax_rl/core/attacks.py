@@ -1,0 +1,72 @@
+"""Faulty or hostile parties as a setting: `attackers` of the K agents replace their shared upload, every
+round, by a named attack on it, so that any algorithm, rule and table can be run against them in the
+compiled program (and a Flower client through its node configuration, `fedjax_rl.flower.apps`).
+
+  * `sign_flip`: the upload negated (-x), a party pushing the model the other way;
+  * `scale`: the upload times `attack_scale` (x c), a party shouting;
+  * `noise`: the upload plus Gaussian noise of standard deviation `attack_scale` on every coordinate,
+    a party whose training is garbage.
+
+Who attacks is drawn once per run from the server's key (`attacker_mask`: `attackers` agents uniformly,
+different per seed), and the noise of each round and agent from the same stream, so a seed gives one
+result and vmapped seeds differ. An attacker trains as any agent and receives the global model; only
+what it uploads is replaced. With 0 attackers (the default) nothing of this enters the program: it is
+the run without the setting, bit for bit. What the attacks do to each rule is for the rules to show
+(`federated`: the mean moves, the median, trimmed mean and Krum are built to bound a minority)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from fedjax_rl.core.settings import Setting, at_least, one_of, positive
+
+KINDS = ("sign_flip", "scale", "noise")
+# The server key's stream for attacks: `fold_in` data no round index reaches (rounds fold in their index
+# for the participation draw, `federated.Server.weights`).
+STREAM = 2**31 - 1
+
+ATTACKERS = Setting("attackers", 0, at_least(0), kind=int,
+                    help="agents whose shared upload each round is replaced by `attack` (drawn once per run from the "
+                         "run's keys); 0: none, the run without attacks bit for bit")
+ATTACK = Setting("attack", "sign_flip", one_of(*KINDS), kind=str,
+                 help="what an attacker uploads: sign_flip (-x), scale (x attack_scale) or noise (x plus Gaussian "
+                      "noise of standard deviation attack_scale)")
+ATTACK_SCALE = Setting("attack_scale", 10.0, positive, kind=float,
+                       help="scale: the factor; noise: the standard deviation; sign_flip ignores it")
+
+
+def check_attackers(attackers: int, num_agents: int) -> None:
+    """A ValueError, before anything compiles, unless some agent stays honest."""
+    ATTACKERS.validate(attackers)
+    if attackers > num_agents - 1:
+        raise ValueError(f"attackers must be in [0, {num_agents - 1}] with num_agents={num_agents} (at least one "
+                         f"agent honest), got {attackers}")
+
+
+def attacker_mask(server_key: jax.Array, num_agents: int, attackers: int) -> jax.Array:
+    """[K] bool: the run's attackers, `attackers` agents drawn uniformly from the server's attack stream."""
+    chosen = jax.random.permutation(jax.random.fold_in(server_key, STREAM), num_agents)[:attackers]
+    return jnp.zeros(num_agents, bool).at[chosen].set(True)
+
+
+def round_key(server_key: jax.Array, round_index) -> jax.Array:
+    """The attacks' key of round `round_index` (each agent folds in its index)."""
+    return jax.random.fold_in(jax.random.fold_in(server_key, STREAM), round_index)
+
+
+def attacked(tree: Any, kind: str, scale: float, key: jax.Array) -> Any:
+    """What an attacker uploads in place of `tree` (one agent's shared leaves)."""
+    if kind not in KINDS:
+        raise ValueError(f"attack must be one of {list(KINDS)}, got {kind!r}")
+    leaves, treedef = jax.tree.flatten(tree)
+    if kind == "sign_flip":
+        out = [-x for x in leaves]
+    elif kind == "scale":
+        out = [x * jnp.asarray(scale, x.dtype) for x in leaves]
+    else:
+        keys = jax.random.split(key, len(leaves))
+        out = [x + jnp.asarray(scale, x.dtype) * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]
+    return jax.tree.unflatten(treedef, out)
