@@ -323,7 +323,7 @@ def test_a_node_configured_to_attack_uploads_the_programs_attack(tmp_path):
     assert max_difference(global_params(str(tmp_path / "run")), leaves(model)) == 0.0
     assert max_difference(leaves(model), member_rounds(config, SEED)[-1]) > 0.0
     bad = LocalGrid([nodes(2)[0], {**nodes(2)[1], federation.ATTACK: "lie"}])
-    with pytest.raises(apps.FederationError, match=r"agent 1: attack must be one of \['sign_flip', 'scale', 'noise'\]"):
+    with pytest.raises(apps.FederationError, match=r"agent 1: attack must be one of \['sign_flip', 'scale', 'noise', 'stale'\]"):
         apps.run_federation(bad, config, SEED, None, say=lambda _: None)
     assert "train" not in bad.sent
 

@@ -227,6 +227,31 @@ def _attacked_agent_round(aggregation, attack):
     return after.learner.shared, model, np.asarray(mask)
 
 
+def test_a_stale_attacker_uploads_its_own_initial_model_every_round():
+    """`stale`: the attacker's upload is the shared leaves it started with (kept in its carry), so the
+    mean of four agents at m and one stale upload is (4 m + its initial model) / 5."""
+    config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=FAULT_AGENT, physics=("length",),
+                                  num_agents=5, sync_every=5, steps_per_agent=5, eval_every_rounds=1,
+                                  eval_episodes=1, sweep_points=2, attackers=1, attack="stale")
+    trainer = program.make_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    frozen = state.agents.frozen
+    model = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), state.agents.learner.shared)
+    agents = state.agents.replace(learner=state.agents.learner.replace(shared=model))
+    mask = attacks.attacker_mask(state.server_key, 5, 1)
+    [attacker] = np.flatnonzero(np.asarray(mask))
+    mapped = federated.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
+                                      in_axes=(0, None, None, None, 0, None))
+    after, _ = jax.jit(mapped)(agents, jnp.int32(0), trainer.hparams, None, mask, attacks.round_key(state.server_key, 0))
+    for got, honest, stale in zip(jax.tree.leaves(after.learner.shared), jax.tree.leaves(model), jax.tree.leaves(frozen)):
+        expected = (4 * np.asarray(honest[0], np.float64) + np.asarray(stale[attacker], np.float64)) / 5
+        np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-7)
+    assert any(not np.array_equal(np.asarray(s[attacker]), np.asarray(h[0]))
+               for s, h in zip(jax.tree.leaves(frozen), jax.tree.leaves(model)))  # its own, not the others' m
+    # Every other run's carry holds nothing more (its checkpoint's leaves are what they were).
+    assert _attack_round("mean", "sign_flip", 0)[0].agents.frozen is None
+
+
 @pytest.mark.parametrize("aggregation, attack, expected", [
     ("mean", "sign_flip", 3 / 5),  # (4 m - m) / 5
     ("mean", "scale", 14 / 5),  # (4 m + 10 m) / 5
@@ -257,5 +282,5 @@ def test_the_attackers_are_drawn_per_seed_and_refused_beyond_all_but_one_agent()
     assert len(drawn) > 10 and all(len(d) == 3 for d in drawn)
     with pytest.raises(ValueError, match=r"attackers must be in \[0, 4\] with num_agents=5 .*got 5"):
         configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=5)
-    with pytest.raises(ValueError, match=r"attack must be one of \['sign_flip', 'scale', 'noise'\]"):
+    with pytest.raises(ValueError, match=r"attack must be one of \['sign_flip', 'scale', 'noise', 'stale'\]"):
         configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=1, attack="lie")

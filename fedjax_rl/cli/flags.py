@@ -106,11 +106,13 @@ TABLE = {'train': [{'dest': 'algo',
                     "the run's keys); 0: none, the run without attacks bit for bit (default: 0)"},
            {'dest': 'attack',
             'flags': ['--attack'],
-            'help': 'what an attacker uploads: sign_flip (-x), scale (x attack_scale) or noise (x plus '
-                    "Gaussian noise of standard deviation attack_scale) (default: 'sign_flip')"},
+            'help': 'what an attacker uploads: sign_flip (-x), scale (x attack_scale), noise (x plus '
+                    'Gaussian noise of standard deviation attack_scale) or stale (its own initial model, '
+                    "frozen) (default: 'sign_flip')"},
            {'dest': 'attack_scale',
             'flags': ['--attack-scale'],
-            'help': 'scale: the factor; noise: the standard deviation; sign_flip ignores it (default: 10.0)'},
+            'help': 'scale: the factor; noise: the standard deviation; sign_flip and stale ignore it '
+                    '(default: 10.0)'},
            {'dest': 'num_devices',
             'flags': ['--num-devices', '--devices'],
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},

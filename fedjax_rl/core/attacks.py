@@ -5,7 +5,9 @@ compiled program (and a Flower client through its node configuration, `fedjax_rl
   * `sign_flip`: the upload negated (-x), a party pushing the model the other way;
   * `scale`: the upload times `attack_scale` (x c), a party shouting;
   * `noise`: the upload plus Gaussian noise of standard deviation `attack_scale` on every coordinate,
-    a party whose training is garbage.
+    a party whose training is garbage;
+  * `stale`: the party's own initial model, frozen, every round (a party that never learns, or replays
+    an old model): the program keeps each agent's initial shared leaves for it (`AgentCarry.frozen`).
 
 Who attacks is drawn once per run from the server's key (`attacker_mask`: `attackers` agents uniformly,
 different per seed), and the noise of each round and agent from the same stream, so a seed gives one
@@ -23,7 +25,7 @@ import jax.numpy as jnp
 
 from fedjax_rl.core.settings import Setting, at_least, one_of, positive
 
-KINDS = ("sign_flip", "scale", "noise")
+KINDS = ("sign_flip", "scale", "noise", "stale")
 # The server key's stream for attacks: `fold_in` data no round index reaches (rounds fold in their index
 # for the participation draw, `federated.Server.weights`).
 STREAM = 2**31 - 1
@@ -32,10 +34,10 @@ ATTACKERS = Setting("attackers", 0, at_least(0), kind=int,
                     help="agents whose shared upload each round is replaced by `attack` (drawn once per run from the "
                          "run's keys); 0: none, the run without attacks bit for bit")
 ATTACK = Setting("attack", "sign_flip", one_of(*KINDS), kind=str,
-                 help="what an attacker uploads: sign_flip (-x), scale (x attack_scale) or noise (x plus Gaussian "
-                      "noise of standard deviation attack_scale)")
+                 help="what an attacker uploads: sign_flip (-x), scale (x attack_scale), noise (x plus Gaussian "
+                      "noise of standard deviation attack_scale) or stale (its own initial model, frozen)")
 ATTACK_SCALE = Setting("attack_scale", 10.0, positive, kind=float,
-                       help="scale: the factor; noise: the standard deviation; sign_flip ignores it")
+                       help="scale: the factor; noise: the standard deviation; sign_flip and stale ignore it")
 
 
 def check_attackers(attackers: int, num_agents: int) -> None:
@@ -57,10 +59,15 @@ def round_key(server_key: jax.Array, round_index) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(server_key, STREAM), round_index)
 
 
-def attacked(tree: Any, kind: str, scale: float, key: jax.Array) -> Any:
-    """What an attacker uploads in place of `tree` (one agent's shared leaves)."""
+def attacked(tree: Any, kind: str, scale: float, key: jax.Array, frozen: Any = None) -> Any:
+    """What an attacker uploads in place of `tree` (one agent's shared leaves); `frozen`: its initial
+    shared leaves, which `stale` uploads."""
     if kind not in KINDS:
         raise ValueError(f"attack must be one of {list(KINDS)}, got {kind!r}")
+    if kind == "stale":
+        if frozen is None:
+            raise ValueError("attack 'stale' uploads the agent's initial model: pass it as `frozen`")
+        return frozen
     leaves, treedef = jax.tree.flatten(tree)
     if kind == "sign_flip":
         out = [-x for x in leaves]

@@ -270,7 +270,8 @@ def attacked_upload(member: "Member", shared, round_index: int, attack: tuple[st
     """What an attacking client uploads in round `round_index`: the compiled program's attack of its
     agent (`attacks.attacked`, the noise from the same key stream)."""
     key = attacks.round_key(program.server_key(program.seed_keys(member.seed, 1)[0]), round_index)
-    return attacks.attacked(shared, attack[0], attack[1], jax.random.fold_in(key, member.index))
+    frozen = member.init().learner.shared if attack[0] == "stale" else None  # its initial model, as the program keeps
+    return attacks.attacked(shared, attack[0], attack[1], jax.random.fold_in(key, member.index), frozen)
 
 
 def nonfinite_leaves(uploads: list[dict | None]) -> dict[int, list[str]]:

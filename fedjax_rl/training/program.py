@@ -73,6 +73,9 @@ class AgentCarry:
     env_params: Any
     key: jax.Array
     episode_return: jax.Array
+    # Its initial shared leaves, kept where the run's attack is `stale` (`core.attacks`); None (no leaves)
+    # otherwise, so that every other run's carry and checkpoint are what they were.
+    frozen: Any = None
 
 
 @struct.dataclass
@@ -163,13 +166,16 @@ def init_agent(setup: Setup, key, env_params) -> AgentCarry:
     zero episode return."""
     learner_key, reset_key, loop_key = jax.random.split(key, 3)
     obs, env_state = setup.env.reset(reset_key, env_params)
+    learner = setup.agent.init(learner_key)
+    config = setup.config
     return AgentCarry(
-        learner=setup.agent.init(learner_key),
+        learner=learner,
         env_state=env_state,
         obs=obs,
         env_params=env_params,
         key=loop_key,
         episode_return=jnp.float32(0.0),
+        frozen=learner.shared if config.attackers > 0 and config.attack == "stale" else None,
     )
 
 
@@ -239,7 +245,7 @@ def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight, attack
         config = setup.config
         honest = carry.learner.shared
         hostile = attacks.attacked(honest, config.attack, config.attack_scale,
-                                   jax.random.fold_in(attack_key, federated.agent_index()))
+                                   jax.random.fold_in(attack_key, federated.agent_index()), carry.frozen)
         uploaded = jax.tree.map(lambda h, x: jnp.where(attacker, x, h), honest, hostile)
         carry = carry.replace(learner=carry.learner.replace(shared=uploaded))
     return federated.average_shared(carry, weight, setup.server.rule), summary
