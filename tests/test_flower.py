@@ -256,11 +256,6 @@ def test_partial_participation_and_a_robust_rule_are_the_librarys(tmp_path):
     assert max_difference(ours, program_rounds(config, SEED)[-1]) <= ROUNDING_BOUND
 
 
-@pytest.mark.parametrize("fail_at, failed, saved", [
-    ((1, "train", 5), "round 6", 5),
-    # After its round 4 a client is asked for its evaluation before the server saves round 4.
-    ((1, "evaluate", 4), "evaluation after round 4", 3),
-], ids=["training", "evaluation"])
 def poisoning(agents: tuple[int, ...], round_index: int):
     """A ClientApp whose `agents` upload NaN in round `round_index` (a diverged or hostile party): their
     own training is untouched, only the upload the server receives."""
@@ -328,6 +323,11 @@ def test_a_node_configured_to_attack_uploads_the_programs_attack(tmp_path):
     assert "train" not in bad.sent
 
 
+@pytest.mark.parametrize("fail_at, failed, saved", [
+    ((1, "train", 5), "round 6", 5),
+    # After its round 4 a client is asked for its evaluation before the server saves round 4.
+    ((1, "evaluate", 4), "evaluation after round 4", 3),
+], ids=["training", "evaluation"])
 def test_a_failed_client_stops_the_run_and_it_resumes_from_the_rounds_it_finished(compiled_run, tmp_path, fail_at,
                                                                                    failed, saved):
     config = small_config()
