@@ -656,27 +656,29 @@ def plan_grid() -> dict:
                 cells=cells)
 
 
+def _rates_table(by_kind: dict, seeds: list[str], bound: str, label: str) -> list[str]:
+    """A markdown table of simulated rates per kind and seed count, closed by the computed bound (the
+    cells' `bound` field, the same for every kind) rounded up, as an "at most" figure is."""
+    lines = ["| kind | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
+    for kind, cells in by_kind.items():
+        lines.append(f"| {kind} | " + " | ".join(f"{cells[n]['rate']:.1%}" for n in seeds) + " |")
+    first = next(iter(by_kind.values()))
+    return lines + [f"| {label} | " + " | ".join(at_most(first[n][bound]) for n in seeds) + " |"]
+
+
 def sign_summary(sign: dict) -> list[str]:
     """REPRODUCTION.md's tables of the sign part."""
     seeds = [str(n) for n in sign["settings"]["seeds"]]
     lines = [f"Ahead/behind said where wins and losses are equally likely ({sign['settings']['datasets']:,} datasets "
              "per cell), and the computed bound (stats.sign_level):", "",
-             "| kind | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
-    for kind, cells in sign["null"].items():
-        lines.append(f"| {kind} | " + " | ".join(f"{cells[n]['rate']:.1%}" for n in seeds) + " |")
-    first = next(iter(sign["null"].values()))
-    lines.append("| bound | " + " | ".join(at_most(first[n]["bound"]) for n in seeds) + " |")
+             *_rates_table(sign["null"], seeds, "bound", "bound")]
     lines += ["", "Power for normal differences (simulated / exact):", "",
               "| shift | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
     for shift, cells in sign["power_normal"].items():
         lines.append(f"| {shift} sd | " + " | ".join(f"{cells[n]['rule']:.0%} / {cells[n]['exact']:.0%}" for n in seeds) + " |")
     lines += ["", "'Equivalent' said where the typical untied difference lies on the margin, ties set aside (simulated; "
               "the computed bound, over every tie count, `stats.equivalence_level`, in the last row):", "",
-              "| kind | " + " | ".join(f"n = {n}" for n in seeds) + " |", "| --- | " + " | ".join("---:" for _ in seeds) + " |"]
-    for kind, cells in sign["equivalence"].items():
-        lines.append(f"| {kind} | " + " | ".join(f"{cells[n]['rate']:.1%}" for n in seeds) + " |")
-    first = next(iter(sign["equivalence"].values()))
-    lines.append("| **bound** | " + " | ".join(at_most(first[n]["computed"]) for n in seeds) + " |")
+              *_rates_table(sign["equivalence"], seeds, "computed", "**bound**")]
     lines += ["", "Whole-table sign test, false ahead/behind (largest over the kinds; a task's rows grouped, as "
               "the tables do, and not): " + "; ".join(
         f"{shape}: {max(v['rate'] for v in cell.values()):.1%}" for shape, cell in sign["whole_table"].items())]
