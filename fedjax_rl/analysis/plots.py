@@ -300,8 +300,7 @@ def why_not_comparable(a: dict, b: dict) -> str | None:
             reasons.append(f"{what}: {shown[0]} vs {shown[1]}")
     # Drawn physics are drawn alike (the seed's draw at max_rate, above); physics a federation's nodes set
     # are the same environments only where every agent's are the same.
-    physics = [records.provenance(run["config"]) for run in (a, b)]
-    if [(p["physics"], p.get("agents")) for p in physics[:1]] != [(p["physics"], p.get("agents")) for p in physics[1:]]:
+    if not records.same_physics(records.provenance(a["config"]), records.provenance(b["config"])):
         reasons.append(f"physics: {records.physics_words(a['config'])} vs {records.physics_words(b['config'])}")
     return "; ".join(reasons) or None
 

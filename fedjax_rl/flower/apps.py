@@ -402,7 +402,7 @@ def _record_physics(answers, node_of, setup, config_dict, directory, rounds_done
     scales = [json.loads(answers[node_of[k]].content[RUN].get("scales", "{}")) for k in range(K)]
     provenance = _provenance(physics, scales)
     before = directory.record_provenance(provenance)
-    if rounds_done and _physics_of(before) != _physics_of(provenance):
+    if rounds_done and not records.same_physics(before, provenance):
         raise FederationError(
             f"the clients' physics are not those of the {rounds_done} round(s) already run in {directory.path}: "
             f"they ran with physics {records.physics_words({**config_dict, 'provenance': before})}, the clients "
@@ -410,10 +410,6 @@ def _record_physics(answers, node_of, setup, config_dict, directory, rounds_done
             "earlier configuration, or start this federation in another out-dir")
     say(f"{K} clients joined: " + "; ".join(_physics_line(setup, k, physics[k], scales[k]) for k in range(K)))
     return physics
-
-
-def _physics_of(provenance: dict) -> tuple:
-    return provenance["physics"], provenance.get("agents"), provenance.get("scales")
 
 
 def _physics_line(setup, index: int, physics: dict, scales: dict) -> str:

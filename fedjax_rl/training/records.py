@@ -95,6 +95,12 @@ def provenance(record: dict) -> dict:
     return {**COMPILED, **record.get("provenance", {})}
 
 
+def same_physics(a: dict, b: dict) -> bool:
+    """Whether two provenances (`provenance`) put their agents in the same environments: both drawn (the
+    seed's draw, alike), or both set by the nodes with the same values and scales."""
+    return all(a.get(key) == b.get(key) for key in ("physics", "agents", "scales"))
+
+
 def physics_words(record: dict) -> str:
     """Where a run's physics came from, in words: 'drawn (max_rate 0.5)', or 'set by the nodes (agent 0
     length=0.4 (x0.8); agent 1 ...)'."""
