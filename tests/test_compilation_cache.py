@@ -17,7 +17,9 @@ TINY = ["train", "--algo", "fedrdqn", "--omega", "0.2", "--seeds", "2", "--agent
 
 
 def _train(out, cache) -> tuple[dict, str]:
-    env = {**os.environ, machine.CACHE_ENV: str(cache), "JAX_LOG_COMPILES": "1"}
+    # Every program kept, whatever it took to compile: with the default second, a program compiling near
+    # it was kept by one process and not by the next under another load, and read as compiled anew.
+    env = {**os.environ, machine.CACHE_ENV: str(cache), machine.CACHE_MIN_COMPILE_ENV: "0", "JAX_LOG_COMPILES": "1"}
     done = subprocess.run([sys.executable, "-m", "fedjax_rl.cli", *TINY, "--out", str(out)], env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

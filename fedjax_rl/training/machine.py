@@ -203,6 +203,10 @@ def check_memory(trainer, num_runs: int, checkpoints: bool) -> None:
 
 # The environment variable that moves the compilation cache (a directory) or turns it off ("off").
 CACHE_ENV = "FEDJAX_RL_COMPILATION_CACHE"
+# The shortest compile (seconds) whose program is kept; a program that compiles near it is kept by one
+# process and not by the next, as the machine's load moves its compile time. Set it (to 0: every
+# program) where which programs are kept must not depend on the load.
+CACHE_MIN_COMPILE_ENV = "FEDJAX_RL_CACHE_MIN_COMPILE_S"
 
 
 def check_warp_worlds(config, num_runs: int) -> None:
@@ -240,7 +244,8 @@ def use_compilation_cache() -> str | None:
     so that a second run, a resume or a seed piece of a program already compiled on this machine
     compiles nothing. Call it before the first compilation; returns the directory (None: off).
 
-    What it keeps: one file per compiled program that took a second or more to compile, named by a
+    What it keeps: one file per compiled program that took a second or more to compile
+    (CACHE_MIN_COMPILE_ENV sets another threshold), named by a
     hash of the program, the compiler options, the jax and XLA versions and the device. A program
     that differs in any of these gets its own entry, so a cached entry yields the same executable,
     and the same numbers, as compiling again. An entry that cannot be read (damaged, or from a build
@@ -254,5 +259,5 @@ def use_compilation_cache() -> str | None:
 
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ.get(CACHE_MIN_COMPILE_ENV, 1.0)))
     return path
