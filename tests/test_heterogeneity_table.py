@@ -18,7 +18,7 @@ from fedjax_rl.cli import commands
 from fedjax_rl.reproduce import harness, heterogeneity, paper, plan, status
 from fedjax_rl.training import configs, loop
 from fedjax_rl.reproduce.tables import MapRow, get_table, row_dir
-from fedjax_rl.reproduce.row_records import load_run
+from fedjax_rl.training.run_directory import RunDirectory
 
 ROW = "CartPole-v1/length"
 LEVELS = [0.0, 0.5, 0.9]
@@ -111,7 +111,7 @@ def test_the_table_defaults_are_its_own():
 
 
 def _final(out: str, table: str, point: str) -> dict:
-    return load_run(os.path.join(out, table, "CartPole-v1__length", "fedrdqn", point))["final"]
+    return RunDirectory.read_metrics(os.path.join(out, table, "CartPole-v1__length", "fedrdqn", point))["final"]
 
 
 def test_p_zero_is_the_homogeneous_federation(mapped):
@@ -137,7 +137,7 @@ def test_the_vmapped_level_gives_table1s_numbers_at_p_half(mapped):
         for name in ("local_minimum", "local_average", "sweep_returns"):
             np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-5, err_msg=f"{name} at omega {omega}")
         # The losses differ in the last bits here (2e-7 relative on this CPU): another program shape.
-        curves = [load_run(os.path.join(mapped["out"], *where))["curve"] for where in (
+        curves = [RunDirectory.read_metrics(os.path.join(mapped["out"], *where))["curve"] for where in (
             ("heterogeneity", "CartPole-v1__length", "fedrdqn", f"max_rate=0.5,omega={omega}"),
             ("table1", "CartPole-v1__length", "fedrdqn", f"omega={omega}"))]
         np.testing.assert_allclose(curves[0]["td_loss"], curves[1]["td_loss"], rtol=1e-5)

@@ -223,3 +223,41 @@ def test_no_module_is_longer_than_600_lines_unless_it_is_listed():
             found.append(f"{name} ({lengths[name]} lines)")
     assert not found, f"modules over {MAX_MODULE_LINES} lines not in LONG_MODULES: " + ", ".join(found)
     assert all(lengths.get(name, 0) > MAX_MODULE_LINES for name in LONG_MODULES), "listed modules now short enough"
+
+
+# The run directory's own files: only `training/run_directory.py` names them (its helper
+# `set_aside.py` moves whole runs and files it is handed, by no name).
+RUN_FILE_NAMES = ("config.json", "metrics.json", "metrics.csv", "final.csv", "global_params.npz", "checkpoint.npz",
+                  "finished.json", "failed.json")
+
+
+def run_files_named(source: str) -> list[str]:
+    """The run files a module's string constants name (a name inside a longer message counts only as a
+    path's last part: "metrics.json" and ".../metrics.json", not "each metrics.json it wrote")."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            last = node.value.rsplit("/", 1)[-1]
+            found += [name for name in RUN_FILE_NAMES if last == name]
+    return found
+
+
+def test_the_run_file_rule_sees_a_literal_name_and_passes_prose():
+    assert run_files_named('open(os.path.join(d, "metrics.json"))') == ["metrics.json"]
+    assert run_files_named('p = "runs/a/global_params.npz"') == ["global_params.npz"]
+    assert run_files_named('"""reads metrics.json and config.json of a run"""') == []
+
+
+def test_only_the_run_directory_names_a_run_file_and_there_is_one_load_run():
+    """Every reader of runs goes through `RunDirectory` (its `read_config`, `read_metrics`,
+    `read_parameters`, `point_name`, ...), so a file's name or layout changes in one module."""
+    named, load_runs = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = str(path.relative_to(PACKAGE))
+        source = path.read_text()
+        if name != "training/run_directory.py":
+            named += [f"{name}: {file}" for file in run_files_named(source)]
+        load_runs += [name for node in ast.walk(ast.parse(source))
+                      if isinstance(node, ast.FunctionDef) and node.name == "load_run"]
+    assert not named, "run files named outside training/run_directory.py: " + ", ".join(named)
+    assert load_runs == ["analysis/plots.py"], load_runs

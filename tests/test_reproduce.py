@@ -17,6 +17,7 @@ from fedjax_rl.analysis import aggregate, power, stats
 from fedjax_rl.cli import commands, reproduce_command
 from fedjax_rl.reproduce import costs, harness, legends, paper, plan, report, row_records, status, tables
 from fedjax_rl.training import loop, machine
+from fedjax_rl.training.run_directory import RunDirectory
 
 ROWS = ["CartPole-v1/length", "CartPole-v1/masscart"]
 TINY = dict(rows=ROWS, num_seeds=2, tuning_seeds=1, omegas=[0.05, 0.2], budget="0.006", progress=False,
@@ -129,7 +130,7 @@ def test_a_program_run_alone_is_the_one_reproduce_runs_and_is_read_back(reproduc
     with pytest.raises(ValueError, match=r"program must be one of \['fedrdqn'\] for table1, got 'ddpgavg2'"):
         harness.run_program("table1", str(tmp_path), ROWS[0], "ddpgavg2", **request)
     [alone] = harness.run_program("table1", str(tmp_path), ROWS[0], "fedrdqn", progress=False, **request)
-    together = row_records.load_run(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
+    together = RunDirectory.read_metrics(os.path.join(reproduced["out"], "table1", "CartPole-v1__length", "fedrdqn", "omega=0.2"))
     np.testing.assert_array_equal(alone["final"]["local_returns"][2], np.asarray(together["final"]["local_returns"]))
     row = harness.reproduce("table1", str(tmp_path), **{**TINY, "rows": ROWS[:1]})["rows"][ROWS[0]]
     assert row["resumed_blocks"] == 3 and row["wall_s"] == alone["timing"]["wall_s"]
@@ -858,6 +859,54 @@ def test_pieces_overlap_exactly_where_they_share_a_seed():
                                   ((0, 5), True), ((2, 3), True)):
         piece = Piece("fedrdqn", first, stop)
         assert finished.overlaps(piece) == shares == piece.overlaps(finished), (first, stop)
+
+
+def test_which_pieces_cover_a_program_and_which_are_left_by_hand():
+    """A program's pieces held in memory, no directory read (the tests above get there by training pieces):
+    `covered` tiles seed indices from 0 with finished pieces of the request's settings and grid point,
+    `missing` resumes the unfinished ones first and splits every gap up to the total; ranges and grids
+    are read and spelled as the rules say."""
+    from fedjax_rl.reproduce import seed_pieces
+    from fedjax_rl.reproduce.seed_pieces import Found, Piece, ProgramOnDisk
+
+    whole = {"omega": [0.0, 0.1, 0.2]}
+
+    def at(first, stop, finished=True, grid=whole, settings="mine"):
+        return Found(Piece("fedrdqn", first, stop), f"p/{first}", {"grid": grid}, finished, {"settings": settings})
+
+    pieces = (at(0, 2), at(2, 4, finished=False), at(5, 7), at(7, 8, settings="other"), at(12, 14))
+    on_disk = ProgramOnDisk("p", "fedrdqn", 10, {"grid": whole}, {"settings": "mine"}, pieces)
+    assert [f.piece for f in on_disk.covered()] == [Piece("fedrdqn", 0, 2)]
+    assert [(p.first, p.stop) for p in on_disk.missing()] == [(2, 4), (4, 5), (7, 10)]
+    assert [(p.first, p.stop) for p in on_disk.missing(2)] == [(2, 4), (4, 5), (7, 9), (9, 10)]
+    assert ProgramOnDisk("p", "fedrdqn", 3, {}, {}, ()).missing() == [Piece("fedrdqn", 0, 3)]
+    assert ProgramOnDisk("p", "fedrdqn", 4, {}, {}, ()).missing(3) == [Piece("fedrdqn", 0, 3), Piece("fedrdqn", 3, 4)]
+
+    # Seeds 0-1 of the whole grid, 2-3 of the baseline and omega 0.2 alone (a confirmatory piece), 4-5 of
+    # the whole grid: omega 0.2 is covered to 6 seeds, omega 0.1 to 2, the program as a whole to 6.
+    parts = (at(0, 2), at(2, 4, grid={"omega": [0.0, 0.2]}), at(4, 6))
+    on_disk = ProgramOnDisk("p", "fedrdqn", 6, {"grid": whole}, {"settings": "mine"}, parts)
+    assert [f.piece.stop for f in on_disk.covered({"omega": 0.2})] == [2, 4, 6]
+    assert [f.piece.stop for f in on_disk.covered({"omega": 0.1})] == [2]
+    assert [f.piece.stop for f in on_disk.covered()] == [2, 4, 6] and on_disk.missing() == []
+    assert not on_disk.is_mine(at(6, 8, grid={"omega": [0.3]}))
+
+    assert seed_pieces.grid_fits(None, None) and seed_pieces.grid_fits({"omega": [0]}, {"omega": [0.0, 0.1]})
+    assert not seed_pieces.grid_fits({"omega": [0.3]}, {"omega": [0.0, 0.1]})
+    assert not seed_pieces.grid_fits(None, {"omega": [0.0]}) and not seed_pieces.grid_fits({"omega": [0.0]}, None)
+    assert not seed_pieces.grid_fits({"max_rate": [0.5], "omega": [0.1]}, {"omega": [0.1], "max_rate": [0.5]})
+    assert seed_pieces.holds(None, None) and seed_pieces.holds({"omega": [0.0, 0.2]}, {"omega": 0.2})
+    assert not seed_pieces.holds({"omega": [0.0]}, {"omega": 0.2}) and not seed_pieces.holds(None, {"omega": 0.2})
+
+    assert seed_pieces.parse_range("6:8") == (6, 8) and seed_pieces.parse_range("0:1") == (0, 1)
+    for bad in ("8:6", "3:3", "-1:2"):
+        with pytest.raises(ValueError, match="0 <= FIRST < STOP"):
+            seed_pieces.parse_range(bad)
+    for bad in ("6", "a:b", "1:2:3"):
+        with pytest.raises(ValueError, match="piece must be FIRST:STOP, seed indices"):
+            seed_pieces.parse_range(bad)
+    assert seed_pieces.seed_span(3, 4) == "seed 3" and seed_pieces.seed_span(0, 2) == "seeds 0-1"
+    assert Piece("fedrdqn", 6, 8).num_seeds == 2 and Piece("fedrdqn", 6, 8).describe() == "fedrdqn seeds 6-7"
 
 
 def test_old_row_records_are_upgraded_on_read_in_one_place():

@@ -99,7 +99,7 @@ def test_no_tensorboard_writes_nothing_and_is_not_part_of_the_run(tmp_path):
     assert records.recorded_config(with_board, 2, 0, GRID) == records.recorded_config(without, 2, 0, GRID)
     plan = types.SimpleNamespace(config=without, out_dir=str(tmp_path), points=None, grid=None, seed=0, first_seed=0,
                                  num_seeds=1)
-    board = tensorboard_log.open_board(plan, 0, run_directory.grid_label)
+    board = tensorboard_log.open_board(plan, 0, run_directory.RunDirectory.grid_point_name)
     board.write({"env_steps": [20], "nominal_return": [1.0]}, wall_s=1.0)
     board.close()
     assert os.listdir(tmp_path) == []

@@ -15,22 +15,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedjax_rl.training import records
-from fedjax_rl.training.checkpoint import DamagedFile, read_json
+from fedjax_rl.training.checkpoint import DamagedFile
+from fedjax_rl.training.run_directory import RunDirectory
 
 
 def load_run(run_dir: str) -> dict:
     """A run directory's metrics.json and config.json, with its label and `source` (the directory).
     A missing file raises FileNotFoundError, a damaged one `DamagedFile` (a ValueError), each naming
     the file and what to do."""
-    path = os.path.join(run_dir, "metrics.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{run_dir} has no metrics.json (is it a `fedjax-rl train --out` directory? "
-                                "A run still training has only its checkpoint until it ends)")
     rerun = (f"rerun the `fedjax-rl train` command that wrote {run_dir} (same --out) to write it again from the "
              "run's checkpoint")
     try:
-        metrics = read_json(path)
-        metrics["config"] = read_json(os.path.join(run_dir, "config.json"))
+        metrics = RunDirectory.read_metrics(run_dir)
+        metrics["config"] = RunDirectory.read_config(run_dir)
     except DamagedFile as error:
         raise DamagedFile(error.path, f"{error.reason}; {rerun}") from None
     metrics["label"] = label(metrics["config"])

@@ -74,17 +74,17 @@ class Episode:
 
 def _recorded(run_dir: str) -> dict:
     """config.json of a finished run directory (not a grid's top directory)."""
-    from fedjax_rl.training.checkpoint import read_json
+    from fedjax_rl.training.run_directory import RunDirectory
 
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.exists(path):
-        raise RenderError(f"{run_dir} has no config.json (is it a `fedjax-rl train --out` directory?)")
-    recorded = read_json(path)
+    try:
+        recorded = RunDirectory.read_config(run_dir)
+    except FileNotFoundError as error:
+        raise RenderError(str(error)) from None
     if "grid" in recorded:
         points = sorted(name for name in os.listdir(run_dir) if "=" in name)
         raise RenderError(f"{run_dir} holds a grid of runs; render one of its points, e.g. "
                           f"{os.path.join(run_dir, points[0]) if points else run_dir + '/omega=...'}")
-    if not os.path.exists(os.path.join(run_dir, "global_params.npz")):
+    if not RunDirectory.has_parameters(run_dir):
         raise RenderError(f"{run_dir} has no global_params.npz: the run has not finished (rerun its `fedjax-rl "
                           "train` command to finish it)")
     return recorded
@@ -143,7 +143,8 @@ def _load_policy(config, recorded: dict, run_dir: str, seed_index: int):
     import jax
     import jax.numpy as jnp
 
-    from fedjax_rl.training import checkpoint, program
+    from fedjax_rl.training import program
+    from fedjax_rl.training.run_directory import RunDirectory
 
     num_seeds = recorded["num_seeds"]
     if not 0 <= seed_index < num_seeds:
@@ -152,7 +153,7 @@ def _load_policy(config, recorded: dict, run_dir: str, seed_index: int):
     trainer = program.make_trainer(config)
     shapes = jax.eval_shape(trainer.init, jax.random.key(0)).agents.learner.shared  # [K, ...]
     like = jax.tree.map(lambda s: jnp.zeros((num_seeds, *s.shape[1:]), s.dtype), shapes)
-    params, _ = checkpoint.load(os.path.join(run_dir, "global_params.npz"), like)  # [seeds, ...]: agent 0's
+    params = RunDirectory.read_parameters(run_dir, like)  # [seeds, ...]: agent 0's
     return trainer, jax.tree.map(lambda leaf: leaf[seed_index], params)
 
 

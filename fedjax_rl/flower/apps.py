@@ -38,7 +38,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedjax_rl.core import evaluate, perturb
 from fedjax_rl.flower import federation
-from fedjax_rl.training import configs, machine, program, records, run_directory, run_status, tensorboard_log
+from fedjax_rl.training import configs, machine, program, records, run_directory, tensorboard_log
 from fedjax_rl.training.configs import TrainConfig
 
 # Record names in messages and in a client's context.state.
@@ -309,8 +309,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
     settings = federation.config_message(config, seed)
     started = time.perf_counter()
 
-    if out_dir:
-        run_status.clear_failed(out_dir)
+    directory.clear_failed()
     try:
         answers = _join(grid, K, settings, wait_s, timeout_s, say)
         agent_of, node_of = _agents(answers, K)
@@ -366,8 +365,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
         directory.finish_with(result, jax.tree.map(lambda x: np.asarray(x)[None, None], global_model))
         return result
     except FederationError as error:
-        if out_dir:  # `fedjax-rl status` reads it: a script learns the run failed
-            run_status.write_failed(out_dir, str(error))
+        directory.write_failed(str(error))  # `fedjax-rl status` reads it: a script learns the run failed
         raise
 
 

@@ -29,7 +29,8 @@ import os
 from fedjax_rl.training.machine import machine_cores, summary_kind
 from fedjax_rl.reproduce.seed_pieces import found
 from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points
-from fedjax_rl.reproduce.row_records import load_run, read_row
+from fedjax_rl.reproduce.row_records import read_row
+from fedjax_rl.training.run_directory import RunDirectory
 
 # The results directories committed with the code (a clone's results/), read beside --out.
 COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -64,7 +65,7 @@ def _program_measurements(row_path: str, record: dict, table: str) -> list[Measu
             base = os.path.join(row_path, program, piece["dir"])
             metrics_dir = os.path.join(base, first_point_dir(grid)) if grid else base
             try:
-                metrics = load_run(metrics_dir)
+                metrics = RunDirectory.read_metrics(metrics_dir)
             except (OSError, ValueError):
                 continue
             wall = metrics.get("timing", {}).get("wall_s")
@@ -122,7 +123,7 @@ def _piece_measurements(row_path: str, table: str) -> list[Measurement]:
                 continue
             config, grid = piece.record, piece.record.get("grid") or {}
             try:
-                metrics = load_run(os.path.join(piece.path, first_point_dir(grid)) if grid else piece.path)
+                metrics = RunDirectory.read_metrics(os.path.join(piece.path, first_point_dir(grid)) if grid else piece.path)
             except (OSError, ValueError):
                 continue
             wall, machine = metrics.get("timing", {}).get("wall_s"), metrics.get("machine")

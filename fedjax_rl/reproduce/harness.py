@@ -25,12 +25,13 @@ import numpy as np
 from fedjax_rl import agents
 from fedjax_rl.reproduce import report, seed_pieces
 from fedjax_rl.reproduce.plan import Plan, Planned, Request
-from fedjax_rl.training import records, run_directory
+from fedjax_rl.training import records
+from fedjax_rl.training.run_directory import RunDirectory
 from fedjax_rl.training.machine import describe as describe_machine
 from fedjax_rl.training.machine import summary as machine_summary
 from fedjax_rl.reproduce.tables import (
     OMEGA_RULE, ROW_RESULT, Family, Program, Table, chosen_omega, first_point_dir, grid_points, row_dir)
-from fedjax_rl.reproduce.row_records import ROW_SCHEMA, read_row, load_program_run, load_run, pieces_holding
+from fedjax_rl.reproduce.row_records import ROW_SCHEMA, read_row, load_program_run, pieces_holding
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "flashbax", "numpy", "mujoco", "mujoco-mjx")
 
@@ -98,14 +99,13 @@ def _read_program(directory: str, program: Program, pieces: dict | None, tuning_
     grid = None
     if program.zero_label or program.challenger:
         first = os.path.join(directory, program.name, program_pieces[0]["dir"] if program_pieces else "")
-        with open(os.path.join(first, "config.json")) as f:
-            grid = (json.load(f)["grid"] or {}).get("omega")
+        grid = (RunDirectory.read_config(first)["grid"] or {}).get("omega")
     if grid is not None:
         describe = agents.get(program.algo).describe
         runs = [(program.zero_label if w == 0 else describe({"omega": w}),
-                 f"{program.name}/{run_directory.point_label({'max_rate': max_rate, 'omega': w})}", w) for w in grid]
+                 f"{program.name}/{RunDirectory.point_name({'max_rate': max_rate, 'omega': w})}", w) for w in grid]
     else:
-        runs = [(program.label, "/".join([program.name, run_directory.point_label({"max_rate": max_rate})]).rstrip("/"),
+        runs = [(program.label, "/".join([program.name, RunDirectory.point_name({"max_rate": max_rate})]).rstrip("/"),
                  None)]
     tuning_min = {}
     for label, rel, omega in runs:
@@ -440,7 +440,7 @@ def _piece_record(program_dir: str, found, grid, earlier: Sequence[dict] = ()) -
     trained a part of the program's `grid` (`row_records.pieces_holding` reads it)."""
     own = found.record.get("grid")
     first_point = os.path.join(found.path, first_point_dir(own)) if own else found.path
-    metrics = load_run(first_point)
+    metrics = RunDirectory.read_metrics(first_point)
     rel = os.path.relpath(found.path, program_dir)
     rel = "" if rel == "." else rel
     seeds = [found.piece.first, found.piece.stop]
@@ -463,9 +463,7 @@ def _write_row(directory: str, record: dict) -> None:
     os.replace(os.path.join(directory, ROW_RESULT + ".tmp"), os.path.join(directory, ROW_RESULT))
     for program, pieces in record["pieces"].items():
         for piece in pieces:
-            ckpt = os.path.join(directory, program, piece["dir"], run_directory.CHECKPOINT)
-            if os.path.exists(ckpt):
-                os.remove(ckpt)
+            RunDirectory.drop_checkpoint(os.path.join(directory, program, piece["dir"]))
 
 
 def begin_program(bar, checkpointed_blocks: int) -> None:

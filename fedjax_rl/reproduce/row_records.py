@@ -12,6 +12,7 @@ import numpy as np
 
 from fedjax_rl import envs
 from fedjax_rl.reproduce.tables import ROW_RESULT, Table, row_dir
+from fedjax_rl.training.run_directory import RunDirectory
 
 # The layout of row.json. A record carries its number from 2 on; `upgrade_row` reads one of any
 # number in today's layout.
@@ -60,12 +61,6 @@ def finished_rows(table: Table, out_dir: str) -> dict:
     return out
 
 
-def load_run(path: str) -> dict:
-    """The metrics.json of the loop.run directory `path`."""
-    with open(os.path.join(path, "metrics.json")) as f:
-        return json.load(f)
-
-
 def merge_runs(runs: list[dict]) -> dict:
     """metrics.json records of consecutive seed pieces of one run, as the run: every curve and final
     array concatenated along its leading (seed) axis, the wall times summed, the rest the first's."""
@@ -85,7 +80,8 @@ def load_program_run(row_path: str, rel: str, pieces: list[str] | None = None) -
     omega=0.1), merged over the program's seed pieces: `pieces` are their directories relative to
     ROW/PROGRAM/ in seed order ("" for PROGRAM/ itself); None is PROGRAM/ alone (a program run whole)."""
     program, _, point = rel.partition("/")
-    return merge_runs([load_run(os.path.join(row_path, program, piece, point)) for piece in (pieces or [""])])
+    return merge_runs([RunDirectory.read_metrics(os.path.join(row_path, program, piece, point))
+                       for piece in (pieces or [""])])
 
 
 def pieces_holding(pieces: list[dict], point: dict | None) -> list[dict]:

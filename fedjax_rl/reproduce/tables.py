@@ -162,9 +162,9 @@ def grid_points(grid: dict | None) -> int:
 
 
 def first_point_dir(grid: dict) -> str:
-    """The directory of a grid's first point (`run_directory.point_label`): "omega=0",
+    """The directory of a grid's first point (`RunDirectory.point_name`): "omega=0",
     "max_rate=0,omega=0"."""
-    return run_directory.point_label({name: values[0] for name, values in grid.items()})
+    return run_directory.RunDirectory.point_name({name: values[0] for name, values in grid.items()})
 
 
 def chosen_omega(tuning_minimum_mean: dict) -> float:

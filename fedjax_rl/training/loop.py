@@ -300,7 +300,8 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
 
         blocks = tqdm(blocks, initial=done.start_block, total=num_blocks, unit="block",
                       desc=f"training {config.algo} on {config.env_name}")
-    board = tensorboard_log.open_board(plan, done.start_block, run_directory.grid_label)  # nothing without out_dir
+    # nothing without out_dir
+    board = tensorboard_log.open_board(plan, done.start_block, run_directory.RunDirectory.grid_point_name)
     for block in blocks:
         state, metrics = programs.run_block(state, block)
         metrics = distributed.to_host(metrics)

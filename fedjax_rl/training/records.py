@@ -27,6 +27,32 @@ def to_lists(tree: Any) -> Any:
     return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
 
 
+def curve_rows(result: dict, seed: int = 0) -> list[list]:
+    """metrics.csv's rows: a header, then one row per seed and evaluation block of each [seeds, blocks]
+    curve record (the per-round records stay in metrics.json). The seed column names each seed as the
+    command line does (`--seed 3 --seeds 2`: seeds 3 and 4) and TensorBoard's per-seed runs are named:
+    the run's `seed` plus the seed's index in it, which a piece's `seed_indices` start past 0 (a
+    federation with seed=3 writes 3, not its index 0)."""
+    curve = result["curve"]
+    keys = [k for k in sorted(curve) if np.ndim(curve[k]) == 2]
+    num_seeds, num_blocks = np.shape(curve[keys[0]]) if keys else (0, 0)
+    indices = result.get("seed_indices", range(num_seeds))
+    return [["seed", *keys]] + [[seed + indices[s], *(curve[k][s, b] for k in keys)]
+                                for s in range(num_seeds) for b in range(num_blocks)]
+
+
+def final_rows(result: dict, seed: int = 0) -> list[list]:
+    """final.csv's rows: a header, then each seed's local average, local minimum and sweep returns, the
+    seed named as in `curve_rows`; none for a run without a final evaluation (one that stopped)."""
+    final = result["final"]
+    if not final:
+        return []
+    indices = result.get("seed_indices", range(len(final["local_average"])))
+    header = ["seed", "local_average", "local_minimum", *[f"sweep_{c:.1f}" for c in final["sweep_scales"][0]]]
+    return [header] + [[seed + indices[s], final["local_average"][s], final["local_minimum"][s],
+                        *final["sweep_returns"][s]] for s in range(len(final["local_average"]))]
+
+
 def config_to_dict(config) -> dict:
     """What a run directory records as its configuration: every setting but those that change no
     number (`configs.NOT_IDENTITY`): `cpu_dots`, which only rounds differently (like another CPU;

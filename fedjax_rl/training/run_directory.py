@@ -17,12 +17,15 @@ finished run's checkpoint evaluates again, otherwise training restarts at block 
 
 `fedjax_rl.training.loop.run` calls a `RunDirectory`'s steps in order; `RunDirectory.progress`,
 `is_finished` and `recorded` read where a directory stands without computing or writing anything.
+Every other module reads a run through it (`read_config`, `read_metrics`, `read_parameters`,
+`read_failed`, `point_name`): no other module names a run's files.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import glob
 import itertools
 import json
@@ -33,9 +36,10 @@ import warnings
 import jax
 import numpy as np
 
-from fedjax_rl.training import checkpoint, configs, distributed, records
+from fedjax_rl.training import checkpoint, configs, distributed, records, set_aside
 from fedjax_rl.training.checkpoint import DamagedFile, read_json
 from fedjax_rl.training.configs import TrainConfig
+from fedjax_rl.training.set_aside import NESTED_RUN_PREFIX, SET_ASIDE  # noqa: F401 (part of this API)
 
 CHECKPOINT = "checkpoint.npz"
 CONFIG = "config.json"
@@ -45,14 +49,11 @@ METRICS = "metrics.json"
 FINISHED = "finished.json"
 # A federation that stopped on a failure it names (`run_status`).
 FAILED = "failed.json"
-# DIR/set_aside/<n>/: runs of other configurations moved out of DIR (`new_run=True`), one per number.
-SET_ASIDE = "set_aside"
+# A finished run's global model: agent 0's shared leaves, [seeds, ...].
+PARAMETERS = "global_params.npz"
+CURVE_CSV, FINAL_CSV = "metrics.csv", "final.csv"
 # What a run writes into its directory (grid points add one directory each, named in config.json).
-_RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, "metrics.csv", "final.csv", "global_params.npz", FAILED)
-# Directories of other runs nested in a run directory, never moved with its run: a reproduction
-# program's seed pieces (`fedjax_rl.reproduce.seed_pieces`), PROGRAM/seeds_A-B/, beside the piece that
-# PROGRAM/ itself holds.
-NESTED_RUN_PREFIX = "seeds_"
+_RUN_FILES = (CONFIG, FINISHED, CHECKPOINT, METRICS, CURVE_CSV, FINAL_CSV, PARAMETERS, FAILED)
 
 
 class LayoutMismatch(ValueError):
@@ -65,18 +66,6 @@ class RunExists(ValueError):
 
 class OutDirError(ValueError):
     """out_dir cannot hold a run (an existing file, or not writable)."""
-
-
-def point_label(values: dict) -> str:
-    """The sub-directory name of one grid point from its values {name: value}, in order, None left out:
-    `omega=0.05,learning_rate=0.001`, `max_rate=0.3,omega=0.05` ("" for none)."""
-    return ",".join(f"{name}={value:g}" for name, value in values.items() if value is not None)
-
-
-def grid_label(point: TrainConfig, grid: dict) -> str:
-    """`point_label` of one grid point of `grid`: its agent hyperparameters' values and the run's own
-    (`configs.TRAIN_LEAVES`)."""
-    return point_label({name: getattr(point if name in configs.TRAIN_LEAVES else point.agent, name) for name in grid})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +93,54 @@ class RunDirectory:
         """The configuration the directory at `path` records (None: it holds no run), read without
         changing it."""
         return _recorded(path)
+
+    @staticmethod
+    def read_config(path: str) -> dict:
+        """config.json of the run (or grid point) directory at `path`: FileNotFoundError naming the
+        directory where it has none, `DamagedFile` where it cannot be read."""
+        return _read_file(path, CONFIG, "is it a `fedjax-rl train --out` directory or a federation's out-dir?")
+
+    @staticmethod
+    def read_metrics(path: str) -> dict:
+        """metrics.json of the run (or grid point) directory at `path`: its curve, final evaluation,
+        timing and machine (FileNotFoundError, `DamagedFile` as `read_config`)."""
+        return _read_file(path, METRICS, "is it a `fedjax-rl train --out` directory? A run still training has only "
+                                         "its checkpoint until it ends")
+
+    @staticmethod
+    def has_parameters(path: str) -> bool:
+        """Whether the directory at `path` holds a finished run's global model."""
+        return os.path.exists(os.path.join(path, PARAMETERS))
+
+    @staticmethod
+    def read_parameters(path: str, like) -> object:
+        """The global model at `path`, [seeds, ...] leaves shaped as `like`'s."""
+        return checkpoint.load(os.path.join(path, PARAMETERS), like)[0]
+
+    @staticmethod
+    def read_failed(path: str) -> dict | None:
+        """The failure a federation recorded at `path` ({"reason", "time"}), None if it recorded none."""
+        failed = os.path.join(path, FAILED)
+        return read_json(failed) if os.path.exists(failed) else None
+
+    @staticmethod
+    def drop_checkpoint(path: str) -> None:
+        """Delete the checkpoint of a run that will never resume (a written row's pieces)."""
+        if os.path.exists(os.path.join(path, CHECKPOINT)):
+            os.remove(os.path.join(path, CHECKPOINT))
+
+    @staticmethod
+    def point_name(values: dict) -> str:
+        """The sub-directory of one grid point from its values {name: value}, in order, None left out:
+        `omega=0.05,learning_rate=0.001`, `max_rate=0.3,omega=0.05` ("" for none)."""
+        return ",".join(f"{name}={value:g}" for name, value in values.items() if value is not None)
+
+    @staticmethod
+    def grid_point_name(point: TrainConfig, grid: dict) -> str:
+        """`point_name` of one grid point of `grid`: its agent hyperparameters' values and the run's own
+        (`configs.TRAIN_LEAVES`)."""
+        return RunDirectory.point_name({name: getattr(point if name in configs.TRAIN_LEAVES else point.agent, name)
+                                        for name in grid})
 
     def is_finished(self) -> bool:
         """Whether the directory holds a finished run of exactly this configuration (a damaged marker:
@@ -180,6 +217,19 @@ class RunDirectory:
                 json.dump({**recorded, "provenance": provenance}, f, indent=2)
         return before
 
+    def write_failed(self, reason: str) -> None:
+        """failed.json: the run stopped on `reason`, a failure it named (`read_failed`; a federation
+        runs inside Flower's runtime, whose `flwr run` exits 0 whatever happened)."""
+        if distributed.is_writer():
+            with checkpoint.atomic_write(os.path.join(self.path, FAILED)) as f:
+                json.dump({"reason": reason, "time": datetime.datetime.now().isoformat(timespec="seconds")}, f,
+                          indent=2)
+
+    def clear_failed(self) -> None:
+        """The run starts again: an earlier failure's record goes."""
+        if distributed.is_writer() and os.path.exists(os.path.join(self.path, FAILED)):
+            os.remove(os.path.join(self.path, FAILED))
+
     def interrupted(self, blocks_done: int, num_blocks: int) -> str:
         """Ctrl-C's message: how far the run got, what is saved, how to resume."""
         during = " (during the final evaluation)" if blocks_done == num_blocks else ""
@@ -222,6 +272,12 @@ class NoRunDirectory:
     def record_provenance(self, provenance: dict) -> dict:
         return dict(provenance)
 
+    def write_failed(self, reason: str) -> None:
+        pass
+
+    def clear_failed(self) -> None:
+        pass
+
     def interrupted(self, blocks_done: int, num_blocks: int) -> str:
         during = " (during the final evaluation)" if blocks_done == num_blocks else ""
         return f"stopped at block {blocks_done} of {num_blocks}{during}: nothing was saved (no out_dir / --out)"
@@ -236,6 +292,14 @@ def for_run(out_dir: str | None, config_dict: dict, points: list | None, grid: d
 
 
 # -- the steps behind RunDirectory's methods -------------------------------------------------------
+
+
+def _read_file(directory: str, name: str, hint: str) -> dict:
+    """The JSON file `name` of the run directory `directory`, or FileNotFoundError naming both."""
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{directory} has no {name} ({hint})")
+    return read_json(path)
 
 
 def _holds(path: str, config_dict: dict) -> bool:
@@ -318,8 +382,8 @@ def _prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
                 json.dump(config_dict, f, indent=2)
         return
     holds_run = on_disk is not None or any(os.path.exists(os.path.join(out_dir, n)) for n in _RUN_FILES)
-    match = next((slot for slot in _slots(out_dir) if _recorded_run(slot, repair=False) == records.as_recorded(config_dict)),
-                 None)
+    wanted = records.as_recorded(config_dict)
+    match = next((slot for slot in set_aside.slots(out_dir) if _recorded_run(slot, repair=False) == wanted), None)
     if holds_run and match is None and not new_run:
         if on_disk is None:
             what = "files of a run whose settings cannot be read (no readable config.json)"
@@ -331,11 +395,11 @@ def _prepare(out_dir: str, config_dict: dict, new_run: bool) -> None:
                         f"(e.g. --out {free}), or pass --new-run (new_run=True) to move that run to "
                         f"{os.path.join(out_dir, SET_ASIDE, '<n>')} and start this one here.")
     if holds_run:
-        slot = _set_aside_run(out_dir)
+        slot = set_aside.set_aside_run(out_dir)
         what = "" if on_disk is None else f" ({'; '.join(records.config_differences(on_disk, config_dict))})"
         warnings.warn(f"{out_dir} held a run of other settings{what}: moved to {slot}", UserWarning, stacklevel=3)
     if match is not None:
-        _move_run(match, out_dir)
+        set_aside.move_run(match, out_dir)
         os.rmdir(match)
         warnings.warn(f"{match} held a run of these settings: moved back into {out_dir} to resume it",
                       UserWarning, stacklevel=3)
@@ -358,55 +422,9 @@ def _recorded_run(directory: str, repair: bool) -> dict | None:
                 return records.as_recorded(read_json(path))
         except DamagedFile as error:
             if repair:
-                _damaged(error, "the run's settings are read from its other files" if name != CHECKPOINT
+                set_aside.damaged(error, "the run's settings are read from its other files" if name != CHECKPOINT
                          else "training starts again from block 0")
     return None
-
-
-def _slots(out_dir: str) -> list[str]:
-    """The set-aside runs of `out_dir`, oldest first."""
-    root = os.path.join(out_dir, SET_ASIDE)
-    if not os.path.isdir(root):
-        return []
-    return [os.path.join(root, n) for n in sorted((n for n in os.listdir(root) if n.isdigit()), key=int)]
-
-
-def _move_run(source: str, target: str) -> None:
-    """Every entry of `source` except the set-aside folder and nested runs, into `target` (created)."""
-    os.makedirs(target, exist_ok=True)
-    for name in os.listdir(source):
-        if name != SET_ASIDE and not name.startswith(NESTED_RUN_PREFIX):
-            os.replace(os.path.join(source, name), os.path.join(target, name))
-
-
-def _set_aside_run(out_dir: str) -> str:
-    root = os.path.join(out_dir, SET_ASIDE)
-    numbers = [int(os.path.basename(p)) for p in _slots(out_dir)]
-    slot = os.path.join(root, str(max(numbers, default=0) + 1))
-    _move_run(out_dir, slot)
-    return slot
-
-
-# -- damaged files -------------------------------------------------------------------------------
-
-
-def _set_aside_file(path: str, why: str) -> str:
-    """Move `path` to NAME.<why>.<n>.EXT beside it (n = 1, 2, ...: never over an earlier one)."""
-    stem, ext = os.path.splitext(path)
-    n = 1
-    while os.path.exists(f"{stem}.{why}.{n}{ext}"):
-        n += 1
-    kept = f"{stem}.{why}.{n}{ext}"
-    os.replace(path, kept)
-    return kept
-
-
-def _damaged(error: DamagedFile, consequence: str) -> str:
-    """Set the damaged file aside and warn, naming it, where it went, and what happens next."""
-    kept = _set_aside_file(error.path, "damaged")
-    warnings.warn(f"{error}: set aside as {kept}; {consequence}. Delete {kept} once you have looked at it.",
-                  UserWarning, stacklevel=3)
-    return kept
 
 
 # -- resuming from the checkpoint ------------------------------------------------------------------
@@ -494,11 +512,11 @@ def _resume(ckpt_path: str, state) -> tuple | None:
                 wall)
     except DamagedFile as error:
         if distributed.is_writer():
-            _damaged(error, "training starts again from block 0")
+            set_aside.damaged(error, "training starts again from block 0")
     except checkpoint.CheckpointMismatch as error:
         # Same configuration, different state layout: written by another version of this library.
         if distributed.is_writer():
-            kept = _set_aside_file(ckpt_path, "incompatible")
+            kept = set_aside.set_aside_file(ckpt_path, "incompatible")
             warnings.warn(f"{error}; it was written by another version of fedjax_rl. Kept as {kept}, "
                           "starting this run from block 0.", UserWarning, stacklevel=3)
     return None
@@ -511,10 +529,10 @@ def _write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_see
     """metrics.json, the CSV files and (with `shared`) the global parameters, in `out_dir` or, for a
     grid, in one directory per point."""
     if points is None:
-        _write_outputs(out_dir, result, shared)
+        _write_outputs(out_dir, result, shared, seed)
         return
     for i, point in enumerate(points):
-        point_dir = os.path.join(out_dir, grid_label(point, grid))
+        point_dir = os.path.join(out_dir, RunDirectory.grid_point_name(point, grid))
         os.makedirs(point_dir, exist_ok=True)
         with checkpoint.atomic_write(os.path.join(point_dir, CONFIG)) as f:
             json.dump({**records.config_to_dict(point), "num_seeds": num_seeds, "seed": seed,
@@ -522,38 +540,23 @@ def _write_run(out_dir, result, points, grid, num_seeds, seed, shared, first_see
                       indent=2)
         one = {part: jax.tree.map(lambda x, i=i: x[i], result[part]) for part in ("curve", "final")}
         one.update({k: v for k, v in result.items() if k not in ("curve", "final", "grid")})
-        _write_outputs(point_dir, one, None if shared is None else jax.tree.map(lambda x, i=i: x[i], shared))
+        _write_outputs(point_dir, one, None if shared is None else jax.tree.map(lambda x, i=i: x[i], shared), seed)
 
 
-def _write_outputs(out_dir: str, result: dict, shared) -> None:
+def _write_outputs(out_dir: str, result: dict, shared, seed: int = 0) -> None:
     """metrics.json and metrics.csv; final.csv when the run finished (a stopped run has no final
-    evaluation); global_params.npz when `shared` is given. Each file atomically."""
+    evaluation); global_params.npz when `shared` is given. Each file atomically. `seed`: the run's, which
+    the CSVs' seed column adds to each seed's index (`records.curve_rows`)."""
     with checkpoint.atomic_write(os.path.join(out_dir, METRICS)) as f:
         json.dump(records.to_lists(result), f)
-    curve = result["curve"]
-    keys = [k for k in sorted(curve) if np.ndim(curve[k]) == 2]  # [seeds, blocks]; per-round records stay in the JSON
-    with checkpoint.atomic_write(os.path.join(out_dir, "metrics.csv"), newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["seed", *keys])
-        num_seeds, num_blocks = np.shape(curve[keys[0]]) if keys else (0, 0)
-        indices = result.get("seed_indices", range(num_seeds))  # a piece's seeds start past 0
-        for s in range(num_seeds):
-            for b in range(num_blocks):
-                writer.writerow([indices[s], *(curve[k][s, b] for k in keys)])
-    final = result["final"]
-    if final:
-        with checkpoint.atomic_write(os.path.join(out_dir, "final.csv"), newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["seed", "local_average", "local_minimum",
-                             *[f"sweep_{c:.1f}" for c in final["sweep_scales"][0]]])
-            indices = result.get("seed_indices", range(len(final["local_average"])))
-            for s in range(len(final["local_average"])):
-                writer.writerow([indices[s], final["local_average"][s], final["local_minimum"][s],
-                                 *final["sweep_returns"][s]])
+    for name, rows in ((CURVE_CSV, records.curve_rows(result, seed)), (FINAL_CSV, records.final_rows(result, seed))):
+        if rows:  # a stopped run has no final evaluation
+            with checkpoint.atomic_write(os.path.join(out_dir, name), newline="") as f:
+                csv.writer(f).writerows(rows)
     if shared is not None:
         # The global model: agent 0's shared leaves (identical on every agent after the last sync).
         global_params = jax.tree.map(lambda leaf: leaf[:, 0], shared)
-        checkpoint.save(os.path.join(out_dir, "global_params.npz"), global_params)
+        checkpoint.save(os.path.join(out_dir, PARAMETERS), global_params)
 
 
 def _mark_finished(out_dir: str, config_dict: dict) -> None:
@@ -571,9 +574,9 @@ def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: d
             return None
     except DamagedFile as error:
         if distributed.is_writer():
-            _damaged(error, "the run's outputs are written again")
+            set_aside.damaged(error, "the run's outputs are written again")
         return None
-    dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(p, grid)) for p in points]
+    dirs = [out_dir] if points is None else [os.path.join(out_dir, RunDirectory.grid_point_name(p, grid)) for p in points]
     if not all(os.path.exists(os.path.join(d, METRICS)) for d in dirs):
         return None  # outputs removed since: evaluate again from the checkpoint
     runs = []
@@ -584,7 +587,7 @@ def _load_finished(out_dir: str, config_dict: dict, points: list | None, grid: d
             if distributed.is_writer():
                 again = ("evaluating the run again from its checkpoint"
                          if os.path.exists(os.path.join(out_dir, CHECKPOINT)) else "training the run again")
-                _damaged(error, again)
+                set_aside.damaged(error, again)
             return None
     stack = (lambda *xs: np.asarray(xs[0])) if points is None else (lambda *xs: np.stack([np.asarray(x) for x in xs]))
     result = {part: {name: stack(*(run[part][name] for run in runs)) for name in runs[0][part]}
