@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import aggregate, power, stats
+from fedjax_rl.analysis import aggregate, judge, power, stats
 from fedjax_rl.cli import commands, reproduce_command
 from fedjax_rl.reproduce import costs, harness, legends, paper, plan, report, row_records, status, tables
 from fedjax_rl.training import loop, machine
@@ -248,7 +248,7 @@ def test_comparisons_are_the_paired_statistics_of_the_rows():
         assert line["minimum"] == stats.difference(robust["minimum"], base["minimum"], paired=True, value_range=bounds)
         assert line["average"] == stats.difference(robust["average"], base["average"], paired=True, value_range=bounds)
         assert line["minimum_improvement"] == stats.probability_of_improvement(robust["minimum"], base["minimum"])
-        assert line["margin"] == envs.equivalence_margin(rec["env_name"])
+        assert line["margin"] == judge.equivalence_margin(rec["env_name"])
         # Five seeds decide nothing. Twenty can: on masscart's fresh seeds 15 of 20 tie at the cap, which
         # leaves 5 untied (3 higher, 2 lower), too few for the direction test and so for equivalence too:
         # inconclusive, as the whole table reads the same signs (counted as differences of 0, the ties put

@@ -1,6 +1,7 @@
 """How the tables and `fedjax-rl compare` judge robust against baseline: the verdict rule
 (`fedjax_rl.analysis.stats`) read on one pair of per-seed samples, with the size of the difference on each
-metric and, for an undecided comparison, a seed plan (`fedjax_rl.analysis.power`)."""
+metric and, for an undecided comparison, a seed plan (`fedjax_rl.analysis.power`); and each task's
+equivalence margin (`equivalence_margin`), the size of difference the verdict calls no difference."""
 
 from __future__ import annotations
 
@@ -8,7 +9,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fedjax_rl import envs
 from fedjax_rl.analysis import power, stats
+
+# "Equivalent" in the comparisons: a median difference within this fraction of the way from a random
+# policy to a solved task. Declared before any comparison was read under it, from gymnasium's thresholds
+# and the measured random returns, so no result can move it: 5% of the way to solving a task is a
+# difference no user would pick an algorithm by.
+EQUIVALENCE_FRACTION = 0.05
+
+
+def equivalence_margin(env_name: str) -> float | None:
+    """EQUIVALENCE_FRACTION x (solved return - random-policy return) of a registered task, in its own
+    return units: CartPole-v1 22.6, Acrobot-v1 19.9, MountainCar-v0 4.5; None where gymnasium sets no
+    solved return (then no comparison of that task is called equivalent)."""
+    spec = envs.get(env_name)
+    if spec.solved_return is None:
+        return None
+    return EQUIVALENCE_FRACTION * (spec.solved_return - spec.random_return)
 
 
 def comparison(robust: dict, baseline: dict, metrics: Sequence[str], paired: bool = True, decide_on: str = "minimum",

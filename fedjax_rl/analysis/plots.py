@@ -351,7 +351,7 @@ def differences_table(runs: list[dict]) -> str:
         listed = envs.known(env)  # Brax's tasks are not registered
         line = judge.comparison(x, y, ("minimum", "average"), paired=paired,
                                 value_range=envs.return_range(env) if listed else None,
-                                margin=envs.equivalence_margin(env) if listed else None)
+                                margin=judge.equivalence_margin(env) if listed else None)
         m, n = len(x["minimum"]), len(y["minimum"])
         counts.append(min(m, n))
         improvement = f"{line['minimum_improvement']:.2f} / {line['average_improvement']:.2f}"
@@ -385,7 +385,7 @@ DIFFERENCES_NOTE = (
     "more than a fair coin gives with probability 2.5% (the sign test with ties set aside; unpaired, when the "
     "shift's interval excludes 0); otherwise equivalent when, ties set aside as for the direction, the untied "
     "seeds' median difference has its {equivalence_level:.0%} interval strictly inside the task's margin "
-    "(fedjax_rl.envs.equivalence_margin) with at least {min_seeds} seeds untied (unpaired: the shift's interval); "
+    "(fedjax_rl.analysis.judge.equivalence_margin) with at least {min_seeds} seeds untied (unpaired: the shift's interval); "
     "too few seeds below {min_seeds} seeds; else inconclusive. Where winning and losing are equally likely it says "
     "ahead or behind in at most {rule_level} of cases at these seed counts ({counts}), whatever the ties "
     "(computed: stats.sign_level), and equivalent of a typical untied difference on the margin in at most "

@@ -29,7 +29,7 @@ order-statistic interval [d_(k), d_(n+1-k)] (`median_interval`). *Equivalent*, s
 direction is found, asks the direction test's question of the same seeds: is the typical difference
 among the **untied** seeds small? The median of the untied differences, with its order-statistic
 interval at 90% (two one-sided tests at 5%), lies strictly inside +-margin, a margin per task declared
-before looking (`fedjax_rl.envs.equivalence_margin`), and there are at least MIN_SEEDS untied seeds,
+before looking (`fedjax_rl.analysis.judge.equivalence_margin`), and there are at least MIN_SEEDS untied seeds,
 so that the direction test could have found a direction and did not (`equivalence_interval`). Ties
 are reported apart, as the direction test sets them aside: counted as differences of 0 they would pull
 the median into the margin, and a row whose every untied seed is a win would read equivalent where the

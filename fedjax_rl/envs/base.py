@@ -155,7 +155,7 @@ class EnvSpec:
       intersect their intervals with what it allows (`stats.difference`'s `value_range`).
     - solved_return: gymnasium's `reward_threshold` for the task (the return at which it counts as
       solved), None where gymnasium registers none (Walker2d-v4, Pendulum-v1). It sets the task's
-      equivalence margin (`equivalence_margin`).
+      equivalence margin (`fedjax_rl.analysis.judge.equivalence_margin`).
     """
 
     name: str

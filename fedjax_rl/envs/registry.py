@@ -282,23 +282,6 @@ def return_range(name: str) -> tuple[float, float] | None:
     return get(name).return_range
 
 
-# "Equivalent" in the comparisons: a median difference within this fraction of the way from a random
-# policy to a solved task. Declared before any comparison was read under it, from gymnasium's thresholds
-# and the measured random returns, so no result can move it: 5% of the way to solving a task is a
-# difference no user would pick an algorithm by.
-EQUIVALENCE_FRACTION = 0.05
-
-
-def equivalence_margin(name: str) -> float | None:
-    """EQUIVALENCE_FRACTION x (solved return - random-policy return) of a registered task, in its own
-    return units: CartPole-v1 22.6, Acrobot-v1 19.9, MountainCar-v0 4.5; None where gymnasium sets no
-    solved return (then no comparison of that task is called equivalent)."""
-    spec = get(name)
-    if spec.solved_return is None:
-        return None
-    return EQUIVALENCE_FRACTION * (spec.solved_return - spec.random_return)
-
-
 def make(name: str, perturbed: tuple[str, ...] | None = None, engine: str | None = None):
     """`(env, nominal_params)` for a registered environment.
 

@@ -87,7 +87,7 @@ def comparisons(table: Table, records: dict, out_dir: str, challenger: str | Non
                             robust_minimum=float(robust["minimum"].mean()),
                             baseline_minimum=float(baseline["minimum"].mean()),
                             **judge.comparison(robust, baseline, METRICS, value_range=envs.return_range(row.env_name),
-                                               margin=envs.equivalence_margin(row.env_name))))
+                                               margin=judge.equivalence_margin(row.env_name))))
     return out
 
 

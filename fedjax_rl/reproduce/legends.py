@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from fedjax_rl import envs
-from fedjax_rl.analysis import cells, power, stats
+from fedjax_rl.analysis import cells, judge, power, stats
 from fedjax_rl.training.machine import summary as machine_summary
 
 # The whole-table line read on the rows' confirmatory seeds alone: every row's fresh seeds at the omega it
@@ -70,10 +70,10 @@ def range_note(env_names) -> str:
 
 
 def margin_note(env_names) -> str:
-    """The legends' statement of each task's equivalence margin (`envs.equivalence_margin`)."""
+    """The legends' statement of each task's equivalence margin (`judge.equivalence_margin`)."""
     named, without = [], []
     for name in dict.fromkeys(env_names):
-        margin = envs.equivalence_margin(name)
+        margin = judge.equivalence_margin(name)
         if margin is None:
             without.append(name)
         else:
@@ -170,7 +170,7 @@ COMPARISON_LEGEND = (
     "direction test sets them aside, the median of the untied seeds' differences has its interval at "
     "{equivalence_level:.0%} (two one-sided tests at 5%) strictly inside ± the task's margin, 5% of the way "
     "from a random policy to gymnasium's solved return, declared before looking ({margins}; "
-    "fedjax_rl.envs.equivalence_margin), with at least {min_seeds} seeds untied, so that a direction could have "
+    "fedjax_rl.analysis.judge.equivalence_margin), with at least {min_seeds} seeds untied, so that a direction could have "
     "been found (a row whose untied seeds all win is never equivalent); *too few seeds* below {min_seeds} seeds, "
     "where no count of wins decides; otherwise *inconclusive*. A direction found whose typical size lies inside "
     "the margin too reads *ahead, within the margin*. **Levels, computed** (stats.sign_level, "

@@ -123,7 +123,7 @@ def comparisons(table: Table, records: dict, challenger: str | None = None) -> l
             line = dict(row=key, baseline=base, robust=headline, seed_set=seed_set,
                         seed_indices=np.asarray(rec["seeds"]["reported"])[positions].tolist(),
                         **judge.comparison(robust, baseline, METRICS, value_range=bounds,
-                                           margin=envs.equivalence_margin(prow.env_name)))
+                                           margin=judge.equivalence_margin(prow.env_name)))
             # The paper's difference is its robust algorithm's against a baseline, not a challenger's.
             p_robust, p_base = ((None, None) if challenger is not None else
                                 (prow.paper_numbers(table.robust_label)[1], prow.paper_numbers(base)[1]))
