@@ -140,7 +140,7 @@ def test_a_registered_aggregation_rule_is_a_setting_value_and_runs_under_the_age
     def coordinate_max(tree, weight=None):  # a user's rule: every agent gets the largest upload
         return jax.tree.map(lambda x: jax.lax.pmax(x, federated.agent_axes()), tree)
 
-    federated.register_aggregator(federated.Aggregator("coordinate_max", lambda server: coordinate_max))
+    federated.AGGREGATORS.register(federated.Aggregator("coordinate_max", lambda server: coordinate_max))
     try:
         config = configs.train_config("fedrdqn", "CartPole-v1", aggregation="coordinate_max")
         config.validate()
@@ -251,7 +251,7 @@ next_value = jnp.array([1.0, -1.0, 2.0])
 assert (term.td_target(shared, batch, next_value, hp) == fedrdqn_term.td_target(shared, batch, next_value, hp)).all()
 
 for aggregator in (MIDDLE_60, PARTICIPANTS_MEAN):
-    federated.register_aggregator(aggregator)
+    federated.AGGREGATORS.register(aggregator)
 leaves = {"w": jnp.array([[0.0], [1.0], [2.0], [3.0], [100.0]])}  # 5 agents' shared leaves
 weights = jnp.array([1.0, 1.0, 0.0, 1.0, 1.0])
 server = federated.Server(num_agents=5, aggregation="middle_60")
@@ -348,7 +348,7 @@ def test_a_taken_name_is_refused_whoever_took_it(tmp_path, monkeypatch, forget_p
                                            envs.get("Theirs-v0"))
     for register, mine, kind in (
             (agents.register, dataclasses.replace(theirs_algo, label="Mine"), "algorithm"),
-            (federated.register_aggregator, dataclasses.replace(theirs_rule, robust=False), "aggregation rule"),
+            (federated.AGGREGATORS.register, dataclasses.replace(theirs_rule, robust=False), "aggregation rule"),
             (envs.register, dataclasses.replace(theirs_env, max_steps=10), "environment")):
         with pytest.raises(ValueError, match=rf"my code: the {kind} name '{mine.name}' is already taken \(by plugin "
                                              rf"'{mine.name}' of fedjax_rl\.\w+ \(theirs:\w+, from theirs-0\.1\)\)"):

@@ -319,15 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_plugins(args) -> None:
     """`fedjax-rl plugins`: each installed plugin, its origin and whether it loads; exit 1 if one fails."""
     from fedjax_rl import agents, envs, plugins
-    from fedjax_rl.core import federated
+    from fedjax_rl.core import federated  # noqa: F401 (registers the aggregation rules)
 
     failed = 0
-    for group, load in ((plugins.ALGORITHM_GROUP, agents.load_plugins),
-                        (plugins.AGGREGATOR_GROUP, federated.AGGREGATORS.load_plugins),
-                        (plugins.ENVIRONMENT_GROUP, envs.load_plugins)):
+    for registry in plugins.registries():
+        group = registry.group
         installed = plugins.installed(group)
         print(f"{group}: " + ("none installed" if not installed else f"{len(installed)} installed"))
-        for name, status in load().items():
+        for name, status in registry.load_plugins().items():
             entry_point = installed[name]
             print(f"  {name} = {entry_point.value} ({entry_point.distribution}): {status}")
             failed += status != "ok"

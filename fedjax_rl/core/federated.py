@@ -10,7 +10,7 @@ The server is a seam (as FedJAX's server update is): `Server` holds who takes pa
 (`participation`: ceil(participation x K) agents drawn from the server's key stream) and the rule
 that aggregates their shared leaves (`aggregation`), both declared once as settings (`AGGREGATION`,
 `TRIM`). A rule is a plain function `rule(tree, weight) -> tree` of one agent's leaves, run inside
-`for_each_agent`, registered by name as an `Aggregator` (a user's too: `register_aggregator`, or a
+`for_each_agent`, registered by name as an `Aggregator` (a user's too: `AGGREGATORS.register`, or a
 plugin in the entry-point group `fedjax_rl.aggregators`):
 
   * `federated_mean` (the default, FedAvg): a `lax.pmean`; with participation weights the weighted
@@ -297,7 +297,7 @@ class Aggregator:
     reads a server setting, as the trimmed mean reads `trim`, takes it from there). robust: built to
     absorb a minority of faulty agents' uploads (the mean is not): such a rule's runs check uploads
     for non-finite values before aggregating (`training/program.py`). A user's rule registers with
-    `register_aggregator`, or from an installed package through the entry-point group
+    `AGGREGATORS.register`, or from an installed package through the entry-point group
     `fedjax_rl.aggregators` (`fedjax_rl.plugins`)."""
 
     name: str
@@ -306,7 +306,6 @@ class Aggregator:
 
 
 AGGREGATORS = plugins.Registry("aggregation rule", plugins.AGGREGATOR_GROUP, Aggregator, "aggregation")
-register_aggregator, get_aggregator = AGGREGATORS.register, AGGREGATORS.get
 for _aggregator in (
     Aggregator("mean", lambda server: federated_mean),
     Aggregator("median", lambda server: federated_median, robust=True),
@@ -314,7 +313,7 @@ for _aggregator in (
     Aggregator("krum", lambda server: functools.partial(federated_krum, byzantine=server.krum_byzantine,
                                                         keep=server.krum_keep), robust=True),
 ):
-    register_aggregator(_aggregator, plugins.BUILT_IN)
+    AGGREGATORS.register(_aggregator, plugins.BUILT_IN)
 
 AGGREGATION = Setting(
     "aggregation", "mean",
@@ -391,11 +390,11 @@ class Server:
     @property
     def robust(self) -> bool:
         """Whether the rule is built to absorb a faulty agent's upload (not the mean)."""
-        return get_aggregator(self.aggregation).robust
+        return AGGREGATORS.get(self.aggregation).robust
 
     @property
     def rule(self) -> Rule:
-        return get_aggregator(self.aggregation).rule_for(self)
+        return AGGREGATORS.get(self.aggregation).rule_for(self)
 
     def weights(self, server_key: jax.Array, round_index: jax.Array) -> jax.Array | None:
         """The [K] 0/1 participation mask of round `round_index`, drawn from the server's key

@@ -10,8 +10,8 @@ Unknown environment names and unknown physical parameter names raise a `ValueErr
 allowed values; `check_physics_param` lets a command line check a name before compiling anything.
 
 The specs live on a `plugins.Registry`, as algorithms and aggregation rules do, with the same calls
-(`register`, `get`, `names`) and the same rule for a taken name. Besides the specs below:
-`brax:<name>` is any of Brax's own environments (`fedjax_rl/envs/brax_envs.py`); `gym:<id>` any of
+(`register`, `get`, `names`) and the same rule for a taken name. Besides the specs below, the
+registry's two namespaces (`plugins.Namespace`, resolved when asked for): `brax:<name>` is any of Brax's own environments (`fedjax_rl/envs/brax_envs.py`); `gym:<id>` any of
 gymnasium's registered environments, stepped on the host (`fedjax_rl/envs/gymnasium_bridge.py`, which
 also makes a spec of one's own `gymnasium.Env`: `gymnasium_spec`); `register(EnvSpec(...))`
 adds an environment of your own (any gymnax environment meeting the contract in
@@ -21,7 +21,6 @@ entry-point group `fedjax_rl.environments`, loaded when its name is asked for (`
 
 from __future__ import annotations
 
-import functools
 import math
 
 import re
@@ -192,8 +191,6 @@ _BUILT_IN = (
 )
 
 
-_BRAX_PREFIX = "brax:"  # brax_envs.PREFIX; not imported here so that listing does not load Brax
-_GYM_PREFIX = "gym:"  # gymnasium_bridge.PREFIX, likewise
 # gymnasium's ids: a letter, then letters, digits, "_", "-" or "." ("CartPole-v1", "Slide-v0").
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 
@@ -205,40 +202,14 @@ def check_spec(spec: EnvSpec, origin: str) -> None:
                          "and one engine")
 
 
-REGISTRY = plugins.Registry("environment", plugins.ENVIRONMENT_GROUP, EnvSpec, "env_name", check_spec,
-                            pattern=ENV_NAME_PATTERN,
-                            rule="a gymnasium-style id (a letter, then letters, digits, _, - or .; brax: is Brax's, gym: gymnasium's)")
-known, built_in, load_plugins = REGISTRY.known, REGISTRY.built_in, REGISTRY.load_plugins
-for _spec in _BUILT_IN:
-    REGISTRY.register(_spec, plugins.BUILT_IN)
-
-
-def register(spec: EnvSpec, origin: str = "user code") -> EnvSpec:
-    """Add an environment of your own under `spec.name` (`--env`, `configs.train_config`, `make`):
-    `spec.factory(perturbed, engine)` returns an env meeting the contract in `fedjax_rl/envs/base.py`.
-    As for algorithms and aggregation rules (`plugins.Registry.register`): the same spec again is
-    fine; a name another spec has, whoever registered it, raises, naming who; `brax:` names are Brax's
-    and `gym:` names gymnasium's."""
-    for prefix, whose in ((_BRAX_PREFIX, "Brax's"), (_GYM_PREFIX, "gymnasium's registered ones")):
-        if isinstance(spec, EnvSpec) and spec.name.startswith(prefix):
-            raise ValueError(f"{origin}: environment names starting with {prefix!r} are {whose}; choose another name")
-    return REGISTRY.register(spec, origin)
-
-
-def names() -> tuple[str, ...]:
-    """Every environment name, sorted: the registered ones and the installed plugins' (none imported).
-    Brax's, `brax:<name>`, are not listed: see `brax_envs`."""
-    return REGISTRY.names()
-
-
-@functools.lru_cache(maxsize=None)
 def _brax_spec(name: str) -> EnvSpec:
+    """The `EnvSpec` of `brax:<name>`, any of Brax's own environments."""
     from fedjax_rl.envs import brax_envs
 
-    task = name[len(_BRAX_PREFIX):]
+    task = name[len(brax_envs.PREFIX):]
     if task not in brax_envs.brax_names():
         raise ValueError(f"unknown Brax environment {task!r} in {name!r}; allowed: "
-                         f"{', '.join(_BRAX_PREFIX + n for n in brax_envs.brax_names())}")
+                         f"{', '.join(brax_envs.PREFIX + n for n in brax_envs.brax_names())}")
     env = brax_envs.BraxEnv(task)
     return EnvSpec(
         name=name,
@@ -252,21 +223,26 @@ def _brax_spec(name: str) -> EnvSpec:
     )
 
 
-def get(name: str) -> EnvSpec:
-    """The `EnvSpec` of `name`: a registered one, an installed plugin's (loaded and registered), or
-    Brax's for `brax:<name>`, gymnasium's through the host bridge for `gym:<id>`; a ValueError naming
-    the environments if there is none."""
-    if name.startswith(_BRAX_PREFIX):
-        return _brax_spec(name)
-    if name.startswith(_GYM_PREFIX):
-        from fedjax_rl.envs import gymnasium_bridge
+def _gymnasium_spec(name: str) -> EnvSpec:
+    from fedjax_rl.envs import gymnasium_bridge
 
-        return gymnasium_bridge.spec_for_id(name)
-    if REGISTRY.known(name):
-        return REGISTRY.get(name)
-    listed = dict.fromkeys((*REGISTRY.built_in(), *REGISTRY.names()))  # the library's in its order, then the rest
-    raise ValueError(f"unknown environment {name!r}; allowed: {', '.join(listed)}, "
-                     f"or {_BRAX_PREFIX}<name> for Brax's, or {_GYM_PREFIX}<id> for gymnasium's")
+    return gymnasium_bridge.spec_for_id(name)
+
+
+# The specs live on a `plugins.Registry`: `register(spec)` adds an environment of your own (`--env`,
+# `configs.train_config`, `make`; `spec.factory(perturbed, engine)` returns an env meeting the contract
+# in `fedjax_rl/envs/base.py`), `get(name)` finds one, `names()` lists them (Brax's and gymnasium's,
+# resolved by their prefixes, are not listed). The prefixes are written out rather than imported from
+# brax_envs and gymnasium_bridge, so that listing loads neither Brax nor gymnasium.
+REGISTRY = plugins.Registry(
+    "environment", plugins.ENVIRONMENT_GROUP, EnvSpec, "env_name", check_spec, pattern=ENV_NAME_PATTERN,
+    rule="a gymnasium-style id (a letter, then letters, digits, _, - or .; brax: is Brax's, gym: gymnasium's)",
+    namespaces=(plugins.Namespace("brax:", "<name>", "Brax's", _brax_spec),
+                plugins.Namespace("gym:", "<id>", "gymnasium's", _gymnasium_spec)))
+register, get, names, known = REGISTRY.register, REGISTRY.get, REGISTRY.names, REGISTRY.known
+built_in, load_plugins = REGISTRY.built_in, REGISTRY.load_plugins
+for _spec in _BUILT_IN:
+    REGISTRY.register(_spec, plugins.BUILT_IN)
 
 
 def random_return(name: str, perturbed: tuple[str, ...] | None = None) -> float:

@@ -16,7 +16,10 @@ Two steps, kept apart so that the command line stays fast and whole:
 A `Registry` holds the objects of one kind by name (`fedjax_rl.agents`' algorithms,
 `fedjax_rl.core.federated`'s aggregation rules, `fedjax_rl.envs`' environments), with one vocabulary
 for all three (`register`, `get`, `names`, `known`) and one rule for a taken name, whoever took it:
-the library registers its own through it exactly as a user's code or plugin does.
+the library registers its own through it exactly as a user's code or plugin does. A registry's
+namespaces (`Namespace`: the environments' `brax:` and `gym:`) are names another library holds,
+resolved by the registry itself when asked for. `registries()` lists every registry made, for
+`fedjax-rl plugins`.
 """
 
 from __future__ import annotations
@@ -138,6 +141,23 @@ def _where(err: Exception) -> str:
     return f" (at {place}; {TRACEBACK_ENV}=1 shows the traceback)"
 
 
+class Namespace(collections.namedtuple("Namespace", "prefix placeholder whose resolve")):
+    """Names `prefix<placeholder>` (`brax:<name>`) that another library (`whose`: "Brax's") holds: never
+    registered or listed, resolved by `resolve(name)` to an object when first asked for, and refused
+    to `register`."""
+
+    __slots__ = ()
+
+
+_REGISTRIES: list = []
+
+
+def registries() -> tuple:
+    """Every `Registry` made (the algorithms', aggregation rules' and environments' once their packages
+    are imported), in the order of GROUPS."""
+    return tuple(sorted(_REGISTRIES, key=lambda r: GROUPS.index(r.group) if r.group in GROUPS else len(GROUPS)))
+
+
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 NAME_RULE = "lower_snake_case (a letter, then letters, digits or _)"
 BUILT_IN = "fedjax_rl"
@@ -148,16 +168,19 @@ class Registry:
     (origin BUILT_IN), a user's registered by `register` from their code, and the installed plugins of
     the entry-point `group`, each loaded and registered when its name is first asked for (`get`).
     `setting`: the setting that names one ("algo"), for error messages. `check(obj, origin)`: raises a
-    ValueError for an object that cannot serve (an agent class missing a method of its protocol)."""
+    ValueError for an object that cannot serve (an agent class missing a method of its protocol).
+    `namespaces`: the `Namespace`s whose names `get` resolves."""
 
     def __init__(self, kind: str, group: str, cls: type, setting: str,
                  check: collections.abc.Callable[[object, str], None] | None = None,
-                 pattern: re.Pattern = NAME_PATTERN, rule: str = NAME_RULE):
+                 pattern: re.Pattern = NAME_PATTERN, rule: str = NAME_RULE, namespaces: tuple = ()):
         self.kind, self.group, self.cls, self.setting, self.check = kind, group, cls, setting, check
-        self.pattern, self.rule = pattern, rule
+        self.pattern, self.rule, self.namespaces = pattern, rule, tuple(namespaces)
         self.entries: dict[str, object] = {}
         self.origins: dict[str, str] = {}
         self._warned: set[str] = set()  # taken names a plugin also claims, said once each
+        self._resolved: dict[str, object] = {}  # namespaced names asked for, once each
+        _REGISTRIES.append(self)
 
     def register(self, obj, origin: str = "user code"):
         """Add `obj` under its name and return it. A ValueError naming `origin` for an object of another
@@ -166,6 +189,10 @@ class Registry:
             raise ValueError(f"{origin}: a {self.kind} is a {self.cls.__module__}.{self.cls.__qualname__}, "
                              f"got {type(obj).__name__}")
         name = obj.name
+        for space in self.namespaces:
+            if isinstance(name, str) and name.startswith(space.prefix):
+                raise ValueError(f"{origin}: {self.kind} names starting with {space.prefix!r} are {space.whose}; "
+                                 "choose another name")
         if not isinstance(name, str) or not self.pattern.fullmatch(name):
             raise ValueError(f"{origin}: a {self.kind} name is {self.rule}, got {name!r}")
         if name in self.entries and self.entries[name] != obj:
@@ -190,17 +217,29 @@ class Registry:
         return name in self.entries or name in installed(self.group)
 
     def get(self, name: str):
-        """The object `name`: a registered one, else the installed plugin of that name, loaded and
-        registered (a PluginError naming the plugin if it cannot be); a ValueError listing the names
-        if there is none. An installed plugin that claims a registered object's name is not used, and
+        """The object `name`: a registered one, a namespace's (`Namespace.resolve`, once per name), else
+        the installed plugin of that name, loaded and registered (a PluginError naming the plugin if it
+        cannot be); a ValueError listing the names if there is none. An installed plugin that claims a registered object's name is not used, and
         said so (once) wherever the name is asked for."""
         if name in self.entries:
             self._warn_if_shadowed(name)
             return self.entries[name]
+        space = next((space for space in self.namespaces if name.startswith(space.prefix)), None)
+        if space is not None:
+            if name not in self._resolved:
+                self._resolved[name] = space.resolve(name)
+            return self._resolved[name]
         entry_point = installed(self.group).get(name)
         if entry_point is None:
-            raise ValueError(f"{self.setting} must be one of {list(self.names())}, got {name!r}")
+            raise ValueError(self._unknown(name))
         return self.load(entry_point)
+
+    def _unknown(self, name: str) -> str:
+        if not self.namespaces:
+            return f"{self.setting} must be one of {list(self.names())}, got {name!r}"
+        listed = dict.fromkeys((*self.built_in(), *self.names()))  # the library's in its order, then the rest
+        spaces = "".join(f", or {space.prefix}{space.placeholder} for {space.whose}" for space in self.namespaces)
+        return f"unknown {self.kind} {name!r}; allowed: {', '.join(listed)}{spaces}"
 
     def _warn_if_shadowed(self, name: str) -> None:
         entry_point = installed(self.group).get(name)
