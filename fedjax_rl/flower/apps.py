@@ -36,7 +36,7 @@ from flwr.clientapp import ClientApp
 from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid, ServerApp
 
-from fedjax_rl.core import evaluate, perturb
+from fedjax_rl.core import evaluate
 from fedjax_rl.flower import federation
 from fedjax_rl.training import configs, machine, program, records, run_directory, tensorboard_log
 from fedjax_rl.training.configs import TrainConfig
@@ -316,7 +316,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
         physics = _record_physics(answers, node_of, setup, config_dict, directory, rounds_done, say)
 
         comm = program.communication(program.make_trainer(config))
-        board = _board(config, seed, out_dir, comm, blocks_done)
+        board = tensorboard_log.board_for(config, out_dir, [seed], blocks_done, setup.agent.loss_names, comm)
         aggregate = federation.Aggregation(setup.server)
         policy_returns = jax.jit(functools.partial(_nominal_returns, setup))
         global_model = state["global"] if rounds_done else None
@@ -452,16 +452,6 @@ def _saved(directory, round_index: int) -> str:
             f"node configuration (its '{STATE_DIR}' holds its state) and run the same command to resume")
 
 
-def _board(config: TrainConfig, seed: int, out_dir: str | None, comm: dict, blocks_done: int):
-    """The run's TensorBoard events, as `loop.run` writes them (nothing without a directory)."""
-    if out_dir is None or not config.tensorboard:
-        return tensorboard_log.NoBoard()
-    start_step = blocks_done * config.eval_every_rounds * config.sync_every + 1
-    return tensorboard_log.Board([out_dir], False, [seed], start_step, program.make_setup(config).agent.loss_names,
-                                 [float(getattr(config.agent, "omega", 0.0))],
-                                 comm["bytes_up_per_round"] + comm["bytes_down_per_round"], config.sync_every)
-
-
 def _nominal_returns(setup, shared, key):
     policy = lambda obs: setup.agent.greedy_action(shared, obs)  # noqa: E731
     return evaluate.episode_returns(setup.env, setup.nominal_params, policy, key, setup.config.eval_episodes,
@@ -481,44 +471,25 @@ def _block_record(grid, setup, seed, global_model, rounds_done, totals, settings
                   policy_returns, saved: str) -> dict:
     """One evaluation block's curve record, for one seed ([1] leading axis), as `program.run_block` makes it.
     The round it follows is saved with its record, so a failed evaluation resumes before that round."""
-    config = setup.config
-    local = program.local_metrics(jnp.asarray(_local_returns(grid, setup, global_model, settings, rounds_done,
-                                                             False, node_of, agent_of, timeout_s, saved)))
-    nominal = np.asarray(policy_returns(global_model, federation.evaluation_key(seed, rounds_done, config.num_rounds)))
-    train_steps = max(float(totals["trained"]), 1.0)
-    record = {
-        "env_steps": rounds_done * config.sync_every,
-        "nominal_return": float(np.mean(nominal)),
-        "nominal_episode_returns": nominal,
-        **{name: np.asarray(local[name]) for name in ("local_average", "local_minimum", "local_returns")},
-        "train_return": float(totals["episode_return_sum"]) / max(float(totals["episodes"]), 1.0),
-        **{name: float(totals[name]) / train_steps for name in setup.agent.loss_names},
-    }
+    local = _local_returns(grid, setup, global_model, settings, rounds_done, False, node_of, agent_of, timeout_s,
+                           saved)
+    nominal = policy_returns(global_model, federation.evaluation_key(seed, rounds_done, setup.config.num_rounds))
+    totals = {name: jnp.asarray(value, jnp.float32) for name, value in totals.items()}
+    record = program.block_record(setup, rounds_done, jnp.asarray(nominal), jnp.asarray(local), totals)
     return {k: np.asarray(v)[None] for k, v in record.items()}
 
 
 def _final(grid, setup, seed, global_model, settings, node_of, agent_of, timeout_s, physics, saved: str) -> dict:
     """The final evaluation, for one seed ([1] leading axis), as `program.finalize` makes it."""
     config, env = setup.config, setup.env
-    local = program.local_metrics(jnp.asarray(_local_returns(grid, setup, global_model, settings,
-                                                             config.num_rounds, True, node_of, agent_of, timeout_s,
-                                                             saved)))
+    local = _local_returns(grid, setup, global_model, settings, config.num_rounds, True, node_of, agent_of, timeout_s,
+                           saved)
     policy = lambda obs: setup.agent.greedy_action(global_model, obs)  # noqa: E731
-    scales = perturb.sweep_scales(config.sweep_points)
-    sweep_params = perturb.scaled_env_params(env, setup.nominal_params, config.physics, scales)
-    sweep_episodes = np.asarray(jax.jit(lambda: evaluate.returns_over_params(
-        env, sweep_params, policy, federation.sweep_key(seed, config.num_rounds), config.eval_episodes,
-        setup.max_steps))())
     nominal = {name: float(env.get_physics(setup.nominal_params, name)) for name in config.physics}
     values = np.asarray([[p[name] for name in config.physics] for p in physics], np.float32)
-    final = {
-        "rates": values / np.asarray([nominal[n] for n in config.physics], np.float32) - 1.0,
-        "physics_values": values,
-        **{name: np.asarray(v) for name, v in local.items()},
-        "sweep_scales": np.asarray(scales, np.float32),
-        "sweep_returns": sweep_episodes.mean(-1),
-        "sweep_episode_returns": sweep_episodes,
-    }
+    rates = values / np.asarray([nominal[n] for n in config.physics], np.float32) - 1.0
+    final = jax.jit(lambda: program.final_record(setup, policy, federation.sweep_key(seed, config.num_rounds),
+                                                 jnp.asarray(rates), jnp.asarray(values), jnp.asarray(local)))()
     return {k: np.asarray(v)[None] for k, v in final.items()}
 
 

@@ -140,9 +140,8 @@ class Member:
         self.scales = physics_scales(scales or {}, self.setup.env, self.setup.nominal_params)
         self.hparams = self.setup.agent.hparams()
 
-    def _keys(self):
-        # program.init's splits of the seed's key (loop.run keys seed index 0 of `seed`).
-        return jax.random.split(program.seed_keys(self.seed, 1)[0], 3)
+    def _keys(self) -> program.RunKeys:
+        return run_keys(self.seed)
 
     def env_params(self):
         """This agent's physics (unbatched env params)."""
@@ -152,15 +151,13 @@ class Member:
             rates = jnp.asarray([[c - 1.0 for c in self.scales.values()]], jnp.float32)
             batched = perturb.agent_env_params(setup.env, setup.nominal_params, names, rates)
             return jax.tree.map(lambda x: x[0], batched)
-        physics_key, _, _ = self._keys()
-        rates = program.sample_agent_rates(self.config, physics_key, self.config.max_rate)
+        rates = program.sample_agent_rates(self.config, self._keys().physics, self.config.max_rate)
         batched = perturb.agent_env_params(setup.env, setup.nominal_params, self.config.physics, rates)
         return jax.tree.map(lambda x: x[self.index], batched)
 
     def init(self) -> program.AgentCarry:
         """The carry `program.init` gives this agent."""
-        _, agents_key, _ = self._keys()
-        agent_key = jax.random.split(agents_key, self.config.num_agents)[self.index]
+        agent_key = jax.random.split(self._keys().agents, self.config.num_agents)[self.index]
         return program.strongly_typed(program.init_agent(self.setup, agent_key, self.env_params()))
 
     @functools.cached_property
@@ -216,7 +213,7 @@ def carry_path(state_dir: str, settings: str, index: int, next_round: int) -> st
 def evaluation_key(seed: int, rounds_done: int, num_rounds: int, final: bool = False) -> jax.Array:
     """The compiled program's evaluation key after `rounds_done` rounds (`program.run_block`), or
     of its final evaluation's local episodes (`program.finalize`)."""
-    _, _, eval_key = jax.random.split(program.seed_keys(seed, 1)[0], 3)
+    eval_key = run_keys(seed).evaluation
     if final:
         return program.final_evaluation_keys(eval_key, num_rounds)[0]
     return jax.random.fold_in(eval_key, rounds_done)
@@ -224,8 +221,13 @@ def evaluation_key(seed: int, rounds_done: int, num_rounds: int, final: bool = F
 
 def sweep_key(seed: int, num_rounds: int) -> jax.Array:
     """The key of the compiled program's robustness sweep (`program.finalize`)."""
-    _, _, eval_key = jax.random.split(program.seed_keys(seed, 1)[0], 3)
-    return program.final_evaluation_keys(eval_key, num_rounds)[1]
+    return program.final_evaluation_keys(run_keys(seed).evaluation, num_rounds)[1]
+
+
+def run_keys(seed: int) -> program.RunKeys:
+    """The key streams of `loop.run(config, seed=seed)`'s run (its seed index 0), which every client
+    and the server derive their parts from (`program.run_keys`)."""
+    return program.run_keys(program.seed_keys(seed, 1)[0])
 
 
 # -- the server ------------------------------------------------------------------------------------
@@ -269,7 +271,7 @@ def node_attack(node_config: dict) -> tuple[str, float] | None:
 def attacked_upload(member: "Member", shared, round_index: int, attack: tuple[str, float]):
     """What an attacking client uploads in round `round_index`: the compiled program's attack of its
     agent (`attacks.attacked`, the noise from the same key stream)."""
-    key = attacks.round_key(program.server_key(program.seed_keys(member.seed, 1)[0]), round_index)
+    key = attacks.round_key(run_keys(member.seed).server, round_index)
     frozen = member.init().learner.shared if attack[0] == "stale" else None  # its initial model, as the program keeps
     return attacks.attacked(shared, attack[0], attack[1], jax.random.fold_in(key, member.index), frozen)
 
@@ -304,5 +306,5 @@ def screened(uploads: list[dict | None], weights: np.ndarray | None) -> tuple[li
 
 def participants(server: federated.Server, seed: int, round_index: int) -> np.ndarray | None:
     """The compiled program's draw of round `round_index`'s participants ([K] 0/1; None: all)."""
-    weights = server.weights(program.server_key(program.seed_keys(seed, 1)[0]), jnp.int32(round_index))
+    weights = server.weights(run_keys(seed).server, jnp.int32(round_index))
     return None if weights is None else np.asarray(weights)

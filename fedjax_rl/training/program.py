@@ -282,12 +282,29 @@ def init(setup: Setup, key, max_rate=None) -> TrainState:
     n_k = p u_k: runs at different p are paired."""
     config, K = setup.config, setup.config.num_agents
     max_rate = config.max_rate if max_rate is None else max_rate
-    physics_key, agents_key, eval_key = jax.random.split(key, 3)
-    rates = sample_agent_rates(config, physics_key, max_rate)
+    keys = run_keys(key)
+    rates = sample_agent_rates(config, keys.physics, max_rate)
     env_params = perturb.agent_env_params(setup.env, setup.nominal_params, config.physics, rates)
     agents_state = for_each_agent(setup, functools.partial(init_agent, setup), in_axes=(0, 0))(
-        jax.random.split(agents_key, K), env_params)
-    return TrainState(agents=agents_state, rates=rates, eval_key=eval_key, server_key=server_key(key))
+        jax.random.split(keys.agents, K), env_params)
+    return TrainState(agents=agents_state, rates=rates, eval_key=keys.evaluation, server_key=keys.server)
+
+
+class RunKeys(NamedTuple):
+    """The named key streams of one run (one seed): the agents' physics draw, the agents' own keys
+    (split K ways), the evaluations', and the server's (participants, attacks)."""
+
+    physics: jax.Array
+    agents: jax.Array
+    evaluation: jax.Array
+    server: jax.Array
+
+
+def run_keys(key) -> RunKeys:
+    """The streams `init` gives a run keyed `key` (`seed_keys`), for any process that plays a part of
+    the run (a federation's clients and server, `fedjax_rl.flower`)."""
+    physics_key, agents_key, eval_key = jax.random.split(key, 3)
+    return RunKeys(physics_key, agents_key, eval_key, server_key(key))
 
 
 def sample_agent_rates(config: TrainConfig, physics_key, max_rate) -> jax.Array:
@@ -312,7 +329,7 @@ def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainSt
     """`eval_every_rounds` rounds then a nominal evaluation. `block_index` must not be batched
     (pass it with in_axes=None under a seed vmap): every schedule derives from it, and an
     unbatched step keeps `lax.cond` a real branch instead of a select that runs both sides."""
-    config, server, agent = setup.config, setup.server, setup.agent
+    config, server = setup.config, setup.server
     E = config.sync_every
     partial = server.partial
     attacked = config.attackers > 0  # static: without attackers the program is the one without the setting
@@ -336,23 +353,15 @@ def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainSt
     state = state.replace(agents=agents_state)
     eval_key = jax.random.fold_in(state.eval_key, rounds_done)
     totals = jax.tree.map(jnp.sum, per_round)  # over rounds and agents
-    train_steps = jnp.maximum(totals["trained"], 1.0)
     policy = global_policy(setup, state)
     nominal = evaluate.episode_returns(setup.env, setup.nominal_params, policy, eval_key, config.eval_episodes,
                                        setup.max_steps)
     # The paper's metrics on the way: the global policy in every agent's own environment, as the final
     # evaluation measures it, from the nominal episodes' initial-state keys (common random numbers).
     # Its own loop, so that the nominal evaluation computes exactly what it did before.
-    local = local_metrics(evaluate.returns_over_params(setup.env, state.agents.env_params, policy, eval_key,
-                                                       config.eval_episodes, setup.max_steps))
-    metrics = {
-        "env_steps": rounds_done * E,
-        "nominal_return": jnp.mean(nominal, axis=-1),
-        "nominal_episode_returns": nominal,  # [eval_episodes]: the figures' band is over episodes
-        **{name: local[name] for name in ("local_average", "local_minimum", "local_returns")},
-        "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
-        **{name: totals[name] / train_steps for name in agent.loss_names},
-    }
+    local_episodes = evaluate.returns_over_params(setup.env, state.agents.env_params, policy, eval_key,
+                                                  config.eval_episodes, setup.max_steps)
+    metrics = block_record(setup, rounds_done, nominal, local_episodes, totals)
     if partial:
         metrics["participants"] = participants  # [eval_every_rounds, K]: 1 where agent k was averaged
     if server.robust:
@@ -363,6 +372,24 @@ def run_block(setup: Setup, state: TrainState, hp, block_index) -> tuple[TrainSt
         metrics[f"nonfinite_step/{name}"] = jnp.where(step == _NO_STEP, 0, step)
         metrics[f"nonfinite_agent/{name}"] = jnp.where(step == _NO_STEP, -1, jnp.argmin(per_agent))
     return state, metrics
+
+
+def block_record(setup: Setup, rounds_done, nominal, local_episodes, totals: dict) -> dict:
+    """One evaluation block's curve record, after `rounds_done` rounds: the global policy's
+    `nominal` returns [eval_episodes], its returns in each agent's own environment `local_episodes`
+    [K, eval_episodes], and the block's training `totals` (summed over rounds and agents: steps
+    trained, episodes, their returns, each loss). `run_block`'s, and a federation's
+    (`fedjax_rl.flower`) from its clients' replies."""
+    local = local_metrics(local_episodes)
+    train_steps = jnp.maximum(totals["trained"], 1.0)
+    return {
+        "env_steps": rounds_done * setup.config.sync_every,
+        "nominal_return": jnp.mean(nominal, axis=-1),
+        "nominal_episode_returns": nominal,  # [eval_episodes]: the figures' band is over episodes
+        **{name: local[name] for name in ("local_average", "local_minimum", "local_returns")},
+        "train_return": totals["episode_return_sum"] / jnp.maximum(totals["episodes"], 1.0),
+        **{name: totals[name] / train_steps for name in setup.agent.loss_names},
+    }
 
 
 def local_round(setup: Setup, state: TrainState, hp, round_index) -> TrainState:
@@ -381,22 +408,30 @@ def finalize(setup: Setup, state: TrainState, hp) -> dict:
     local_episodes = evaluate.returns_over_params(
         env, state.agents.env_params, policy, local_key, config.eval_episodes, setup.max_steps
     )
+    physics_values = jnp.stack(
+        [jax.vmap(lambda p, n=name: env.get_physics(p, n))(state.agents.env_params) for name in config.physics],
+        axis=-1,
+    )
+    return final_record(setup, policy, sweep_key, state.rates, physics_values, local_episodes)
+
+
+def final_record(setup: Setup, policy, sweep_key, rates, physics_values, local_episodes) -> dict:
+    """The final evaluation's record: each agent's physics (`rates`, `physics_values`, [K,
+    len(physics)]), the global `policy`'s returns in each agent's environment `local_episodes` [K,
+    eval_episodes], and its robustness sweep, played here from `sweep_key`. `finalize`'s, and a
+    federation's (`fedjax_rl.flower`) from its clients' replies."""
+    config, env = setup.config, setup.env
     sweep_scales = perturb.sweep_scales(config.sweep_points)
     sweep_params = perturb.scaled_env_params(env, setup.nominal_params, config.physics, sweep_scales)
     sweep_episodes = evaluate.returns_over_params(
         env, sweep_params, policy, sweep_key, config.eval_episodes, setup.max_steps
     )
-    sweep = jnp.mean(sweep_episodes, axis=-1)
-    physics_values = jnp.stack(
-        [jax.vmap(lambda p, n=name: env.get_physics(p, n))(state.agents.env_params) for name in config.physics],
-        axis=-1,
-    )
     return {
-        "rates": state.rates,
+        "rates": rates,
         "physics_values": physics_values,  # [K, len(physics)]: each agent's perturbed parameters
         **local_metrics(local_episodes),
         "sweep_scales": jnp.asarray(sweep_scales, jnp.float32),
-        "sweep_returns": sweep,
+        "sweep_returns": jnp.mean(sweep_episodes, axis=-1),
         "sweep_episode_returns": sweep_episodes,  # [sweep_points, eval_episodes]
     }
 

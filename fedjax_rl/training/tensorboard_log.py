@@ -136,18 +136,25 @@ def open_board(plan, start_block: int, grid_label) -> Board | NoBoard:
     """The board of `loop.run`'s plan, continuing after `start_block` checkpointed blocks; one
     that writes nothing without a run directory, with `tensorboard=False`, or on a process other than
     the writer. `grid_label(point, grid)` names a grid point's directory."""
+    if plan.out_dir is None or not plan.config.tensorboard:
+        return NoBoard()  # without asking the plan for its trainer
+    seeds = [plan.seed + plan.first_seed + i for i in range(plan.num_seeds)]
+    return board_for(plan.config, plan.out_dir, seeds, start_block, plan.trainer.agent.loss_names,
+                     plan.communication, plan.points, plan.grid, grid_label)
+
+
+def board_for(config, out_dir: str | None, seeds: list[int], start_block: int, loss_names, comm: dict,
+              points: list | None = None, grid: dict | None = None, grid_label=None) -> Board | NoBoard:
+    """`open_board` from its parts, for a run that has no plan (a federation of processes,
+    `fedjax_rl.flower`): the run's `config` and directory, its seeds, the blocks already written,
+    its agent's loss names and its communication (`program.communication`)."""
     from fedjax_rl.training import distributed
 
-    config = plan.config
-    if (plan.out_dir is None or not config.tensorboard or not distributed.is_writer()
+    if (out_dir is None or not config.tensorboard or not distributed.is_writer()
             or start_block >= config.num_evals):  # nothing left to write
         return NoBoard()
-    points = plan.points or [config]
-    run_dirs = ([plan.out_dir] if plan.points is None
-                else [os.path.join(plan.out_dir, grid_label(point, plan.grid)) for point in points])
-    comm = plan.communication
+    run_dirs = [out_dir] if points is None else [os.path.join(out_dir, grid_label(point, grid)) for point in points]
     block_steps = config.sync_every * config.eval_every_rounds
-    seeds = [plan.seed + plan.first_seed + i for i in range(plan.num_seeds)]
-    return Board(run_dirs, plan.points is not None, seeds, start_block * block_steps + 1,
-                 plan.trainer.agent.loss_names, [float(getattr(p.agent, "omega", 0.0)) for p in points],
+    return Board(run_dirs, points is not None, seeds, start_block * block_steps + 1, loss_names,
+                 [float(getattr(p.agent, "omega", 0.0)) for p in (points or [config])],
                  comm["bytes_up_per_round"] + comm["bytes_down_per_round"], config.sync_every)
