@@ -38,6 +38,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedjax_rl.core import evaluate
 from fedjax_rl.flower import federation
+from fedjax_rl.flower.strategy import RuleStrategy
 from fedjax_rl.training import configs, machine, program, records, run_directory, tensorboard_log
 from fedjax_rl.training.configs import TrainConfig
 
@@ -239,7 +240,10 @@ def _exchange(grid: Grid, messages: dict[int, Message], what: str, timeout_s: fl
     """Send `messages` {node: message}; every reply by node, or, as soon as one client fails (its
     error reply: a ClientApp's exception, a node the SuperLink lost) or `timeout_s` passes without
     every reply, a FederationError naming the clients, with `saved` (what is kept, how to resume).
-    `unavailable_ok`: a node the SuperLink reports unavailable is no failure; its error is its reply."""
+    `unavailable_ok`: a node the SuperLink reports unavailable is no failure; its error is its reply.
+    On the grid's push and pull rather than its `send_and_receive`, which sleeps 3 s between pulls
+    (flwr 1.42) and waits for every reply after one has failed: a round whose replies come in 0.2 s
+    would take 3 s, and a killed node would be noticed only after the others' rounds."""
     ids = list(grid.push_messages(list(messages.values())))
     node_of_message = dict(zip(ids, messages))
     replies: dict[int, Message] = {}
@@ -317,7 +321,7 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
 
         comm = program.communication(program.make_trainer(config))
         board = tensorboard_log.board_for(config, out_dir, [seed], blocks_done, setup.agent.loss_names, comm)
-        aggregate = federation.Aggregation(setup.server)
+        strategy = RuleStrategy.for_server(setup.server, arrayrecord_key=SHARED)
         policy_returns = jax.jit(functools.partial(_nominal_returns, setup))
         global_model = state["global"] if rounds_done else None
         wall = lambda: wall_before + time.perf_counter() - started  # noqa: E731
@@ -331,13 +335,10 @@ def run_federation(grid: Grid, config: TrainConfig, seed: int = 0, out_dir: str 
                                 saved=_saved(directory, round_index))
             uploads = [_arrays(replies[node_of[k]].content[SHARED]) if SHARED in replies[node_of[k]].content else None
                        for k in range(K)]
-            uploads, weights, refused = federation.screened(uploads, weights)
+            aggregated, refused = strategy.aggregate_uploads(uploads, weights, shared_shapes)
             if refused:
-                _refuse(refused, round_index, uploads, state, say, directory)
-            # A non-participant's place holds any participant's upload: its weight is 0.
-            filler = next(u for u in uploads if u is not None)
-            trees = [federation.from_arrays(filler if u is None else u, shared_shapes) for u in uploads]
-            global_model = aggregate(trees, weights)
+                _refuse(refused, round_index, aggregated is None, state, say, directory)
+            global_model = aggregated
             totals = {name: np.float32(total + sum(float(replies[node_of[k]].content[METRICS][name]) for k in range(K)))
                       for name, total in state["totals"].items()}
             state = {**state, "global": global_model, "rounds_done": np.int32(round_index + 1), "totals": totals}
@@ -429,7 +430,7 @@ def _server_state(setup, shared_shapes) -> dict:
             "refused": np.zeros((setup.config.num_rounds, setup.config.num_agents), np.int8)}
 
 
-def _refuse(refused: dict[int, list[str]], round_index: int, uploads: list, state: dict, say, directory) -> None:
+def _refuse(refused: dict[int, list[str]], round_index: int, nothing_left: bool, state: dict, say, directory) -> None:
     """Uploads with non-finite leaves (`federation.screened`) are out of this round, as dropped clients'
     would be: said, and recorded in the server's state (metrics.json's "federation", "refused_uploads").
     With no finite upload left there is nothing to aggregate: the run stops, resumable."""
@@ -439,7 +440,7 @@ def _refuse(refused: dict[int, list[str]], round_index: int, uploads: list, stat
             "aggregates the others")
     state["refused"] = np.array(state["refused"])
     state["refused"][round_index, list(refused)] = 1
-    if all(u is None for u in uploads):
+    if nothing_left:
         raise FederationError(f"round {round_index + 1}: every upload was refused (non-finite values from agents "
                               f"{sorted(refused)}); nothing is left to aggregate. {_saved(directory, round_index)}")
 
