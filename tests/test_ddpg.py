@@ -12,7 +12,7 @@ import pytest
 from gymnax.environments import spaces
 
 from fedjax_rl.cli import commands
-from fedjax_rl.core import federated
+from fedjax_rl.core import agent_axis, federated
 from fedjax_rl.training import configs, program
 from fedjax_rl.agents import base
 from fedjax_rl.agents.ddpg import DDPGAgent, DDPGConfig
@@ -191,7 +191,7 @@ def test_one_trace_per_configuration_and_sync_invariants():
     for leaf in jax.tree.leaves(drifted.agents.learner.shared):
         assert not np.allclose(leaf[0], leaf[1])
     # The sync itself: shared leaves become the mean over agents, private leaves are untouched.
-    synced = jax.jit(federated.for_each_agent(federated.federated_average, 3))(drifted.agents.learner)
+    synced = jax.jit(agent_axis.for_each_agent(federated.federated_average, 3))(drifted.agents.learner)
     chex.assert_trees_all_equal(synced.private, drifted.agents.learner.private)
     chex.assert_trees_all_close(
         synced.shared, jax.tree.map(lambda x: jnp.broadcast_to(x.mean(0), x.shape), drifted.agents.learner.shared),

@@ -9,13 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl.core import federated
+from fedjax_rl.core import agent_axis, aggregation, federated
 from references import users_codegen
 
 
 def _client_step(state: federated.FederatedState, scale):
     # A local update that makes agents diverge (depends on the agent index), then an average.
-    i = federated.agent_index().astype(jnp.float32)
+    i = agent_axis.agent_index().astype(jnp.float32)
     shared = jax.tree.map(lambda x: x * scale + i, state.shared)
     private = state.private + i
     state = state.replace(shared=shared, private=private)
@@ -29,7 +29,7 @@ def _state(num_agents):
 
 def test_average_touches_shared_only_and_equals_mean():
     state = _state(4)
-    out = federated.for_each_agent(_client_step, 4, in_axes=(0, None))(state, 2.0)
+    out = agent_axis.for_each_agent(_client_step, 4, in_axes=(0, None))(state, 2.0)
     w = np.arange(12.0).reshape(4, 3) * 2 + np.arange(4)[:, None]
     for k in range(4):
         np.testing.assert_allclose(out.shared["w"][k], w.mean(0), rtol=1e-6)
@@ -40,20 +40,20 @@ def test_average_touches_shared_only_and_equals_mean():
 def test_shard_map_matches_vmap(num_agents, num_devices):
     assert jax.device_count() >= 4, "tests/conftest.py sets 4 fake CPU devices"
     state = _state(num_agents)
-    expected = jax.jit(federated.for_each_agent(_client_step, num_agents, in_axes=(0, None)))(state, 1.5)
-    sharded = jax.jit(federated.for_each_agent(_client_step, num_agents, num_devices, in_axes=(0, None)))(state, 1.5)
+    expected = jax.jit(agent_axis.for_each_agent(_client_step, num_agents, in_axes=(0, None)))(state, 1.5)
+    sharded = jax.jit(agent_axis.for_each_agent(_client_step, num_agents, num_devices, in_axes=(0, None)))(state, 1.5)
     chex.assert_trees_all_close(sharded, expected, rtol=0, atol=0)
 
 
 def test_shard_map_under_seed_vmap():
     states = jax.tree.map(lambda x: jnp.stack([x, x + 1.0]), _state(8))
-    fn = lambda s: federated.for_each_agent(_client_step, 8, 4, in_axes=(0, None))(s, 1.5)  # noqa: E731
-    ref = lambda s: federated.for_each_agent(_client_step, 8, in_axes=(0, None))(s, 1.5)  # noqa: E731
+    fn = lambda s: agent_axis.for_each_agent(_client_step, 8, 4, in_axes=(0, None))(s, 1.5)  # noqa: E731
+    ref = lambda s: agent_axis.for_each_agent(_client_step, 8, in_axes=(0, None))(s, 1.5)  # noqa: E731
     chex.assert_trees_all_close(jax.jit(jax.vmap(fn))(states), jax.vmap(ref)(states), rtol=0, atol=0)
 
 
 def test_agent_index_is_global_under_sharding():
-    idx = jax.jit(federated.for_each_agent(lambda x: federated.agent_index() + 0 * x, 8, 4))(jnp.zeros(8, jnp.int32))
+    idx = jax.jit(agent_axis.for_each_agent(lambda x: agent_axis.agent_index() + 0 * x, 8, 4))(jnp.zeros(8, jnp.int32))
     np.testing.assert_array_equal(idx, np.arange(8))
 
 
@@ -63,10 +63,10 @@ def test_sync_schedule():
     state = _state(2)
 
     def client(state, step):
-        state = state.replace(shared=jax.tree.map(lambda x: x + federated.agent_index(), state.shared))
+        state = state.replace(shared=jax.tree.map(lambda x: x + agent_axis.agent_index(), state.shared))
         return federated.maybe_federated_average(state, step, 3)
 
-    run = federated.for_each_agent(client, 2, in_axes=(0, None))
+    run = agent_axis.for_each_agent(client, 2, in_axes=(0, None))
     not_synced = run(state, jnp.int32(2))
     synced = run(state, jnp.int32(3))
     assert not np.allclose(not_synced.shared["b"][0], not_synced.shared["b"][1])
@@ -75,34 +75,34 @@ def test_sync_schedule():
 
 def test_bad_device_counts_raise_before_tracing():
     with pytest.raises(ValueError, match="multiple of num_devices"):
-        federated.for_each_agent(_client_step, 5, 2)
+        agent_axis.for_each_agent(_client_step, 5, 2)
     with pytest.raises(ValueError, match="num_devices must be >= 1"):
-        federated.for_each_agent(_client_step, 5, 0)
+        agent_axis.for_each_agent(_client_step, 5, 0)
     with pytest.raises(ValueError, match="devices are visible"):
-        federated.for_each_agent(_client_step, 64, 64)
+        agent_axis.for_each_agent(_client_step, 64, 64)
 
 
 def test_device_count_bounds():
     """One device is a valid mesh; zero is not. In a run of several processes the agent axis must
     span every process's devices (checked here with a faked process count)."""
-    federated.check_num_devices(5, 1)
-    federated.check_num_devices(4, None)
+    agent_axis.check_num_devices(5, 1)
+    agent_axis.check_num_devices(4, None)
     with pytest.raises(ValueError, match="num_devices must be >= 1"):
-        federated.check_num_devices(4, 0)
+        agent_axis.check_num_devices(4, 0)
 
 
 def test_several_processes_need_every_device(monkeypatch):
     monkeypatch.setattr(federated.jax, "process_count", lambda: 2)
     monkeypatch.setattr(federated.jax, "device_count", lambda: 4)
-    federated.check_num_devices(8, 4)
+    agent_axis.check_num_devices(8, 4)
     for num_devices in (None, 2):
         with pytest.raises(ValueError, match="2 processes: set num_devices to 4"):
-            federated.check_num_devices(8, num_devices)
+            agent_axis.check_num_devices(8, num_devices)
 
 
 def test_federated_mean_outside_agent_axis_is_an_error():
     with pytest.raises(RuntimeError, match="for_each_agent"):
-        federated.federated_mean(jnp.ones(3))
+        aggregation.federated_mean(jnp.ones(3))
 
 
 # -- aggregation rules: the server's seam -----------------------------------------------------------
@@ -130,11 +130,11 @@ def _rule(name, trim=0.2):
 @pytest.mark.parametrize("name", ["median", "trimmed_mean"])
 def test_robust_rules_by_hand_under_vmap_and_shard_map(name, num_devices):
     rule = _rule(name)
-    out = jax.jit(federated.for_each_agent(rule, 6, num_devices))(jnp.asarray(HAND))
+    out = jax.jit(agent_axis.for_each_agent(rule, 6, num_devices))(jnp.asarray(HAND))
     for k in range(6):  # every agent receives the aggregate
         np.testing.assert_allclose(out[k], HAND_EXPECTED[name], rtol=1e-6)
     # Under partial participation only the participating agents count.
-    masked = jax.jit(federated.for_each_agent(_rule(name, trim=0.25), 6, num_devices))(jnp.asarray(HAND),
+    masked = jax.jit(agent_axis.for_each_agent(_rule(name, trim=0.25), 6, num_devices))(jnp.asarray(HAND),
                                                                                        jnp.asarray(HAND_MASK))
     for k in range(6):
         np.testing.assert_allclose(masked[k], HAND_MASKED_EXPECTED, rtol=1e-6)
@@ -150,11 +150,11 @@ def test_the_sorting_network_sorts_every_input():
         else:
             rows = rng.integers(0, 3, (20_000, n))
         rows = rows.copy()
-        for i, j in federated.sorting_network(n):
+        for i, j in aggregation.sorting_network(n):
             low, high = np.minimum(rows[:, i], rows[:, j]), np.maximum(rows[:, i], rows[:, j])
             rows[:, i], rows[:, j] = low, high
         assert np.all(np.diff(rows, axis=1) >= 0), n
-    assert len(federated.sorting_network(5)) == 9  # the optimal 9 comparators for 5 inputs
+    assert len(aggregation.sorting_network(5)) == 9  # the optimal 9 comparators for 5 inputs
 
 
 def _numpy_rule(name, values, mask, trim):
@@ -176,7 +176,7 @@ def test_robust_rules_match_numpy_on_pytrees_under_seed_vmap_and_shard_map(name,
     masks = np.stack([np.ones(8), np.array([1, 0, 1, 1, 0, 1, 0, 1])]).astype(np.float32)  # per seed
     rule = federated.Server(8, aggregation=name, trim=trim).rule
     for num_devices in (None, 4):
-        mapped = federated.for_each_agent(rule, 8, num_devices)
+        mapped = agent_axis.for_each_agent(rule, 8, num_devices)
         out = jax.jit(jax.vmap(mapped))(jax.tree.map(jnp.asarray, tree), jnp.asarray(masks))
         for seed in range(2):
             for leaf, values in tree.items():
@@ -187,7 +187,7 @@ def test_robust_rules_match_numpy_on_pytrees_under_seed_vmap_and_shard_map(name,
     many = rng.normal(size=(40, 3)).astype(np.float32)
     many[[3, 17], 1] = [np.nan, 1e6]
     mask = (rng.random(40) < 0.7).astype(np.float32)
-    out = jax.jit(federated.for_each_agent(federated.Server(40, aggregation=name, trim=trim).rule, 40))(
+    out = jax.jit(agent_axis.for_each_agent(federated.Server(40, aggregation=name, trim=trim).rule, 40))(
         jnp.asarray(many), jnp.asarray(mask))
     np.testing.assert_allclose(out[0], _numpy_rule(name, many, mask, trim), rtol=1e-6)
 
@@ -203,14 +203,14 @@ def test_a_faulty_agent_moves_the_mean_but_not_the_robust_rules():
         shared = honest.copy()
         shared[2] = fault
         state = federated.FederatedState(shared=jnp.asarray(shared), private=jnp.zeros(5))
-        mean = np.asarray(federated.for_each_agent(federated.federated_average, 5)(state).shared[0])
+        mean = np.asarray(agent_axis.for_each_agent(federated.federated_average, 5)(state).shared[0])
         if np.isnan(fault):
             assert np.all(np.isnan(mean))
         else:
             assert np.all(np.abs(mean - honest_rows.mean(axis=0)) > 1e5)
         for name in ("median", "trimmed_mean"):
             rule = federated.Server(5, aggregation=name).rule
-            out = federated.for_each_agent(lambda s: federated.federated_average(s, rule=rule), 5)(state)
+            out = agent_axis.for_each_agent(lambda s: federated.federated_average(s, rule=rule), 5)(state)
             assert np.all(np.isfinite(out.shared)), name
             assert np.all(np.abs(np.asarray(out.shared[0]) - honest_rows.mean(axis=0)) <= spread), name
             np.testing.assert_array_equal(out.private, state.private)  # private leaves stay per agent
@@ -219,10 +219,10 @@ def test_a_faulty_agent_moves_the_mean_but_not_the_robust_rules():
 def test_the_mean_rule_is_the_plain_pmean_bit_for_bit():
     state = _state(4)
     server = federated.Server(4)
-    assert server.rule is federated.federated_mean and not server.robust and not server.partial
+    assert server.rule is aggregation.federated_mean and not server.robust and not server.partial
     assert server.weights(jax.random.key(0), 3) is None
-    plain = jax.jit(federated.for_each_agent(federated.federated_average, 4), compiler_options=users_codegen())(state)
-    seam = jax.jit(federated.for_each_agent(lambda s: server.aggregate(s), 4), compiler_options=users_codegen())(state)
+    plain = jax.jit(agent_axis.for_each_agent(federated.federated_average, 4), compiler_options=users_codegen())(state)
+    seam = jax.jit(agent_axis.for_each_agent(lambda s: server.aggregate(s), 4), compiler_options=users_codegen())(state)
     chex.assert_trees_all_equal(plain, seam)
     partial = federated.Server(5, participation=0.6)
     mask = partial.weights(jax.random.key(0), 3)
@@ -273,9 +273,9 @@ def _robust_rules(num_agents, trim, masked):
 
     def rules(x, weight):
         weight = weight if masked else None
-        return federated.federated_median(x, weight), federated.federated_trimmed_mean(x, weight, trim=trim)
+        return aggregation.federated_median(x, weight), aggregation.federated_trimmed_mean(x, weight, trim=trim)
 
-    return jax.jit(jax.vmap(federated.for_each_agent(rules, num_agents)))
+    return jax.jit(jax.vmap(agent_axis.for_each_agent(rules, num_agents)))
 
 
 @pytest.mark.parametrize("family,programs", [
@@ -338,7 +338,7 @@ def test_krum_matches_a_float64_reference_on_pytrees_with_a_faulty_agent(byzanti
     tree["b"][6, 2] = np.nan  # a non-finite one
     rule = federated.Server(9, aggregation="krum", krum_byzantine=byzantine, krum_keep=keep).rule
     for mask in (np.ones(9, np.float32), np.array([1, 1, 0, 1, 1, 1, 1, 0, 1], np.float32)):
-        out = jax.jit(federated.for_each_agent(rule, 9))(jax.tree.map(jnp.asarray, tree), jnp.asarray(mask))
+        out = jax.jit(agent_axis.for_each_agent(rule, 9))(jax.tree.map(jnp.asarray, tree), jnp.asarray(mask))
         expected, chosen = _numpy_krum(tree, mask, byzantine, keep)
         assert 4 not in chosen and 6 not in chosen
         for name in tree:
@@ -359,7 +359,7 @@ def test_krum_chooses_what_flowers_krum_chooses():
     tree = {"a": np.stack([u[0] for u in uploads]), "b": np.stack([u[1] for u in uploads])}
     for byzantine, keep in ((1, 1), (2, 1), (1, 3)):
         rule = federated.Server(8, aggregation="krum", krum_byzantine=byzantine, krum_keep=keep).rule
-        out = jax.jit(federated.for_each_agent(rule, 8))(jax.tree.map(jnp.asarray, tree))
+        out = jax.jit(agent_axis.for_each_agent(rule, 8))(jax.tree.map(jnp.asarray, tree))
         theirs = aggregate.aggregate_krum([(u, 10) for u in uploads], byzantine, keep if keep > 1 else 0)
         np.testing.assert_allclose(np.asarray(out["a"][0]), theirs[0], rtol=1e-6)
         np.testing.assert_allclose(np.asarray(out["b"][0]), theirs[1], rtol=1e-6)

@@ -35,7 +35,7 @@ from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
 from fedjax_rl.analysis import plots  # noqa: E402
 from fedjax_rl.cli import commands  # noqa: E402
-from fedjax_rl.core import federated  # noqa: E402
+from fedjax_rl.core import agent_axis, attacks, federated  # noqa: E402
 from fedjax_rl.flower import apps, federation  # noqa: E402
 from fedjax_rl.training import configs, loop, program  # noqa: E402
 
@@ -133,7 +133,7 @@ def program_rounds(config, seed: int):
     setup = trainer.setup
     partial = setup.server.partial
     state = jax.jit(trainer.init)(program.seed_keys(seed, 1)[0])
-    mapped = jax.jit(federated.for_each_agent(functools.partial(program.agent_round, setup), config.num_agents,
+    mapped = jax.jit(agent_axis.for_each_agent(functools.partial(program.agent_round, setup), config.num_agents,
                                               in_axes=(0, None, None, 0 if partial else None)))
     agents, models = state.agents, []
     for r in range(config.num_rounds):

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_rl.core import attacks, federated
+from fedjax_rl.core import agent_axis, aggregation, attacks, federated
 from fedjax_rl.training import configs, loop, program, records, run_directory
 from fedjax_rl.core.federated import FederatedState
 
@@ -25,7 +25,7 @@ def test_global_model_is_the_mean_of_exactly_the_participating_agents():
     shared = _per_agent_values()
     mask = jnp.array([0.0, 1.0, 0.0, 1.0, 1.0])
     state = FederatedState(shared=shared, private={"opt": jnp.arange(5.0)})
-    averaged = federated.for_each_agent(federated.federated_average, 5)(state, mask)
+    averaged = agent_axis.for_each_agent(federated.federated_average, 5)(state, mask)
     for name, leaf in shared.items():
         expected = np.asarray(leaf)[[1, 3, 4]].astype(np.float64).mean(axis=0)
         for k in range(5):  # every agent, participant or not, receives the new global model
@@ -36,14 +36,14 @@ def test_global_model_is_the_mean_of_exactly_the_participating_agents():
 def test_full_participation_weights_equal_the_plain_mean_bit_for_bit():
     shared = _per_agent_values()
     state = FederatedState(shared=shared, private=None)
-    plain = federated.for_each_agent(federated.federated_average, 5)(state)
-    weighted = federated.for_each_agent(federated.federated_average, 5)(state, jnp.ones(5))
+    plain = agent_axis.for_each_agent(federated.federated_average, 5)(state)
+    weighted = agent_axis.for_each_agent(federated.federated_average, 5)(state, jnp.ones(5))
     chex.assert_trees_all_equal(plain, weighted)
 
 
 @pytest.mark.parametrize("participation,expected", [(1.0, 5), (0.6, 3), (0.5, 3), (0.2, 1), (0.01, 1)])
 def test_number_of_participants_is_ceil_of_participation_times_k(participation, expected):
-    assert federated.num_participants(5, participation) == expected == max(1, math.ceil(round(participation * 5, 9)))
+    assert aggregation.num_participants(5, participation) == expected == max(1, math.ceil(round(participation * 5, 9)))
     masks = jax.vmap(lambda k: federated.sample_participants(k, 5, participation))(jax.random.split(jax.random.key(1), 200))
     np.testing.assert_array_equal(masks.sum(axis=1), expected)
     if expected < 5:  # every agent gets drawn sometimes, none always
@@ -221,7 +221,7 @@ def _attacked_agent_round(aggregation, attack):
     model = jax.tree.map(lambda x: jnp.broadcast_to(x[:1], x.shape), state.agents.learner.shared)
     agents = state.agents.replace(learner=state.agents.learner.replace(shared=model))
     mask = attacks.attacker_mask(state.server_key, 5, 1)
-    mapped = federated.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
+    mapped = agent_axis.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
                                       in_axes=(0, None, None, None, 0, None))
     after, _ = jax.jit(mapped)(agents, jnp.int32(0), trainer.hparams, None, mask, attacks.round_key(state.server_key, 0))
     return after.learner.shared, model, np.asarray(mask)
@@ -240,7 +240,7 @@ def test_a_stale_attacker_uploads_its_own_initial_model_every_round():
     agents = state.agents.replace(learner=state.agents.learner.replace(shared=model))
     mask = attacks.attacker_mask(state.server_key, 5, 1)
     [attacker] = np.flatnonzero(np.asarray(mask))
-    mapped = federated.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
+    mapped = agent_axis.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
                                       in_axes=(0, None, None, None, 0, None))
     after, _ = jax.jit(mapped)(agents, jnp.int32(0), trainer.hparams, None, mask, attacks.round_key(state.server_key, 0))
     for got, honest, stale in zip(jax.tree.leaves(after.learner.shared), jax.tree.leaves(model), jax.tree.leaves(frozen)):

@@ -22,7 +22,7 @@ from fedjax_rl import agents, envs, plugins
 from fedjax_rl.agents import dqn, robust
 from fedjax_rl.agents.base import Transition
 from fedjax_rl.cli import commands
-from fedjax_rl.core import federated
+from fedjax_rl.core import agent_axis, aggregation, federated
 from fedjax_rl.training import configs
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "own_algorithm")
@@ -58,9 +58,9 @@ def test_installed_lists_what_importlib_metadata_lists_without_importing(tmp_pat
     assert {ep.name for ep in importlib.metadata.entry_points(group=plugins.ALGORITHM_GROUP)} == set(found)
     assert "broken_plugin" not in sys.modules
     # An aggregation rule's plugin is found and named the same way, through the same registry.
-    assert federated.AGGREGATORS.known("loud") and "loud" in federated.AGGREGATORS.names()
+    assert aggregation.AGGREGATORS.known("loud") and "loud" in aggregation.AGGREGATORS.names()
     with pytest.raises(plugins.PluginError, match=r"plugin 'loud' of fedjax_rl.aggregators \(broken_plugin:RULE"):
-        federated.AGGREGATORS.get("loud")
+        aggregation.AGGREGATORS.get("loud")
     # `train --help` names the installed rule after --aggregation, read from metadata alone.
     help_text = subprocess.run([sys.executable, "-m", "fedjax_rl.cli", "train", "--help"], capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True).stdout
@@ -138,18 +138,18 @@ def test_register_refuses_what_cannot_serve():
 
 def test_a_registered_aggregation_rule_is_a_setting_value_and_runs_under_the_agent_axis():
     def coordinate_max(tree, weight=None):  # a user's rule: every agent gets the largest upload
-        return jax.tree.map(lambda x: jax.lax.pmax(x, federated.agent_axes()), tree)
+        return jax.tree.map(lambda x: jax.lax.pmax(x, agent_axis.agent_axes()), tree)
 
-    federated.AGGREGATORS.register(federated.Aggregator("coordinate_max", lambda server: coordinate_max))
+    aggregation.AGGREGATORS.register(aggregation.Aggregator("coordinate_max", lambda server: coordinate_max))
     try:
         config = configs.train_config("fedrdqn", "CartPole-v1", aggregation="coordinate_max")
         config.validate()
         server = federated.Server(4, aggregation=config.aggregation)
-        out = jax.jit(federated.for_each_agent(server.rule, 4))(jnp.arange(8.0).reshape(4, 2))
+        out = jax.jit(agent_axis.for_each_agent(server.rule, 4))(jnp.arange(8.0).reshape(4, 2))
         np.testing.assert_array_equal(out, [[6.0, 7.0]] * 4)
         assert not server.robust
     finally:
-        del federated.AGGREGATORS.entries["coordinate_max"], federated.AGGREGATORS.origins["coordinate_max"]
+        del aggregation.AGGREGATORS.entries["coordinate_max"], aggregation.AGGREGATORS.origins["coordinate_max"]
     with pytest.raises(ValueError, match=r"aggregation must be one of \['krum', 'mean', 'median', 'trimmed_mean'\], got 'coordinate_max'"):
         # (another config than the one validated above: a valid config's check is cached)
         configs.train_config("fedrdqn", "CartPole-v1", aggregation="coordinate_max", sync_every=7).validate()
@@ -240,6 +240,7 @@ DOCS_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 # Run after the page's snippets: what each defines does what the page says (in a process of its own, so
 # that nothing it registers reaches the other tests' registries).
 SNIPPETS_CHECK = """
+from fedjax_rl.core import federated
 config = MinDQNConfig(hidden_sizes=(4,))
 agents.check_algorithm(ALGORITHM, "docs/own_algorithm.md")
 term, fedrdqn_term = MinRobustTerm(config, None), robust.RobustTerm(config, None)
@@ -251,11 +252,11 @@ next_value = jnp.array([1.0, -1.0, 2.0])
 assert (term.td_target(shared, batch, next_value, hp) == fedrdqn_term.td_target(shared, batch, next_value, hp)).all()
 
 for aggregator in (MIDDLE_60, PARTICIPANTS_MEAN):
-    federated.AGGREGATORS.register(aggregator)
+    aggregation.AGGREGATORS.register(aggregator)
 leaves = {"w": jnp.array([[0.0], [1.0], [2.0], [3.0], [100.0]])}  # 5 agents' shared leaves
 weights = jnp.array([1.0, 1.0, 0.0, 1.0, 1.0])
 server = federated.Server(num_agents=5, aggregation="middle_60")
-on_agents = lambda rule, *args: jax.vmap(rule, axis_name=federated.AGENT_AXIS)(*args)
+on_agents = lambda rule, *args: jax.vmap(rule, axis_name=agent_axis.AGENT_AXIS)(*args)
 mean = on_agents(federated.Server(num_agents=5, aggregation="participants_mean").rule, leaves, weights)
 assert jnp.allclose(mean["w"], (0.0 + 1.0 + 3.0 + 100.0) / 4), mean
 assert jnp.allclose(on_agents(lambda x: mean_of_participants(x, None), leaves)["w"], 106.0 / 5)
@@ -283,7 +284,7 @@ EXAMPLE_ENV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 @pytest.fixture
 def forget_plugins():
     """Registries as they were after the test: whatever a test's plugins registered is removed."""
-    registries = (agents.REGISTRY, federated.AGGREGATORS, envs.REGISTRY)
+    registries = (agents.REGISTRY, aggregation.AGGREGATORS, envs.REGISTRY)
     before = [dict(r.entries) for r in registries]
     yield
     for registry, entries in zip(registries, before):
@@ -338,17 +339,17 @@ def test_a_taken_name_is_refused_whoever_took_it(tmp_path, monkeypatch, forget_p
         """, {"theirs": """
         import dataclasses
         from fedjax_rl import agents, envs
-        from fedjax_rl.core import federated
+        from fedjax_rl.core import aggregation
         ALGORITHM = dataclasses.replace(agents.get("fedrdqn"), name="theirs_algo", label="Theirs")
-        RULE = federated.Aggregator("theirs_rule", lambda server: federated.federated_median, robust=True)
+        RULE = aggregation.Aggregator("theirs_rule", lambda server: aggregation.federated_median, robust=True)
         SPEC = dataclasses.replace(envs.get("CartPole-v1"), name="Theirs-v0")
         """})
     monkeypatch.syspath_prepend(str(tmp_path))
-    theirs_algo, theirs_rule, theirs_env = (agents.get("theirs_algo"), federated.AGGREGATORS.get("theirs_rule"),
+    theirs_algo, theirs_rule, theirs_env = (agents.get("theirs_algo"), aggregation.AGGREGATORS.get("theirs_rule"),
                                            envs.get("Theirs-v0"))
     for register, mine, kind in (
             (agents.register, dataclasses.replace(theirs_algo, label="Mine"), "algorithm"),
-            (federated.AGGREGATORS.register, dataclasses.replace(theirs_rule, robust=False), "aggregation rule"),
+            (aggregation.AGGREGATORS.register, dataclasses.replace(theirs_rule, robust=False), "aggregation rule"),
             (envs.register, dataclasses.replace(theirs_env, max_steps=10), "environment")):
         with pytest.raises(ValueError, match=rf"my code: the {kind} name '{mine.name}' is already taken \(by plugin "
                                              rf"'{mine.name}' of fedjax_rl\.\w+ \(theirs:\w+, from theirs-0\.1\)\)"):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from fedjax_rl import envs
-from fedjax_rl.core import federated, losses, perturb
+from fedjax_rl.core import agent_axis, aggregation, federated, losses, perturb
 from fedjax_rl.agents import robust
 from fedjax_rl.core.federated import FederatedState
 
@@ -84,7 +84,7 @@ def test_expectile_loss_is_minimised_at_the_tau_expectile(y, tau):
 
 @jax.jit
 def _weighted_mean(tree, weights):
-    return federated.for_each_agent(federated.federated_mean, NUM_AGENTS)(tree, weights)
+    return agent_axis.for_each_agent(aggregation.federated_mean, NUM_AGENTS)(tree, weights)
 
 
 @given(hnp.arrays(np.float32, (NUM_AGENTS, 3), elements=floats32(-100, 100)), vectors(NUM_AGENTS),
@@ -131,7 +131,7 @@ def test_perturbed_parameters_stay_within_the_rate(seed, max_rate):
 
 def _local_step(state: FederatedState, x):
     # Agents diverge (the update depends on the agent index) and keep a private running sum.
-    i = federated.agent_index().astype(jnp.float32)
+    i = agent_axis.agent_index().astype(jnp.float32)
     shared = jax.tree.map(lambda leaf: leaf * 0.9 + x * (i + 1), state.shared)
     return FederatedState(shared=shared, private=state.private + x), x
 
@@ -144,8 +144,8 @@ def _rounds(state, xs, weights):
     def partial(s, x, w):
         return federated.federated_round(_local_step, s, x, weight=w)
 
-    mapped_full = federated.for_each_agent(full, NUM_AGENTS, in_axes=(0, None))
-    mapped_partial = federated.for_each_agent(partial, NUM_AGENTS, in_axes=(0, None, 0))
+    mapped_full = agent_axis.for_each_agent(full, NUM_AGENTS, in_axes=(0, None))
+    mapped_partial = agent_axis.for_each_agent(partial, NUM_AGENTS, in_axes=(0, None, 0))
     return mapped_full(state, xs)[0], mapped_partial(state, xs, jnp.ones(NUM_AGENTS)), mapped_partial(state, xs, weights)
 
 

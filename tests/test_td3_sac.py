@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from fedjax_rl.core import federated
+from fedjax_rl.core import agent_axis, federated
 from fedjax_rl.training import configs, program
 from fedjax_rl.agents import sac as sac_module
 from fedjax_rl.agents.base import Transition
@@ -281,7 +281,7 @@ def test_one_trace_per_configuration_and_sync_invariants(algo):
     drifted = jax.jit(trainer.local_round)(seed0, trainer.hparams, 4)
     for leaf in jax.tree.leaves(drifted.agents.learner.shared):
         assert not np.allclose(leaf[0], leaf[1])
-    synced = jax.jit(federated.for_each_agent(federated.federated_average, 3))(drifted.agents.learner)
+    synced = jax.jit(agent_axis.for_each_agent(federated.federated_average, 3))(drifted.agents.learner)
     chex.assert_trees_all_equal(synced.private, drifted.agents.learner.private)
     chex.assert_trees_all_close(
         synced.shared, jax.tree.map(lambda x: jnp.broadcast_to(x.mean(0), x.shape), drifted.agents.learner.shared),

@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_plugins(args) -> None:
     """`fedjax-rl plugins`: each installed plugin, its origin and whether it loads; exit 1 if one fails."""
     from fedjax_rl import agents, envs, plugins
-    from fedjax_rl.core import federated  # noqa: F401 (registers the aggregation rules)
+    from fedjax_rl.core import aggregation  # noqa: F401 (registers the aggregation rules)
 
     failed = 0
     for registry in plugins.registries():

@@ -10,7 +10,7 @@ aggregates the shared leaves inside the same program. Here the same parts run ap
     program maps over the agents.
   * `Aggregation` is the server's rule (`federated.Server.rule`: mean, median, trimmed mean or a
     plugin's) applied to the K uploads stacked on an agent axis, under the same named vmap
-    (`federated.for_each_agent`), so that the rule runs the code that it runs in the program.
+    (`agent_axis.for_each_agent`), so that the rule runs the code that it runs in the program.
   * `to_arrays` / `from_arrays` turn a pytree into named numpy arrays and back (keys as their
     key data): what crosses the network and what a client keeps between rounds.
 
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_rl.core import attacks, evaluate, federated, perturb
+from fedjax_rl.core import agent_axis, attacks, evaluate, federated, perturb
 from fedjax_rl.training import checkpoint, program, records
 from fedjax_rl.training.configs import TrainConfig
 
@@ -243,7 +243,7 @@ class Aggregation:
 
         def aggregate(stacked, weights):
             # Every agent receives the same result; agent 0's is the global model.
-            mapped = federated.for_each_agent(lambda tree, w: server.rule(tree, w), K,
+            mapped = agent_axis.for_each_agent(lambda tree, w: server.rule(tree, w), K,
                                               in_axes=(0, None if weights is None else 0))
             return jax.tree.map(lambda x: x[0], mapped(stacked, weights))
 

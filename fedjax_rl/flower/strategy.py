@@ -1,6 +1,6 @@
 """The library's aggregation rules as Flower strategies: `RuleStrategy` is Flower's `FedAvg` (its node
 sampling, messages and metrics) whose `aggregate_train` applies one of fedjax_rl's registered rules
-(`mean`, `median`, `trimmed_mean`, `krum` or a plugin's, `fedjax_rl.core.federated.AGGREGATORS`) to
+(`mean`, `median`, `trimmed_mean`, `krum` or a plugin's, `fedjax_rl.core.aggregation.AGGREGATORS`) to
 the replies' arrays, after refusing every upload that holds a NaN or an infinity. A Flower user takes
 it alone, with any ClientApp that replies with an ArrayRecord:
 
@@ -25,6 +25,7 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.supercore import log
 
 from fedjax_rl.core import federated
+from fedjax_rl.core.aggregation import AGGREGATION, KRUM_BYZANTINE, KRUM_KEEP, TRIM
 from fedjax_rl.flower import federation
 
 
@@ -35,11 +36,11 @@ class RuleStrategy(FedAvg):
     upload with a non-finite value is left out of the round, as a failed reply is, and logged
     (`refused`: {round: [the refused replies' source nodes]}). The other arguments are FedAvg's."""
 
-    def __init__(self, aggregation: str = "mean", trim: float = federated.TRIM.default,
-                 krum_byzantine: int = federated.KRUM_BYZANTINE.default,
-                 krum_keep: int = federated.KRUM_KEEP.default, **fedavg):
+    def __init__(self, aggregation: str = "mean", trim: float = TRIM.default,
+                 krum_byzantine: int = KRUM_BYZANTINE.default,
+                 krum_keep: int = KRUM_KEEP.default, **fedavg):
         super().__init__(**fedavg)
-        federated.AGGREGATION.validate(aggregation)
+        AGGREGATION.validate(aggregation)
         self.aggregation, self.trim = aggregation, trim
         self.krum_byzantine, self.krum_keep = krum_byzantine, krum_keep
         self.refused: dict[int, list[int]] = {}

@@ -3,7 +3,7 @@
 A package extends fedjax_rl by declaring an entry point in one of the groups below (in its
 pyproject.toml, `[project.entry-points."fedjax_rl.algorithms"]`, `fedrdqn_min = "fedrdqn_min:ALGORITHM"`);
 `pip install` of that package is then enough. The name is what a user types (`--algo fedrdqn_min`),
-the value an object of the group's kind (`agents.Algorithm`, `core.federated.Aggregator`).
+the value an object of the group's kind (`agents.Algorithm`, `core.aggregation.Aggregator`).
 
 Two steps, kept apart so that the command line stays fast and whole:
 

@@ -28,8 +28,10 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from fedjax_rl.core import federated
-from fedjax_rl.core.federated import FederatedState, federated_mean, for_each_agent
+from fedjax_rl.core import agent_axis, federated
+from fedjax_rl.core.agent_axis import for_each_agent
+from fedjax_rl.core.aggregation import federated_mean
+from fedjax_rl.core.federated import FederatedState
 from fedjax_rl.tabular.mdp import TabularArrays, TabularMDP, require_assumption1, to_arrays
 from fedjax_rl.tabular.robust import robust_backup, robust_value_iteration
 
@@ -111,7 +113,7 @@ class CommonProblem(NamedTuple):
 
 def _distance_to_mean(q: jax.Array) -> jax.Array:
     """max over agents of ||Q_k - Q_bar||_inf (a collective over the agent axis)."""
-    return jax.lax.pmax(jnp.abs(q - federated_mean(q)).max(), federated.agent_axes())
+    return jax.lax.pmax(jnp.abs(q - federated_mean(q)).max(), agent_axis.agent_axes())
 
 
 def make_fedrq(config: FedRQConfig) -> Callable[..., FedRQResult]:
@@ -206,7 +208,7 @@ def _check_run_inputs(mdp: TabularMDP, omega: float, num_devices: int | None) ->
     if float(omega) > 0 and not mdp.check_assumption1:
         # FedRQ's analysis (and T_bar = mean_k T_k) needs Assumption 1: check it even if skipped.
         require_assumption1(mdp.P, mdp.names)
-    federated.check_num_devices(mdp.num_agents, num_devices)
+    agent_axis.check_num_devices(mdp.num_agents, num_devices)
 
 
 def fedrq(

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import jax
 
 from fedjax_rl import agents, envs
-from fedjax_rl.core import attacks, federated, perturb, settings
+from fedjax_rl.core import agent_axis, aggregation, attacks, perturb, settings
 from fedjax_rl.training import machine
 from fedjax_rl.core.settings import Setting, at_least, interval, one_of
 
@@ -92,10 +92,10 @@ TRAIN_SETTINGS = (
     Setting("participation", 1.0, interval(0, 1, low_open=True), kind=float,
             help="fraction of agents whose parameters enter each average (ceil(participation x K) drawn "
                  "per round; every agent receives the new model)"),
-    federated.AGGREGATION,
-    federated.TRIM,
-    federated.KRUM_BYZANTINE,
-    federated.KRUM_KEEP,
+    aggregation.AGGREGATION,
+    aggregation.TRIM,
+    aggregation.KRUM_BYZANTINE,
+    aggregation.KRUM_KEEP,
     attacks.ATTACKERS,
     attacks.ATTACK,
     attacks.ATTACK_SCALE,
@@ -181,8 +181,8 @@ class _TrainConfigMethods(settings.SettingsConfig):
                 f"sync_every * eval_every_rounds = {block}; "
                 f"nearest valid: {max(block, round(self.steps_per_agent / block) * block)}"
             )
-        federated.check_num_devices(self.num_agents, self.num_devices)
-        federated.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation,
+        agent_axis.check_num_devices(self.num_agents, self.num_devices)
+        aggregation.check_aggregation(self.aggregation, self.trim, self.num_agents, self.participation,
                                     self.krum_byzantine, self.krum_keep)
         attacks.check_attackers(self.attackers, self.num_agents)
         if self.num_devices is not None and self.num_devices > jax.device_count():

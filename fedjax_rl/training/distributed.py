@@ -1,7 +1,7 @@
 """Several processes, one federation: JAX's own multi-controller runtime (`jax.distributed`).
 
 Every process runs the same program (the same `loop.run` call). After `initialize`,
-`jax.devices()` lists every process's devices, so `federated.agent_mesh(num_devices)` is a global
+`jax.devices()` lists every process's devices, so `agent_axis.agent_mesh(num_devices)` is a global
 mesh, the agent axis spans processes, and the federated average stays a `pmean` over it: XLA carries
 it over the network (gloo on CPU, NCCL on GPU). Host-side, `to_host` gathers a (possibly
 process-spanning) result onto every process, `is_writer` says which one writes files, and

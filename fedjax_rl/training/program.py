@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from fedjax_rl import envs
-from fedjax_rl.core import attacks, evaluate, federated, perturb
+from fedjax_rl.core import agent_axis, attacks, evaluate, federated, perturb
 from fedjax_rl.agents.base import Transition
 from fedjax_rl.training import checkpoint
 from fedjax_rl.training.configs import TrainConfig
@@ -155,7 +155,7 @@ def local_metrics(local_episodes: jax.Array) -> dict:
 
 def for_each_agent(setup: Setup, fn, in_axes):
     """`fn` of one agent over the agent axis (vmap, or shard_map over `num_devices`)."""
-    return federated.for_each_agent(fn, setup.config.num_agents, setup.config.num_devices, in_axes=in_axes)
+    return agent_axis.for_each_agent(fn, setup.config.num_agents, setup.config.num_devices, in_axes=in_axes)
 
 
 # -- one agent -------------------------------------------------------------------------------------
@@ -245,7 +245,7 @@ def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight, attack
         config = setup.config
         honest = carry.learner.shared
         hostile = attacks.attacked(honest, config.attack, config.attack_scale,
-                                   jax.random.fold_in(attack_key, federated.agent_index()), carry.frozen)
+                                   jax.random.fold_in(attack_key, agent_axis.agent_index()), carry.frozen)
         uploaded = jax.tree.map(lambda h, x: jnp.where(attacker, x, h), honest, hostile)
         carry = carry.replace(learner=carry.learner.replace(shared=uploaded))
     return federated.average_shared(carry, weight, setup.server.rule), summary
