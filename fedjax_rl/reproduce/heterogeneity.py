@@ -14,8 +14,8 @@ on Minimum, on Average and on the robustness sweep's mean return over 0.1m-1.9m,
 - DIR/heterogeneity_map.png: one panel per task and parameter, FedR* − baseline on Minimum with its
   interval against p, one line per K (and per baseline where a row has two).
 
-`fedjax_rl.reproduce.report.write_outputs` hands a table with levels (`Table.max_rates`) to
-`write_outputs` here. Computes no training.
+`fedjax_rl.reproduce.report.write_outputs` writes a table with levels (`Table.max_rates`) from the
+`report` here. Computes no training.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from fedjax_rl import envs
 from fedjax_rl.analysis import cells, judge, power, stats
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
-from fedjax_rl.reproduce.row_records import finished_rows, load_program_run
-from fedjax_rl.reproduce.legends import comparison_record, margin_note, ran_on, range_note, write_csvs
+from fedjax_rl.reproduce.row_records import load_program_run
+from fedjax_rl.reproduce.legends import Report, comparison_record, margin_note, ran_on, range_note
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -343,22 +343,11 @@ def write_figure(table: Table, out_dir: str, lines: list[dict], records: dict) -
                                        beyond_note=" ▲▼: an interval runs beyond the panel.")
 
 
-def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
-    """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the map figure from every
-    finished row; trains nothing. Returns {"rows": {key: record}, "paths": [written files]}."""
-    records = finished_rows(table, out_dir)
-    paths = []
-    if not records:
-        return {"rows": records, "paths": paths}
+def report(table: Table, out_dir: str, records: dict) -> Report:
+    """The `Report` of a map over the heterogeneity level: its markdown, CSV records and map
+    figure, from the finished rows `records`."""
     lines = comparisons(table, records, out_dir)
     challengers = {name: comparisons(table, records, out_dir, name) for name in challenger_names(records)}
-    path = os.path.join(out_dir, f"{table.name}.md")
-    with open(path, "w") as f:
-        f.write("\n".join(table_lines(table, records, lines, challengers)) + "\n")
-    paths.append(path)
     every = lines + [line for theirs in challengers.values() for line in theirs]
-    paths += write_csvs(out_dir, {table.name: csv_records(table, records, out_dir),
-                                  f"{table.name}_comparisons": comparison_records(table, every)})
-    if figures:
-        paths.append(write_figure(table, out_dir, lines, records))
-    return {"rows": records, "paths": paths}
+    return Report(table_lines(table, records, lines, challengers), csv_records(table, records, out_dir),
+                  comparison_records(table, every), lambda: [write_figure(table, out_dir, lines, records)])

@@ -1,10 +1,12 @@
 """The words and records the reports print beside the numbers: where a row ran, seed ranges, the
 legends' notes on return ranges, margins and the seed plan, a comparison as a CSV record, and the
-CSV files themselves."""
+CSV files themselves; and `Report`, what every kind of table's writer hands back to be written."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import NamedTuple
 
 from fedjax_rl import envs
 from fedjax_rl.analysis import cells, judge, power, stats
@@ -121,6 +123,18 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
                   equivalence_rate_at_most=round(stats.equivalence_level_given(line["higher"] + line["lower"]), 6),
                   coverage_at_least=round(stats.order_coverage(line["seeds"]), 6))
     return record
+
+
+class Report(NamedTuple):
+    """What a table's report writes, made by its kind's writer (`paper_report` for the tables with the
+    paper's shape, `heterogeneity.report` for a map over the heterogeneity level): the markdown's
+    lines, the CSV's records (one per row and algorithm), the comparisons CSV's records, and the
+    figures, drawn (their paths returned) only when asked for."""
+
+    markdown: list[str]
+    rows: list[dict]
+    comparisons: list[dict]
+    figures: Callable[[], list[str]]
 
 
 def write_csvs(out_dir: str, tables: dict[str, list[dict]]) -> list[str]:

@@ -21,7 +21,7 @@ from fedjax_rl.reproduce.row_records import CONFIRMATORY, EXPLORATORY, finished_
 from fedjax_rl.reproduce.legends import (
     AGGREGATE_LEGEND, CHALLENGER_NOTE, COMPARISON_LEGEND, CONFIRMATORY_NOTE, CONFIRMATORY_TABLE, NORMALISATION,
     NORMALISATION_BEYOND, WHOLE_TABLE_LEGEND, comparison_record, margin_note, plan_words, ran_on, range_note, seed_runs,
-    write_csvs)
+    Report, write_csvs)
 
 
 def _stats(values) -> tuple[float, float]:
@@ -495,23 +495,27 @@ def _wall(rec: dict) -> str:
             "(the time before the resume was not recorded)")
 
 
+def paper_report(table: Table, out_dir: str, records: dict) -> Report:
+    """The `Report` of a table of the paper's shape (Tables 1 and 2, and those built like them)."""
+    md, csv_rows, comparison_rows = table_lines(table, records)
+    return Report(md, csv_rows, comparison_rows, lambda: write_figures(table, out_dir, records))
+
+
 def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the figures from every
-    finished row; trains nothing (`fedjax-rl reproduce TABLE --out DIR --report-only`)."""
-    if table.max_rates:  # a map over the heterogeneity level: its own report
-        return heterogeneity.write_outputs(table, out_dir, figures)
+    finished row, with the report of the table's kind; trains nothing (`fedjax-rl reproduce TABLE --out
+    DIR --report-only`). Returns {"rows": {key: record}, "paths": [written files]}."""
     records = finished_rows(table, out_dir)
-    paths = []
-    if records:
-        md, csv_rows, comparison_rows = table_lines(table, records)
-        os.makedirs(out_dir, exist_ok=True)
-        path = os.path.join(out_dir, f"{table.name}.md")
-        with open(path, "w") as f:
-            f.write("\n".join(md) + "\n")
-        paths.append(path)
-        paths += write_csvs(out_dir, {table.name: csv_rows, f"{table.name}_comparisons": comparison_rows})
-        if figures:
-            paths += write_figures(table, out_dir, records)
+    if not records:
+        return {"rows": records, "paths": []}
+    made = (heterogeneity.report if table.max_rates else paper_report)(table, out_dir, records)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{table.name}.md")
+    with open(path, "w") as f:
+        f.write("\n".join(made.markdown) + "\n")
+    paths = [path, *write_csvs(out_dir, {table.name: made.rows, f"{table.name}_comparisons": made.comparisons})]
+    if figures:
+        paths += made.figures()
     return {"rows": records, "paths": paths}
 
 
