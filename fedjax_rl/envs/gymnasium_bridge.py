@@ -46,7 +46,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from fedjax_rl.envs.base import EnvSpec, check_scales
+from fedjax_rl.envs.base import EnvIdentity, EnvSpec, check_scales
 
 PREFIX = "gym:"
 
@@ -102,7 +102,7 @@ class GymState(environment.EnvState):
     truncated: jax.Array  # whether the last step truncated its episode (the time limit or the environment's own)
 
 
-class GymnasiumEnv(environment.Environment):
+class GymnasiumEnv(EnvIdentity, environment.Environment):
     """A gymnasium environment behind the contract of `fedjax_rl/envs/base.py` (module docstring).
 
     `make_env()` returns a fresh `gymnasium.Env`; `physics` names the attributes that may be
@@ -153,15 +153,9 @@ class GymnasiumEnv(environment.Environment):
     def num_actions(self) -> int:
         return int(getattr(self._action_space, "n", 0)) or int(np.prod(self._action_space.shape))
 
-    # identity: equal configurations share compiled programs (gymnax jits with `self` static)
     def identity(self) -> tuple:
+        """Equal configurations share compiled programs (gymnax jits with `self` static): `EnvIdentity`."""
         return (self._name, self.make_env, self.physics, self.perturb, self.host_state, self.max_steps)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.identity() == other.identity()
-
-    def __hash__(self):
-        return hash((type(self), self.identity()))
 
     # -- the contract ---------------------------------------------------------------------------
 
