@@ -26,7 +26,7 @@ callback is a pure function of its inputs:
   do not.
 
 Cost: a Python step per row, so thousands of agent-steps per second, where a JAX port runs millions
-(benchmarks/gymnasium_bridge.py); the right choice to try a simulator one trusts, or where a port
+(benchmarks/envs/gymnasium_bridge.py); the right choice to try a simulator one trusts, or where a port
 would cost more than the runs.
 """
 
@@ -46,6 +46,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from fedjax_rl.envs import host_batch
 from fedjax_rl.envs.base import EnvIdentity, EnvSpec, check_scales
 
 PREFIX = "gym:"
@@ -254,15 +255,14 @@ class GymnasiumEnv(EnvIdentity, environment.Environment):
 
     def _changed(self, physics: np.ndarray) -> list:
         """Per row, the indices of the physics that differ from their nominal values' rounding."""
-        differs = physics != self.nominal.astype(np.float32)
+        differs = physics != host_batch.rounded(self.nominal, np.float32)
         return [np.flatnonzero(row) for row in differs]
 
     def _host_reset(self, seed, physics):
         seed, physics = np.asarray(seed), np.asarray(physics)
-        lead = np.broadcast_shapes(seed.shape, physics.shape[:-1])
+        lead = host_batch.batch_shape(seed.shape, physics.shape[:-1])
         rows = math.prod(lead)
-        seeds = np.broadcast_to(seed, lead).reshape(rows)
-        physics = np.broadcast_to(physics, lead + physics.shape[-1:]).reshape(rows, -1)
+        seeds, physics = host_batch.rows(seed, lead), host_batch.rows(physics, lead, physics.shape[-1:])
         env = self._env()
         obs = np.empty((rows, *self._observation_shape), np.float32)
         states = np.empty((rows, self.state_size), np.float64)
@@ -271,22 +271,19 @@ class GymnasiumEnv(EnvIdentity, environment.Environment):
             self._prepare(env, physics[i], changed[i])
             obs[i], _ = env.reset(seed=int(seeds[i]))
             states[i] = self.host_state.get(env).reshape(-1)
-        return obs.reshape(lead + obs.shape[1:]), states.view(np.uint32).reshape(lead + (-1,))
+        return obs.reshape(lead + obs.shape[1:]), host_batch.float_words(states, lead)
 
     def _host_step(self, reset, words, time, limit, action, physics, seeds):
         words, time, limit, action, physics, seeds = (np.asarray(a) for a in (words, time, limit, action, physics, seeds))
         action_shape = tuple(self._action_space.shape or ())
-        lead = np.broadcast_shapes(words.shape[:-1], time.shape, limit.shape,
-                                   action.shape[:action.ndim - len(action_shape)], physics.shape[:-1], seeds.shape[:-1])
+        lead = host_batch.batch_shape(words.shape[:-1], time.shape, limit.shape,
+                                      action.shape[:action.ndim - len(action_shape)], physics.shape[:-1],
+                                      seeds.shape[:-1])
         rows = math.prod(lead)
-
-        def flat(x, tail=()):
-            return np.broadcast_to(x, lead + tail).reshape((rows, *tail))
-
-        # A writable C-ordered copy: a state shared by every row arrives broadcast, with zero strides.
-        states = np.array(flat(words, words.shape[-1:]), order="C").view(np.float64)
-        time, limit, seeds = flat(time), flat(limit), flat(seeds, (2,))
-        actions, physics = flat(action, action_shape), flat(physics, physics.shape[-1:])
+        states = host_batch.word_floats(words, lead)  # writable: a state shared by every row arrives broadcast
+        time, limit = host_batch.rows(time, lead), host_batch.rows(limit, lead)
+        seeds, actions = host_batch.rows(seeds, lead, (2,)), host_batch.rows(action, lead, action_shape)
+        physics = host_batch.rows(physics, lead, physics.shape[-1:])
         env = self._env()
         shape = np.shape(self.host_state.get(env))
         final_obs = np.empty((rows, *self._observation_shape), np.float32)
@@ -315,7 +312,7 @@ class GymnasiumEnv(EnvIdentity, environment.Environment):
             states[i] = self.host_state.get(env).reshape(-1)
             time[i] = 0
         return (obs.reshape(lead + obs.shape[1:]), final_obs.reshape(lead + obs.shape[1:]),
-                states.view(np.uint32).reshape(lead + (-1,)), time.astype(np.int32).reshape(lead),
+                host_batch.float_words(states, lead), time.astype(np.int32).reshape(lead),
                 reward.reshape(lead), terminated.reshape(lead), truncated.reshape(lead))
 
 

@@ -38,6 +38,8 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from fedjax_rl.envs import host_batch
+
 # mjx prints "Failed to import warp" when its optional Warp (GPU) backend is absent; that line is
 # noise unless the warp engine is asked for, and `check_engine` then says what is missing.
 with contextlib.redirect_stdout(io.StringIO()):
@@ -229,10 +231,11 @@ class CEngine:
                jax.ShapeDtypeStruct(exact.bits.shape, jnp.uint32))
         packed, bits = jax.pure_callback(
             lambda *args: self._host_step(names, words, *args), out,
-            exact.bits, exact.valid, *[_to_words(x) for x in (qpos, qvel, qacc_warmstart, jnp.asarray(ctrl, dtype), *values)],
+            exact.bits, exact.valid,
+            *[host_batch.words_of(x) for x in (qpos, qvel, qacc_warmstart, jnp.asarray(ctrl, dtype), *values)],
             vmap_method="expand_dims",
         )
-        flat = _from_words(packed, dtype)
+        flat = host_batch.floats_of(packed, dtype)
         return Stepped(flat[:nq], flat[nq : nq + nv], flat[nq + nv : nq + 2 * nv], flat[nq + 2 * nv :],
                        CExact(bits, jnp.ones_like(exact.valid)))
 
@@ -256,21 +259,18 @@ class CEngine:
                           else getattr(self.mj_model, name))
 
     def _host_step(self, names, words, *arrays):
-        # numpy from here on: a JAX operation inside the callback would wait for the device that
-        # is running the program that called it.
+        # numpy from here on (`host_batch`)
         bits, valid, qpos, qvel, warm, ctrl, *values = (np.asarray(a) for a in arrays)
         nq, nv = self.nq, self.nv
-        lead = np.broadcast_shapes(*[x.shape[:-1] for x in (bits, qpos, qvel, warm, ctrl, *values)], valid.shape)
+        lead = host_batch.batch_shape(*[x.shape[:-1] for x in (bits, qpos, qvel, warm, ctrl, *values)], valid.shape)
         nsim = math.prod(lead)
         float_of = np.float64 if words == 2 else np.float32
 
-        def rows(x, as_float=True):  # [nsim, -1]: the call's batch, flattened, as float64
-            x = np.broadcast_to(x, lead + x.shape[len(lead):] if x.ndim > len(lead) else lead + (1,))
-            x = np.ascontiguousarray(x).reshape(nsim, -1)
-            return x.view(float_of).astype(np.float64) if as_float else x
+        def rows(x):  # [nsim, -1]: the call's batch, flattened, as float64
+            return host_batch.word_floats(x, lead, float_of).astype(np.float64)
 
-        exact = rows(bits, as_float=False).view(np.float64)
-        fresh = ~rows(valid[..., None], as_float=False)  # [nsim, 1]: start from the default-dtype arrays
+        exact = host_batch.word_floats(bits, lead)
+        fresh = ~host_batch.rows(valid[..., None], lead, (1,))  # [nsim, 1]: start from the default-dtype arrays
         lock, sim, expanded = self._batch(nsim, names)
         with lock:
             sim.qpos[:] = np.where(fresh, rows(qpos), exact[:, :nq])
@@ -281,26 +281,12 @@ class CEngine:
             for name, value in zip(names, values):
                 nominal = self._nominal(name).reshape(-1)
                 value = rows(value)
-                # an entry that is the rounding of its nominal value is the nominal value
-                expanded[name].reshape(nsim, -1)[:] = np.where(value == nominal.astype(float_of), nominal, value)
+                expanded[name].reshape(nsim, -1)[:] = host_batch.nominal_where_rounded(value, nominal, float_of)
             sim.step(nstep=self.frame_skip)
             state = np.concatenate([sim.qpos, sim.qvel, sim.qacc_warmstart], axis=1)
             torso = np.array(_torso_xy(sim.xpos))  # a copy: the bound output is the batch's
         packed = np.concatenate([state, torso], axis=1).astype(float_of)
-        return (packed.view(np.uint32).reshape(lead + (-1,)), state.view(np.uint32).reshape(lead + (-1,)))
-
-
-def _to_words(x: jax.Array) -> jax.Array:
-    """A float array's bits as uint32 words, [..., n] -> [..., n * itemsize / 4] (scalars: [words])."""
-    x = jnp.atleast_1d(x).reshape(-1) if jnp.ndim(x) != 1 else x
-    return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
-
-
-def _from_words(words: jax.Array, dtype) -> jax.Array:
-    """Inverse of `_to_words` for a vector."""
-    if jnp.dtype(dtype).itemsize == 8:
-        words = words.reshape(-1, 2)
-    return jax.lax.bitcast_convert_type(words, dtype)
+        return host_batch.float_words(packed, lead), host_batch.float_words(state, lead)
 
 
 def make_engine(engine: str, mj_model: mujoco.MjModel, frame_skip: int, ls_iterations: int | None = None):
