@@ -236,6 +236,11 @@ def test_a_federation_on_the_local_grid_is_the_compiled_run(compiled_run, tmp_pa
     assert figures and all(os.path.getsize(path) > 0 for path in figures)
     shown = tensorboard_scalars(str(tmp_path))
     assert [v for _, v in shown["eval/local_minimum"]] == list(np.float32(result["curve"]["local_minimum"][0]))
+    # The CSVs name the run's seed, as its command gave it (seed=7) and TensorBoard names it, not its index 0.
+    for run_dir in (str(tmp_path), compiled_dir):
+        for name in ("final.csv", "metrics.csv"):
+            with open(os.path.join(run_dir, name)) as f:
+                assert {line.split(",")[0] for line in f.read().splitlines()[1:]} == {str(SEED)}, (run_dir, name)
     assert [s for s, _ in shown["eval/local_average"]] == [200, 400]
 
 
@@ -450,6 +455,62 @@ def test_an_algorithm_a_client_lacks_is_named(monkeypatch):
     assert "train" not in grid.sent
 
 
+class _TwoPhysics:
+    """What `federation.physics_scales` asks of an environment: its physics' names."""
+
+    @staticmethod
+    def physics_names(params):
+        return ("length", "masscart")
+
+
+def test_a_nodes_settings_and_the_servers_screening_by_hand():
+    """The server's plain Python without a round (the federation tests above reach it through training):
+    a node's physics and attack settings read from its configuration, non-finite uploads left out as a
+    dropped client's, and the path of a client's kept carry."""
+    node = {federation.AGENT_INDEX: 0, federation.NUM_AGENTS: 2, federation.STATE_DIR: "/tmp/x",
+            federation.ATTACK: "scale", federation.ATTACK_SCALE: 3}
+    assert federation.physics_scales(node, _TwoPhysics, None) == {}
+    scales = federation.physics_scales({**node, "length": 0.8, "masscart": 2}, _TwoPhysics, None)
+    assert scales == {"length": 0.8, "masscart": 2.0} and isinstance(scales["masscart"], float)
+    with pytest.raises(ValueError, match="sets 'lenght', which this environment does not have; its physics: "
+                                         "length, masscart"):
+        federation.physics_scales({"lenght": 1.3}, _TwoPhysics, None)
+    for bad in (0.0, -1.0, True, "1.3"):
+        with pytest.raises(ValueError, match="must be a number > 0"):
+            federation.physics_scales({"length": bad}, _TwoPhysics, None)
+
+    assert federation.node_attack({federation.AGENT_INDEX: 1}) is None
+    assert federation.node_attack(node) == ("scale", 3.0)
+    assert federation.node_attack({federation.ATTACK: "noise", federation.ATTACK_SCALE: 0.5}) == ("noise", 0.5)
+    assert federation.node_attack({federation.ATTACK: "sign_flip"}) == ("sign_flip", attacks.ATTACK_SCALE.default)
+    with pytest.raises(ValueError, match="attack must be one of"):
+        federation.node_attack({federation.ATTACK: "lie"})
+    for bad in (0.0, -2.0, True, "3"):
+        with pytest.raises(ValueError, match=r"attack-scale=.*must be a number > 0"):
+            federation.node_attack({federation.ATTACK: "noise", federation.ATTACK_SCALE: bad})
+
+    finite = {"q": np.ones(2, np.float32), "key": np.arange(2, dtype=np.uint32)}
+    uploads = [finite, {"q": np.array([1.0, np.nan], np.float32), "b": np.ones(1, np.float32)}, None,
+               {"q": np.ones(2, np.float32), "b": np.array([-np.inf], np.float32)}]
+    assert federation.nonfinite_leaves(uploads) == {1: ["q"], 3: ["b"]}
+    kept, weights, refused = federation.screened(uploads, None)
+    assert kept == [finite, None, None, None] and refused == {1: ["q"], 3: ["b"]}
+    np.testing.assert_array_equal(weights, [1.0, 0.0, 1.0, 0.0])
+    assert weights.dtype == np.float32
+    drawn = np.array([0.0, 1.0, 1.0, 1.0], np.float32)  # partial participation's draw, agent 0 left out
+    _, weights, _ = federation.screened(uploads, drawn)
+    np.testing.assert_array_equal(weights, [0.0, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(drawn, [0.0, 1.0, 1.0, 1.0])  # the draw itself is not changed
+    all_finite = [finite, finite]
+    assert federation.screened(all_finite, None) == (all_finite, None, {})
+
+    import hashlib
+
+    run = hashlib.sha256(b"settings").hexdigest()[:16]
+    assert federation.carry_path("state", "settings", 1, 5) == os.path.join(
+        "state", f"run_{run}", "agent_1", "before_round_5.npz")
+
+
 def test_flowers_simulation_engine_runs_the_same_federation(compiled_run, tmp_path):
     from flwr.simulation import run_simulation
 
@@ -482,6 +543,9 @@ def test_the_library_without_the_apps_imports_no_flower():
 
 EXAMPLE_APP = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "flower_app")
 DEPLOYMENT_TIMEOUT_S = 600  # the whole federation, start to finish
+# The SuperLink's entry in the Flower home's config.toml, named as docs/flower.md names it (tests/test_flower_docs.py
+# checks that the page's loopback commands are the ones `Deployment` runs).
+CONNECTION = "my-superlink"
 
 
 def free_ports(count: int) -> list[int]:
@@ -511,8 +575,8 @@ class Deployment:
                     "FLWR_TELEMETRY_ENABLED": "0", "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
         self.link_port, *self.node_ports = free_ports(1 + num_nodes)
         with open(os.path.join(self.home, "config.toml"), "w") as f:
-            f.write(f'[superlink]\ndefault = "test"\n\n[superlink.test]\naddress = "127.0.0.1:{self.link_port}"\n'
-                    "insecure = true\n")
+            f.write(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+                    f'address = "127.0.0.1:{self.link_port}"\ninsecure = true\n')
         self.node_configs = node_configs or [f"partition-id={k} num-partitions={num_nodes}" for k in range(num_nodes)]
         self.which = lambda name: shutil.which(name, path=self.env["PATH"])
 
@@ -565,7 +629,7 @@ class Deployment:
     def run(self, app: str, run_config: str, timeout_s: float):
         import subprocess
 
-        return subprocess.run([self.which("flwr"), "run", app, "test", "--stream", "--run-config", run_config],
+        return subprocess.run([self.which("flwr"), "run", app, CONNECTION, "--stream", "--run-config", run_config],
                               env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout_s)
 
     def __exit__(self, *exc):
@@ -629,7 +693,7 @@ def test_a_killed_supernode_stops_the_run_which_resumes_when_it_returns(tmp_path
     run_config = run_config_text(config, SEED, str(out)) + " round-timeout=60"
     settings = federation.config_message(config, SEED)
     with Deployment(home, 2, node_configs) as deployment:
-        flwr = subprocess.Popen([deployment.which("flwr"), "run", EXAMPLE_APP, "test", "--stream", "--run-config",
+        flwr = subprocess.Popen([deployment.which("flwr"), "run", EXAMPLE_APP, CONNECTION, "--stream", "--run-config",
                                  run_config], env=deployment.env, cwd=deployment.home, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         try:

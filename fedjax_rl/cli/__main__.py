@@ -4,4 +4,5 @@ import sys
 
 from fedjax_rl.cli import commands
 
-sys.exit(commands.main(sys.argv[1:]))
+if __name__ == "__main__":  # importing the module (the API docs do) runs nothing
+    sys.exit(commands.main(sys.argv[1:]))

@@ -369,7 +369,8 @@ def _add_render_parser(sub) -> None:
     p.add_argument("--episode-seed", type=int, default=0,
                    help="the episode's seed (its initial state), the same for every run (default: 0)")
     p.add_argument("--seed-index", type=int, default=0,
-                   help="which of each run's seeds acts, by its index (as in metrics.csv) (default: 0)")
+                   help="which of each run's seeds acts, by its position in the run (0: its first seed, final.csv's "
+                        "first row) (default: 0)")
     p.add_argument("--every", type=int, default=1, help="draw every N-th step; the last state always (default: 1)")
     p.add_argument("--max-frames", type=int, default=None,
                    help="at most this many frames (default: the whole episode, up to its time limit)")

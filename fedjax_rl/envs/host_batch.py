@@ -31,20 +31,21 @@ def batch_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def rows(x, lead: tuple[int, ...], tail: tuple[int, ...] = ()) -> np.ndarray:
-    """`x` as [prod(lead), *tail]: broadcast over the batch `lead`, one C-ordered writable row per
-    simulation."""
+    """`x` as one C-ordered writable row per simulation, shaped (prod(lead),) + tail: broadcast over
+    the batch `lead` first."""
     x = np.broadcast_to(np.asarray(x), lead + tuple(tail))
     return np.array(x.reshape((math.prod(lead), *tail)), order="C")
 
 
 def float_words(x: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
-    """Host floats [rows, n] (float64, or float32) as their uint32 words, [*lead, words per float x n]."""
+    """Host floats [rows, n] (float64, or float32) as their uint32 words, shaped lead + (words per
+    float x n,)."""
     return np.ascontiguousarray(x).view(np.uint32).reshape(lead + (-1,))
 
 
 def word_floats(words: np.ndarray, lead: tuple[int, ...], dtype=np.float64) -> np.ndarray:
-    """`float_words` read back: the words [*lead?, k] as `dtype` floats [rows, k / words per float], a
-    writable copy."""
+    """`float_words` read back: the words (k per row, broadcast over the batch `lead`) as `dtype`
+    floats [rows, k / words per float], a writable copy."""
     return rows(words, lead, np.shape(words)[-1:]).view(dtype)
 
 
