@@ -302,6 +302,20 @@ def test_a_nan_upload_is_refused_and_the_round_goes_on_without_it(tmp_path):
                             say=lambda _: None)
 
 
+def test_a_stale_node_uploads_the_initial_model_the_compiled_program_freezes():
+    """`attack=stale`: a node uploads its agent's initial shared leaves, whatever it trained, as the
+    compiled program's stale attacker uploads the model it froze at init (`AgentCarry.frozen`)."""
+    config = small_config(attackers=1, attack="stale")
+    trainer = program.make_trainer(config)
+    frozen = jax.jit(trainer.init)(program.seed_keys(SEED, 1)[0]).agents.frozen  # [K, ...]
+    for k in range(config.num_agents):
+        member = federation.Member(config, SEED, k)
+        trained = jax.tree.map(lambda x: x + 1.0, member.init().learner.shared)
+        upload = federation.attacked_upload(member, trained, 3, ("stale", 1.0))
+        assert max_difference(leaves(upload), leaves(jax.tree.map(lambda x, k=k: x[k], frozen))) == 0.0
+        assert max_difference(leaves(upload), leaves(trained)) > 0.0
+
+
 def test_a_node_configured_to_attack_uploads_the_programs_attack(tmp_path):
     """A node whose configuration says `attack=scale attack-scale=3` uploads its agent's model times 3
     (`core.attacks`, as `attackers` does in the compiled run); the others are honest. The global model is
