@@ -45,10 +45,10 @@ mutation: $(STAMP)
 	HYPOTHESIS_PROFILE=mutation $(BIN)/python tests/mutation/campaign.py run
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/tabular.py
-	$(BIN)/python benchmarks/lunarlander_env.py
-	$(BIN)/python benchmarks/lunarlander_dqn.py
-	@echo "dqn_throughput.py needs the SB3 reference env: see benchmarks/README.md"
+	$(BIN)/python -m benchmarks.throughput.tabular
+	$(BIN)/python -m benchmarks.envs.lunarlander_env
+	$(BIN)/python -m benchmarks.throughput.lunarlander_dqn
+	@echo "benchmarks.throughput.dqn_throughput needs the SB3 reference env: see benchmarks/README.md"
 
 # The command line's flag table (help, defaults, choices) from the settings declarations; run it after
 # changing a setting, an algorithm or an environment (tests/test_cli.py says when it is out of date).

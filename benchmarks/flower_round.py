@@ -22,7 +22,7 @@ K agents, R rounds after a warm-up round (compilation excluded), wall-clock seco
               process for every message: the cost `--startup` prints (a fresh interpreter importing
               the ClientApp and loading its compiled round from the disk cache).
 
-    python benchmarks/flower_round.py [--agents 2] [--rounds 8] [--startup] [--deployment] [--note TEXT]
+    python -m benchmarks.flower_round [--agents 2] [--rounds 8] [--startup] [--deployment] [--note TEXT]
 
 Writes benchmarks/results/flower_round.json with the machine: one entry per number of agents K
 (`by_agents`), so that runs at K = 2 and K = 3 stand side by side; `--note` records what else the
@@ -44,12 +44,10 @@ import time
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
-
-from fedjax_rl.core import agent_axis, federated  # noqa: E402
-from fedjax_rl.flower import federation  # noqa: E402
-from fedjax_rl.training import configs, program, run_directory  # noqa: E402
+from benchmarks import common
+from fedjax_rl.core import agent_axis, federated
+from fedjax_rl.flower import federation
+from fedjax_rl.training import configs, program, run_directory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, os.pardir, "tests")
@@ -133,8 +131,13 @@ def deployment_round_s(config, rounds: int, timeout_s: float = 3600.0) -> float:
     """A SuperLink and K SuperNodes on 127.0.0.1, `flwr run` of the example app; every process stopped at
     the end (the deployment test's `Deployment`). The server saves its checkpoint after every round:
     the second block is from the checkpoint of round R to that of round 2R (its evaluation included)."""
-    sys.path.insert(0, TESTS)
-    from test_flower import CONNECTION, EXAMPLE_APP, Deployment
+    import importlib.util
+
+    # tests/ is no package: its deployment helper is loaded from its file
+    spec = importlib.util.spec_from_file_location("test_flower", os.path.join(TESTS, "test_flower.py"))
+    test_flower = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test_flower)
+    CONNECTION, EXAMPLE_APP, Deployment = test_flower.CONNECTION, test_flower.EXAMPLE_APP, test_flower.Deployment
 
     with tempfile.TemporaryDirectory(prefix="flower_round_") as home:
         out = os.path.join(home, "run")

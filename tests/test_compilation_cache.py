@@ -1,7 +1,7 @@
 """The command line keeps compiled programs on disk (`machine.use_compilation_cache`): a second
 identical `fedjax-rl train` compiles nothing it had compiled, with the same numbers, and a damaged
 cache entry costs a compile, never a number. Each run is its own process, as a user's is; the
-benchmark (benchmarks/compile_cache.py) measures the time it saves."""
+benchmark (benchmarks/startup/compile_cache.py) measures the time it saves."""
 
 import json
 import os

@@ -262,7 +262,7 @@ WARP_BATCH, WARP_STEPS = 8, 5
 # float32 against C's float64 after WARP_STEPS steps (a float32 rounding grows on the way; HalfCheetah
 # is chaotic): worst |obs difference| measured with these seeds on a CPU, Hopper / Walker2d /
 # HalfCheetah: mjx 1.7e-6 / 6.0e-5 / 5.9e-5, warp's CPU kernels 1.2e-6 / 4.0e-5 / 8.6e-5, warp on
-# an H200 (benchmarks/results/gpu_h200/warp_parity_test.log) 7.2e-7 / 1.3e-4 / 1.0e-4.
+# an H200 (benchmarks/results/envs/gpu_h200/warp_parity_test.log) 7.2e-7 / 1.3e-4 / 1.0e-4.
 WARP_ATOL = 5e-4
 
 

@@ -1,17 +1,16 @@
 """fedjax_rl.analysis.stats against cases worked by hand, against exact distributions (the sign test's binomial,
 the Mann-Whitney count enumerated, every one of the n^n equally likely bootstrap resamples), against
-scipy, against what benchmarks/verdict_coverage.py measured, and, through the very calls the tables
+scipy, against what benchmarks/studies/verdict_coverage.py measured, and, through the very calls the tables
 make, against the false-verdict rate a 95% verdict promises."""
 
 import itertools
-import json
-import os
 
 import numpy as np
 import pytest
 import scipy.stats
 
-from benchmarks import mean_intervals
+from benchmarks import harness
+from benchmarks.studies import mean_intervals
 from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 
 
@@ -493,6 +492,34 @@ def test_the_whole_table_is_the_sign_test_over_its_units():
         assert (stats.pooled_signs(table)["verdict"] == stats.AHEAD) == ahead
 
 
+def _expected_power_by_hand(n, wins, losses, ties):
+    """The rule's power at n seeds averaged over the plan's prior point by point: P(higher) of the pilot's
+    majority on PLAN_HIGHER or 1 - PLAN_HIGHER, ties on PLAN_TIES, each weighted by the pilot's likelihood."""
+    major, minor = max(wins, losses), min(wins, losses)
+    total = weights = 0.0
+    for higher in (*power.PLAN_HIGHER, *(1 - h for h in power.PLAN_HIGHER)):
+        for tie in power.PLAN_TIES:
+            weight = higher ** major * (1 - higher) ** minor * (1 - tie) ** (major + minor) * tie ** ties
+            total, weights = total + weight * power.rule_power(n, higher, tie), weights + weight
+    return total / weights
+
+
+def test_a_seed_plan_is_the_rules_power_over_its_prior_by_hand():
+    """`expected_power` is the docstring's average summed by hand; a plan is the fewest seeds from MIN_SEEDS
+    whose expected power reaches POWER (pinned: 4 wins and 1 loss plan 72 seeds), none beyond `limit` and
+    none for a pilot without a direction; unpaired pilots plan from P(X > Y) as min(m, n) untied signs."""
+    for n, wins, losses, ties in ((12, 5, 2, 3), (30, 1, 4, 0), (8, 3, 3, 2), (20, 6, 0, 1)):
+        assert power.expected_power(n, wins, losses, ties) == pytest.approx(_expected_power_by_hand(n, wins, losses, ties),
+                                                                           rel=1e-9, abs=1e-12)
+    assert power.planned_seeds(4, 1, 0) == 72 and power.planned_seeds(1, 4, 0) == 72
+    assert power.planned_seeds(4, 1, 0, limit=72) == 72 and power.planned_seeds(4, 1, 0, limit=71) is None
+    assert power.planned_seeds(3, 3, 0) is None
+    # 5, 6, 7 against 1, 2, 3, 6.5: X is higher in 10 of 12 pairs, read as 2.5 wins and 0.5 losses of 3.
+    n = power.seeds_for_power([5.0, 6.0, 7.0], [1.0, 2.0, 3.0, 6.5], paired=False)
+    assert _expected_power_by_hand(n, 2.5, 0.5, 0) >= power.POWER > _expected_power_by_hand(n - 1, 2.5, 0.5, 0)
+    assert power.sign_power(10, 0.9) == power.rule_power(10, 0.9, 0.0)
+
+
 def test_t_test_power_against_the_published_counts():
     # The paired t test at 5% two-sided needs 10 pairs for 80% power at effect size 1 (power 0.803)
     # and 34 at 0.5 (0.808) (Cohen 1988; G*Power): the yardstick the rule's own power is read against.
@@ -502,12 +529,12 @@ def test_t_test_power_against_the_published_counts():
 
 
 def test_the_quoted_measurements_are_the_studys():
-    # The rule's levels are computed (sign_level, equivalence_level); benchmarks/verdict_coverage.py checks
+    # The rule's levels are computed (sign_level, equivalence_level); benchmarks/studies/verdict_coverage.py checks
     # them on simulated nulls and measures what no formula gives: what a seed plan delivers
     # (PLAN_DELIVERY), a rule for the mean's false rate and the across-rows IQM's level.
-    with open(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results", "verdict_coverage.json")) as f:
-        study = json.load(f)
-    sign = study["sign"]
+    result = harness.read(harness.default_out("studies.verdict_coverage"))
+    parts = harness.rows_by(result, "part")  # a row per part of the study, holding its records
+    sign = parts["sign"]["sign"]
     assert (sign["settings"]["rule"], sign["settings"]["min_seeds"], sign["settings"]["confidence"]) == (
         stats.RULE, stats.MIN_SEEDS, stats.CONFIDENCE)
     for kind, by_seeds in sign["null"].items():  # within Monte Carlo error of the computed bound, on every null
@@ -533,12 +560,13 @@ def test_the_quoted_measurements_are_the_studys():
     # The plan delivers what it promises on the grid it assumes, from every pilot count (about: the prior is
     # the grid's ranges, the grid a few points of them).
     assert all(v["power"] >= power.POWER - 0.03 for v in plan["by_pilots"].values()), plan["by_pilots"]
-    rule = study["rule"]
+    rule = parts["rule"]["rule"]
     mean_zero = ("normal", "collapsing", "capped", "three values", "one size", "committed, random signs",
                  "equal means, collapsing baseline")  # where the mean's hull's estimand, the mean, is 0
     assert stats.MEAN_RULE_FALSE_RATE == pytest.approx(max(
         rule["null"][kind][n]["hull"]["rate"] for kind in mean_zero for n in rule["null"][kind]), abs=5e-4)
     # The across-rows IQM's level: the first study's smallest nominal level within 2 standard errors of 5%.
+    study = parts["aggregate"]
     cases = [case[model] for case in study["aggregate"] for model in ("normal", "resampled")]
     assert aggregate.MEASURED["aggregate_false_rate"] == pytest.approx(max(a["verdict_given"]["rate"] for a in cases), abs=5e-4)
     assert aggregate.MEASURED["aggregate_nominal_false_rate"] == pytest.approx(
@@ -549,7 +577,7 @@ def test_the_quoted_measurements_are_the_studys():
     assert aggregate.MEASURED["improvement_excludes_half"] == pytest.approx(
         max(a["probability_of_improvement_excludes_half"]["rate"] for a in cases), abs=5e-4)
     calibration = study["aggregate_calibration"]
-    assert study["settings"]["aggregate_confidence"] == aggregate.AGGREGATE_CONFIDENCE
+    assert result["settings"]["first_study"]["aggregate_confidence"] == aggregate.AGGREGATE_CONFIDENCE
     assert calibration[f"{aggregate.AGGREGATE_CONFIDENCE:g}"]["holds_5pct"]
     assert not any(v["holds_5pct"] for level, v in calibration.items() if float(level) < aggregate.AGGREGATE_CONFIDENCE)
 

@@ -22,9 +22,9 @@ SEED = 0
 # with 4-5 seeds per row (each row's resamples spread (n-1)/n as much as its seeds): on simulated
 # tables of equal algorithms shaped like the committed ones it excluded 0 up to 14% of the time at
 # nominal 95%, 7% at 99%. It is printed at this nominal level, the smallest of 95, 98, 99 and 99.5%
-# within two standard errors of 5% (benchmarks/verdict_coverage.py; REPRODUCTION.md).
+# within two standard errors of 5% (benchmarks/studies/verdict_coverage.py; REPRODUCTION.md).
 AGGREGATE_CONFIDENCE = 0.995
-# What the coverage study measured (benchmarks/verdict_coverage.py, its first study): the largest rate
+# What the coverage study measured (benchmarks/studies/verdict_coverage.py, its first study): the largest rate
 # at which the IQM difference's interval at AGGREGATE_CONFIDENCE and at nominal 95% excluded 0, and
 # P(X > Y)'s excluded 1/2, on tables of equal algorithms shaped like the committed ones.
 MEASURED = dict(aggregate_false_rate=0.054, aggregate_nominal_false_rate=0.142, improvement_excludes_half=0.086,

@@ -20,7 +20,7 @@ PLAN_LIMIT = 2000  # the most seeds a plan considers
 # The effects a seed plan assumes (`expected_power`), and on whose grid the coverage study measures
 # what it delivers (`planned_power`, exact) from pilots of PLAN_PILOTS seeds: over the grid, weighted by
 # how often a pilot gets a figure, the mean power at the planned count, and the smallest such mean for
-# one pilot count (benchmarks/verdict_coverage.py; tests/test_stats.py checks these against its results).
+# one pilot count (benchmarks/studies/verdict_coverage.py; tests/test_stats.py checks these against its results).
 PLAN_PILOTS = (4, 5, 8, 12, 20)
 PLAN_HIGHER = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
 PLAN_TIES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)

@@ -3,7 +3,7 @@ data RL results have: the question a row and a table ask, its exact test and com
 size of a difference with its distribution-free interval, and the comparison the tables and
 `fedjax-rl compare` print. Seed plans are `fedjax_rl.analysis.power`'s, the across-rows IQM
 `fedjax_rl.analysis.aggregate`'s, the cells the tables print `fedjax_rl.analysis.cells`'s; rules for a
-mean, which decide nothing here, are the coverage study's (`benchmarks/mean_intervals.py`).
+mean, which decide nothing here, are the coverage study's (`benchmarks/studies/mean_intervals.py`).
 
 `fedjax-rl compare`, the reproduction tables (`fedjax_rl/reproduce/report.py`) and
 `notebooks/reproduction_results.ipynb` all judge a comparison with `judge.comparison`, which reads this rule. The vocabulary is that of
@@ -38,7 +38,7 @@ difference exactly on the margin is computed, exact given the number of ties
 (`equivalence_level_given`) and over every number of ties (`equivalence_level`). A direction found
 whose size lies inside the margin reads "ahead, within the margin". Unpaired samples (runs
 with other seed keys) get the Hodges-Lehmann shift with its exact Mann-Whitney interval, which
-decides their direction. `benchmarks/verdict_coverage.py` checks the levels on the kinds of data
+decides their direction. `benchmarks/studies/verdict_coverage.py` checks the levels on the kinds of data
 RL seeds give and measures what a seed plan (`seeds_for_power`) delivers (REPRODUCTION.md, "How the
 tables judge a comparison").
 
@@ -63,8 +63,8 @@ RULE = "sign test, ties set aside"  # the verdicts' direction test (module docst
 EQUIVALENCE_CONFIDENCE = 0.90
 AHEAD, BEHIND, EQUIVALENT, INCONCLUSIVE, TOO_FEW = "ahead", "behind", "equivalent", "inconclusive", "too few seeds"
 VERDICTS = (AHEAD, BEHIND, EQUIVALENT, INCONCLUSIVE, TOO_FEW)
-# What benchmarks/verdict_coverage.py measured where no formula gives it, quoted by the tables' legends
-# (tests/test_stats.py checks it against benchmarks/results/verdict_coverage.json): the largest false
+# What benchmarks/studies/verdict_coverage.py measured where no formula gives it, quoted by the tables' legends
+# (tests/test_stats.py checks it against benchmarks/results/studies/verdict_coverage.json): the largest false
 # ahead/behind rate of a rule for the mean (the hull of Student t and bootstrap-t at 97%) on data whose
 # mean difference is 0. The rule's own levels are computed (`sign_level`, `equivalence_level`).
 MEAN_RULE_FALSE_RATE = 0.1258

@@ -9,7 +9,7 @@ from fedjax_rl.cli import flags
 
 RUN_BATCH_HELP = ("runs (seeds x grid points) vmapped at a time; batches run one after another in the same "
                   "program ('all': one vmap). On a CPU, batches of 10-20 runs train a 40-run grid 1.6-2x faster "
-                  "(benchmarks/run_batch.py); the numbers change by float rounding")
+                  "(benchmarks/throughput/run_batch.py); the numbers change by float rounding")
 # The Python types a flag's entry may name: its setting's declared kind (`--omega` is a float).
 # The other flags stay text and are parsed by their setting (`Setting.parse`: "ints", bools).
 FLAG_TYPES = {"str": str, "float": float}

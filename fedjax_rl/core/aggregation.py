@@ -17,7 +17,7 @@ counts as +inf, so a minority of faulty agents (NaN, 1e6) cannot move the median
 agents' values, nor the trimmed mean when at most floor(trim x participants) agents are faulty.
 Under partial participation they read `weight` as a 0/1 mask and use the participating agents only.
 Their cost: every agent sorts K copies of the shared leaves (O(K^2) memory under vmap), against one
-all-reduce for the mean (benchmarks/aggregation.py). The rules and their settings (`AGGREGATION`,
+all-reduce for the mean (benchmarks/kernels/aggregation.py). The rules and their settings (`AGGREGATION`,
 `TRIM`, `KRUM_BYZANTINE`, `KRUM_KEEP`) are declared here once; `federated.Server` applies them.
 """
 
@@ -85,7 +85,7 @@ def _sort_over_agents(values: jax.Array) -> list[jax.Array]:
     sort per coordinate, while the network's elementwise minima and maxima fuse and vectorise. On
     FedRDQN's shared leaves (202,501 parameters) it runs a rule 80x faster than `jnp.sort` at K = 5,
     8x at K = 20 and 3x at K = 32, but its O(K log^2 K) comparators compile slower (about 30 s against
-    3 s at K = 32; benchmarks/aggregation.py --part sort), so beyond 32 agents XLA's sort is used."""
+    3 s at K = 32; benchmarks/kernels/aggregation.py --part sort), so beyond 32 agents XLA's sort is used."""
     if values.shape[0] > _NETWORK_MAX_AGENTS:
         return list(jnp.sort(values, axis=0))
     rows = list(values)

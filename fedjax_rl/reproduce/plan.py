@@ -31,7 +31,7 @@ CPU_RUN_BATCH = 20  # runs per vmap on a CPU (default_run_batch)
 def default_run_batch() -> int | None:
     """Runs vmapped at a time when the caller does not say: on a CPU, CPU_RUN_BATCH (a 40-run Table 1
     row trains faster in batches whose parameters and optimizer states stay in cache,
-    benchmarks/run_batch.py); on an accelerator, every run in one vmap."""
+    benchmarks/throughput/run_batch.py); on an accelerator, every run in one vmap."""
     import jax
 
     return CPU_RUN_BATCH if jax.default_backend() == "cpu" else None

@@ -88,7 +88,7 @@ def run(
     `run_batch`: vmap at most this many runs (grid points x seeds) at a time; the batches then run
     one after another inside the same compiled block (`lax.map`). None: all runs in one vmap. Smaller
     batches keep each batch's parameters and optimizer states in cache: on a 2-core CPU a 40-run
-    FedRDQN grid trains 1.6-2x faster in batches of 10-20 (benchmarks/run_batch.py). The batch size
+    FedRDQN grid trains 1.6-2x faster in batches of 10-20 (benchmarks/throughput/run_batch.py). The batch size
     shapes the program, so it is recorded in config.json and a run resumes only with the same one;
     its numbers differ from the all-at-once program by float rounding, like another CPU's.
 

@@ -1,0 +1,1 @@
+"""Training throughput: agent-steps per second of whole federated programs, against references."""
