@@ -264,6 +264,36 @@ def test_compare_judges_any_two_runs_and_says_why_it_does_not(tmp_path, capsys):
             or "FedRDQN (ω=0.1) [aggregation=median] and DQNAvg: other perturbed parameters: length vs masscart" in out)
 
 
+def test_compare_pairs_only_runs_that_both_record_their_seed_keys(tmp_path):
+    """Runs pair by seed only where both record their seed keys (in-memory runs, `plots.from_metrics`,
+    record none: unpaired, whichever side lacks them); a run whose agent records no omega is a baseline,
+    so it is B; the runs not compared follow the table after a blank line, or stand alone."""
+    from fedjax_rl.analysis import plots
+
+    minimum = [100.0 + s for s in range(6)]
+
+    def run(label, agent, **recorded):
+        config = dict(algo=label, env_name="CartPole-v1", physics=["length"], num_agents=5, max_rate=0.5,
+                      agent=agent, **recorded)
+        return dict(label=label, config=config, final=dict(local_minimum=minimum, local_average=minimum))
+
+    keys = dict(seed=0, num_seeds=6)
+    for a, b in ((keys, keys), ({}, {}), (keys, {}), ({}, keys), (dict(seed=0), keys)):
+        table = plots.differences_table([run("A", dict(omega=0.1), **a), run("B", dict(omega=0.0), **b)])
+        [line] = [line for line in table.splitlines() if line.startswith("CartPole-v1 (length) | A − B")]
+        assert ("| 6 (paired) |" if a == b == keys else "| 6 vs 6 (unpaired) |") in line, (a, b, line)
+    # Listed after the robust run, a run whose agent has no omega is its baseline: A − B, not the later minus the earlier.
+    table = plots.differences_table([run("A", dict(omega=0.1), **keys), run("B", {}, **keys)])
+    assert [line.split(" | ")[1].strip() for line in table.splitlines() if line.startswith("CartPole-v1")] == ["A − B"]
+
+    other = run("C", dict(omega=0.0), **keys)
+    other["config"]["physics"] = ["masscart"]
+    both = plots.differences_table([run("A", dict(omega=0.1), **keys), run("B", dict(omega=0.0), **keys), other])
+    assert "fedjax_rl/analysis/stats.py.\n\nnot compared (a comparison needs" in both
+    alone = plots.differences_table([run("A", dict(omega=0.1), **keys), other])
+    assert alone.startswith("not compared (a comparison needs") and "A and C: other perturbed parameters" in alone
+
+
 # -- a finished run is never lost; damaged files; messages instead of tracebacks (issue 29) ---------
 
 

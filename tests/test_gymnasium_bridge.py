@@ -314,6 +314,104 @@ def test_an_environment_that_raises_stops_the_run_with_its_error_and_keeps_finis
         envs.REGISTRY.origins.pop(spec.name)
 
 
+class Numbered(GymSlide):
+    """GymSlide whose actions are numbered from 5 (gymnasium's `Discrete(2, start=5)`: 6 pushes right), whose
+    reward draws noise from the step's `np_random`, and whose step fails at a mass above 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = gymnasium.spaces.Discrete(2, start=5)
+
+    def step(self, action):
+        if action not in (5, 6) or self.mass > 10:
+            raise FloatingPointError("the integrator diverged")
+        obs, reward, terminated, truncated, info = super().step(action - 5)
+        return obs, reward + self.np_random.normal(), terminated, truncated, info
+
+
+class Pushed(GymSlide):
+    """GymSlide pushed by a force in [-1, 1] (a Box action of shape (1,))."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def step(self, action):
+        return super().step(1 if float(action[0]) > 0 else 0)
+
+
+def _words(*states):
+    """Host states as the bridge carries them: float64 bits as uint32 words, one row each."""
+    return np.stack([np.asarray(s, np.float64) for s in states]).view(np.uint32)
+
+
+def test_the_host_side_steps_resets_and_broadcasts_rows_by_hand():
+    """The numpy side of the callback, called as vmap's `expand_dims` calls it (an unbatched input has
+    a leading 1), against gymnasium stepped by hand, without compiling: rows follow whichever input is
+    batched; a row steps from its own step key and, where its episode ended (terminated, or at the time
+    limit), resets from its reset key to time 0; without reset it keeps the ended state; an action is
+    numbered from its space's start; Box actions keep their shape; a failing step names its step."""
+    env = GymnasiumEnv("Numbered-v0", Numbered, ("mass",), max_steps=3)
+    masses = np.array([[1.0], [0.5], [0.01]], np.float32)
+
+    def by_hand(mass, state, action=6, seed=None):
+        numbered = Numbered()
+        numbered.mass, numbered.state = float(mass), np.array(state, np.float64)
+        if seed is not None:
+            numbered._np_random = np.random.default_rng(seed)
+        return numbered, numbered.step(action)
+
+    obs, words = env._host_reset(np.array([7], np.uint32), masses)  # one key, three physics
+    reset = GymSlide().reset(seed=7)[0]
+    np.testing.assert_array_equal(obs, np.stack([reset] * 3))
+    assert words.shape == (3, 4)
+
+    start = [1.9, 0.5]  # the last row's light block runs off the ice; the second row reaches the time limit
+    seeds = np.array([[11, 21], [12, 22], [13, 23]], np.uint32)
+    out = env._host_step(True, _words(start), np.array([0, 2, 0], np.int32), np.array([3], np.int32),
+                         np.array([1], np.int32), masses, seeds)
+    obs, final_obs, words, time, reward, terminated, truncated = out
+    np.testing.assert_array_equal(terminated, [False, False, True])
+    np.testing.assert_array_equal(truncated, [False, True, False])
+    np.testing.assert_array_equal(time, [1, 0, 0])
+    for row in range(3):
+        numbered, (o, r, _, _, _) = by_hand(masses[row, 0], start, seed=int(seeds[row, 0]))
+        np.testing.assert_array_equal(final_obs[row], o)
+        assert reward[row] == np.float32(r), row
+        fresh = GymSlide()
+        ended = fresh.reset(seed=int(seeds[row, 1]))[0] if row else o
+        np.testing.assert_array_equal(obs[row], ended)
+        np.testing.assert_array_equal(words[row].view(np.float64), fresh.state if row else numbered.state)
+    kept = env._host_step(False, _words(start), np.array([0, 2, 0], np.int32), np.array([3], np.int32),
+                          np.array([1], np.int32), masses, seeds)
+    np.testing.assert_array_equal(kept[0], kept[1])
+    np.testing.assert_array_equal(kept[3], [1, 3, 1])
+
+    # The states alone batched, then the physics alone: each gives the rows.
+    states = [[0.0, 0.1], [0.5, -0.2], [-1.0, 0.0]]
+    one = dict(time=np.array([0], np.int32), limit=np.array([3], np.int32), action=np.array([1], np.int32),
+               seeds=np.array([[11, 21]], np.uint32))
+    by_state = env._host_step(False, _words(*states), physics=masses[:1], **one)
+    by_physics = env._host_step(False, _words(start), physics=masses, **one)
+    for row in range(3):
+        np.testing.assert_array_equal(by_state[1][row], by_hand(1.0, states[row], seed=11)[1][0])
+        np.testing.assert_array_equal(by_physics[1][row], by_hand(masses[row, 0], start, seed=11)[1][0])
+
+    pushed = GymnasiumEnv("Pushed-v0", Pushed, ("mass",), max_steps=3)
+    forces = np.array([[0.5], [-0.5], [0.5]], np.float32)
+    stepped = pushed._host_step(False, _words(*states), np.array([0], np.int32), np.array([3], np.int32), forces,
+                                np.array([[1.0]], np.float32), np.array([[11, 21]], np.uint32))
+    for row in range(3):
+        slide = GymSlide()
+        slide.state = np.array(states[row], np.float64)
+        np.testing.assert_array_equal(stepped[1][row], slide.step(int(forces[row, 0] > 0))[0])
+
+    with pytest.raises(RuntimeError, match=r"Numbered-v0: the environment's step raised FloatingPointError: the integrator "
+                                           r"diverged \(at step 5 of its episode, action 6, mass = 20\)"):
+        env._host_step(False, _words(start), np.array([4], np.int32), np.array([9], np.int32), np.array([1], np.int32),
+                       np.array([[20.0]], np.float32), np.array([[11, 21]], np.uint32))
+
+
 def test_the_command_line_refuses_a_name_gym_cartpole_lacks_before_compiling():
     from fedjax_rl.cli import commands
 

@@ -392,6 +392,29 @@ def test_budget_rounds_to_whole_evaluation_blocks():
     for bad in ("0", "1.5", "half", "-0.1"):
         with pytest.raises(ValueError, match="budget must be 'paper' or a fraction in \\(0, 1\\]"):
             plan.parse_budget(bad)
+    # Whole rounds of the full budget first: 50,000 // 384 = 130 rounds, 5% of them 6.5, rounded to 6.
+    assert plan.budget_steps("fedrdqn", "CartPole-v1", 0.05, sync_every=384) == (2304, 1)
+
+
+def test_a_requests_grids_are_checked_at_their_bounds_and_recorded_only_where_set():
+    """omega in (0, 1] and p in [0, 1), distinct, sorted; the row's record of a request names challengers
+    and `new_seeds_at` only where the request has them, so a row run without them reads as the same."""
+    assert plan.check_omegas([1.0, 0.1]) == (0.1, 1.0)
+    for bad in ([], [0.0], [1.5], [0.1, 0.1]):
+        with pytest.raises(ValueError, match="omega"):
+            plan.check_omegas(bad)
+    levels = tables.get_table("heterogeneity")
+    assert plan.check_max_rates(levels, None) is None
+    assert plan.check_max_rates(levels, [0.5, 0.0, 0.25]) == (0.0, 0.25, 0.5)
+    for bad in ([], [1.0], [-0.1], [0.2, 0.2]):
+        with pytest.raises(ValueError, match=r"max_rates must be distinct heterogeneity levels p in \[0, 1\)"):
+            plan.check_max_rates(levels, bad)
+    request = dict(budget=1.0, num_seeds=5, tuning_seeds=3, omegas=[0.1], seed=0, agent_overrides=None,
+                   train_overrides=None)
+    assert set(plan.request_record(**request)) == {"budget", "num_seeds", "tuning_seeds", "omegas", "seed",
+                                                   "agent_overrides", "train_overrides"}
+    record = plan.request_record(**request, challengers=["td3avg", "fedrdqn_min"], new_seeds_at="chosen")
+    assert record["challengers"] == ["fedrdqn_min", "td3avg"] and record["new_seeds_at"] == "chosen"
 
 
 def test_reproduce_set_is_parsed_by_the_tables_declarations():
@@ -874,7 +897,8 @@ def test_which_pieces_cover_a_program_and_which_are_left_by_hand():
     def at(first, stop, finished=True, grid=whole, settings="mine"):
         return Found(Piece("fedrdqn", first, stop), f"p/{first}", {"grid": grid}, finished, {"settings": settings})
 
-    pieces = (at(0, 2), at(2, 4, finished=False), at(5, 7), at(7, 8, settings="other"), at(12, 14))
+    pieces = (at(0, 2), at(2, 4, finished=False), at(5, 7), at(7, 8, settings="other"), at(10, 11, finished=False),
+              at(12, 14))  # past the total of 10: not this request's to resume
     on_disk = ProgramOnDisk("p", "fedrdqn", 10, {"grid": whole}, {"settings": "mine"}, pieces)
     assert [f.piece for f in on_disk.covered()] == [Piece("fedrdqn", 0, 2)]
     assert [(p.first, p.stop) for p in on_disk.missing()] == [(2, 4), (4, 5), (7, 10)]

@@ -77,6 +77,13 @@ TARGETS = (
     Target("federated", "fedjax_rl/core/federated.py", None, (
         "tests/test_federated.py", "tests/test_properties.py", "tests/test_participation.py",
     )),
+    # Split out of federated.py (2026-12-05): the rules and the agent axis, with the same tests.
+    Target("aggregation", "fedjax_rl/core/aggregation.py", None, (
+        "tests/test_federated.py", "tests/test_properties.py", "tests/test_participation.py",
+    )),
+    Target("agent_axis", "fedjax_rl/core/agent_axis.py", None, (
+        "tests/test_federated.py", "tests/test_properties.py", "tests/test_participation.py",
+    )),
     Target("heterogeneity", "fedjax_rl/core/perturb.py", None, (
         "tests/test_heterogeneity.py", "tests/test_properties.py",
         "tests/test_envs.py::test_cartpole_agent_params_recompute_derived_fields",
@@ -87,7 +94,8 @@ TARGETS = (
         "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
     )),
     # The finalize code: the global policy, the local-environment metrics and the sweep.
-    Target("train", "fedjax_rl/training/program.py", ("global_policy", "finalize", "local_metrics"), (
+    Target("train", "fedjax_rl/training/program.py",
+           ("global_policy", "finalize", "final_record", "block_record", "local_metrics"), (
         "tests/test_evaluate.py::test_local_metrics_on_distinct_returns",
         "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
         "tests/test_dqn.py::test_metrics_shapes", "tests/test_golden.py",
@@ -152,6 +160,72 @@ TARGETS = (
         "tests/test_lunar_lander.py::test_reset_distribution_matches_gymnasium",
         "tests/test_termination.py",
     )),
+    # The gymnasium bridge's host side: each row's physics, state, step seed and reset, rows that share
+    # one state, what a step leaves behind, the time limit. Not its checks before compiling nor the
+    # shapes handed to jax.pure_callback (those fail at trace time).
+    Target("gymnasium_bridge", "fedjax_rl/envs/gymnasium_bridge.py",
+           ("_changed", "_prepare", "_host_reset", "_host_step", "__getattr__", "_fresh_copies"), (
+        "tests/test_gymnasium_bridge.py::test_the_host_side_steps_resets_and_broadcasts_rows_by_hand",
+        "tests/test_gymnasium_bridge.py::test_a_value_that_is_its_nominal_values_rounding_is_set_to_the_nominal_value",
+        "tests/test_gymnasium_bridge.py::test_no_row_sees_mutable_state_another_row_or_step_left_behind",
+        "tests/test_gymnasium_bridge.py::test_each_row_draws_from_a_generator_seeded_by_its_own_key",
+        "tests/test_gymnasium_bridge.py::test_rows_that_share_one_state_each_step_from_it",
+        "tests/test_gymnasium_bridge.py::test_a_perturbed_attribute_steps_as_gymnasium_by_hand",
+        "tests/test_gymnasium_bridge.py::test_gym_cartpole_steps_as_the_jax_cartpole",
+        "tests/test_gymnasium_bridge.py::test_an_environment_that_raises_stops_the_run_with_its_error_and_keeps_finished_blocks",
+    )),
+    # A Flower federation's server side in plain Python: a node's physics and attack settings, the
+    # screening of non-finite uploads, where a client keeps its carry, the agent index's range. Not the
+    # rounds: every test of them trains through Flower, minutes per mutant.
+    Target("flower", "fedjax_rl/flower/federation.py",
+           ("physics_scales", "node_attack", "nonfinite_leaves", "screened", "carry_path", r"__init__:index"), (
+        "tests/test_flower.py::test_a_nodes_settings_and_the_servers_screening_by_hand",
+        "tests/test_flower.py::test_bad_federations_stop_before_anything_trains",
+        "tests/test_flower.py::test_a_node_the_superlink_reports_unavailable_is_no_client",
+    )),
+    # `compare`: which runs are judged against which (labels, pairing by seed keys, A - B's order, what
+    # makes two runs comparable) and the table of differences.
+    Target("compare", "fedjax_rl/analysis/plots.py",
+           ("distinguish", "_shown", "_task", "why_not_comparable", "_seeds_paired", "_is_baseline", "_pairs",
+            "differences_table"), (
+        "tests/test_cli.py::test_compare_pairs_only_runs_that_both_record_their_seed_keys",
+        "tests/test_cli.py::test_compare_prints_paired_differences_with_intervals",
+        "tests/test_cli.py::test_compare_pairs_seeds_only_where_the_runs_start_at_the_same_seed_index",
+        "tests/test_cli.py::test_compare_judges_any_two_runs_and_says_why_it_does_not",
+    )),
+    # A reproduction request's checks before anything compiles (budget, rows, omegas, levels, the row's
+    # record of the request). Not the resolution of programs against the rows on disk (`Plan.at`,
+    # `same_revision`: their tests train a row first).
+    Target("plan", "fedjax_rl/reproduce/plan.py",
+           ("parse_budget", "budget_steps", "select_rows", "check_omegas", "check_max_rates", "request_record",
+            "spell_run_batch"), (
+        "tests/test_reproduce.py::test_budget_rounds_to_whole_evaluation_blocks",
+        "tests/test_reproduce.py::test_a_requests_grids_are_checked_at_their_bounds_and_recorded_only_where_set",
+        "tests/test_reproduce.py::test_bad_requests_fail_before_compiling",
+        "tests/test_executor.py::test_the_request_is_spelled_as_flags_that_read_back_to_it",
+        "tests/test_executor.py::test_a_challengers_own_settings_travel_as_flags_and_are_checked",
+        "tests/test_executor.py::test_executor_settings_are_refused_before_anything_runs",
+        "tests/test_heterogeneity_table.py::test_levels_are_checked_before_compiling",
+        "tests/test_tensorboard.py::test_reproduce_no_tensorboard_reaches_the_runs_and_not_the_rows_record",
+    )),
+    # A program in pieces of seeds: ranges and their overlaps, grids a piece may hold, which finished pieces
+    # cover seeds 0..n and which are still to run. Not reading pieces from disk (`found`, `check`,
+    # `location`: their tests train pieces first).
+    Target("seed_pieces", "fedjax_rl/reproduce/seed_pieces.py",
+           ("overlaps", "num_seeds", "seed_span", "parse_range", "grid_fits", "holds", "covered", "missing"), (
+        "tests/test_reproduce.py::test_which_pieces_cover_a_program_and_which_are_left_by_hand",
+        "tests/test_reproduce.py::test_pieces_overlap_exactly_where_they_share_a_seed",
+    )),
+    # Seed plans for the verdict rule: the expected power over the plan's prior and the search for the
+    # fewest seeds (the rule's own power, `rule_power`, is an exact formula tested as one).
+    Target("power", "fedjax_rl/analysis/power.py",
+           ("seeds_for_power", "expected_power", "_plan_prior", "_plan", "sign_power"), (
+        "tests/test_stats.py::test_a_seed_plan_is_the_rules_power_over_its_prior_by_hand",
+        "tests/test_stats.py::test_seeds_for_power_plans_with_ties_and_says_what_it_delivers",
+        "tests/test_stats.py::test_the_rules_power_is_exact",
+        "tests/test_stats.py::test_comparison_is_the_tables_reading_of_each_metric",
+        "tests/test_stats.py::test_t_test_power_against_the_published_counts",
+    )),
 )
 
 # Survivors that no test can kill: the mutant computes the same function wherever the code is
@@ -168,6 +242,9 @@ _BEYOND_N = ("the extra pairs reach places i + j + k >= size >= n, and every pai
 _EITHER_SORT = ("both branches sort the agents' values exactly (the network sorts any number of values; it and "
                 "jnp.sort both put NaN last, which the float64 reference test checks at K = 32 and 33): only "
                 "the speed differs")
+_ANY_NEGATIVE = ("NumPy (2.4, pinned in constraints.txt) reads any negative size in reshape as the one size it "
+                 "infers, so -2 is -1")
+_EMPTY_GAP = "the gap this adds besides is empty (first == stop), and range(first, stop, size) makes no piece of it"
 EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("fedjax_rl/core/evaluate.py", "mean_returns_over_params",
      "returnjnp.mean(returns_over_params(env,batched_params,policy,key,num_episodes,max_steps),axis=-1)",
@@ -305,6 +382,28 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("fedjax_rl/agents/ddpg.py", "actor_loss",
      "returnlosses.actor_loss(self.critics(first_critic,obs,self.actor(actor_params,obs))[0])",
      "returnlosses.actor_loss(self.critics(first_critic,obs,self.actor(actor_params,obs))[1])"): _CLAMPED,
+    ("fedjax_rl/analysis/plots.py", "distinguish",
+     "forsamein(groupforgroupinby_label.values()iflen(group)>1):",
+     "forsamein(groupforgroupinby_label.values()iflen(group)>=1):"):
+        "a label no other run shares has no setting that differs among its runs (one run), so nothing is added to it",
+    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_reset",
+     "physics=np.broadcast_to(physics,lead+physics.shape[-1:]).reshape(rows,-1)",
+     "physics=np.broadcast_to(physics,lead+physics.shape[-1:]).reshape(rows,-2)"): _ANY_NEGATIVE,
+    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_reset", "states[i]=self.host_state.get(env).reshape(-1)",
+     "states[i]=self.host_state.get(env).reshape(-2)"): _ANY_NEGATIVE,
+    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_reset",
+     "returnobs.reshape(lead+obs.shape[1:]),states.view(np.uint32).reshape(lead+(-1,))",
+     "returnobs.reshape(lead+obs.shape[1:]),states.view(np.uint32).reshape(lead+(-2,))"): _ANY_NEGATIVE,
+    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_step", "states[i]=self.host_state.get(env).reshape(-1)",
+     "states[i]=self.host_state.get(env).reshape(-2)"): _ANY_NEGATIVE,
+    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_step",
+     "states.view(np.uint32).reshape(lead+(-1,)),time.astype(np.int32).reshape(lead),",
+     "states.view(np.uint32).reshape(lead+(-2,)),time.astype(np.int32).reshape(lead),"): _ANY_NEGATIVE,
+    ("fedjax_rl/reproduce/seed_pieces.py", "missing", "iffirst>at:", "iffirst>=at:"): _EMPTY_GAP,
+    ("fedjax_rl/reproduce/seed_pieces.py", "missing", "ifat<self.total:", "ifat<=self.total:"): _EMPTY_GAP,
+    ("fedjax_rl/reproduce/seed_pieces.py", "missing", "size=piece_seedsormax(self.total,1)",
+     "size=piece_seedsormax(self.total,2)"):
+        "the size differs only for a total of 0 (no gap) or 1 (the one gap [0, 1), one piece at any size >= 1)",
 }
 
 
@@ -379,7 +478,7 @@ def _prepare_scratch() -> None:
     """A fresh copy of the package and the tests (the mutants are written there)."""
     SCRATCH.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "mutation")
-    for name in ("fedjax_rl", "tests"):
+    for name in ("fedjax_rl", "tests", "examples", "benchmarks"):  # tests load examples and benchmarks' code
         shutil.rmtree(SCRATCH / name, ignore_errors=True)
         shutil.copytree(ROOT / name, SCRATCH / name, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", SCRATCH / "pyproject.toml")
@@ -460,14 +559,28 @@ def _equivalent_reason(spec, diff: str) -> str | None:
     return EQUIVALENT.get((str(spec.module_path), spec.definition_name, *_changed_lines(diff or "")))
 
 
+def _table_line(name: str, counts: dict) -> str:
+    # A module whose every mutant is equivalent has no score, but it did run.
+    score = "no non-equivalent mutant" if counts["score"] is None else f"{100 * counts['score']:.1f}%"
+    return (f"| {name} | {counts['mutants']} | {counts['killed']} ({counts['timeouts']}) | "
+            f"{counts['survived']} | {counts['equivalent']} | {counts['incompetent']} | {score} |"
+            if counts["run"] else f"| {name} | not run |")
+
+
 def report() -> None:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome
 
+    # A module run in an earlier session whose database is not here (another machine, a fresh clone)
+    # keeps the results that session recorded; `run` on it replaces them.
+    earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     summary, lines = {}, []
     for target in TARGETS:
         path = _session(target)
         if not path.exists():
+            if target.name in earlier:
+                summary[target.name] = counts = {**earlier[target.name], "module": target.module}
+                lines.append(_table_line(target.name, counts))
             continue
         with use_db(str(path), WorkDB.Mode.open) as db:
             done = db.completed_work_items
@@ -495,11 +608,7 @@ def report() -> None:
         counts["score"] = round(counts["killed"] / non_equivalent, 4) if non_equivalent else None
         summary[target.name] = dict(module=target.module, **counts,
                                     survivors=sorted(survivors, key=lambda s: s["line"]))
-        # A module whose every mutant is equivalent has no score, but it did run.
-        score = "no non-equivalent mutant" if counts["score"] is None else f"{100 * counts['score']:.1f}%"
-        lines.append(f"| {target.name} | {counts['mutants']} | {counts['killed']} ({counts['timeouts']}) | "
-                     f"{counts['survived']} | {counts['equivalent']} | {counts['incompetent']} | {score} |"
-                     if counts["run"] else f"| {target.name} | not run |")
+        lines.append(_table_line(target.name, counts))
     killed = sum(s["killed"] for s in summary.values())
     non_equivalent = sum(s["run"] - s["equivalent"] - s["incompetent"] for s in summary.values())
     summary["total"] = dict(killed=killed, non_equivalent=non_equivalent,
