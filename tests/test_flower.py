@@ -574,6 +574,21 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+def stop_processes(processes) -> None:
+    """Terminate each psutil process, wait 10 s, kill those still alive and wait for them."""
+    import psutil
+
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=10)
+    for process in alive:
+        process.kill()
+    psutil.wait_procs(alive, timeout=10)
+
+
 class Deployment:
     """A SuperLink and `num_nodes` SuperNodes started as local processes bound to 127.0.0.1, with a
     Flower home of their own; on exit every process they started (and their children) is stopped.
@@ -655,15 +670,7 @@ class Deployment:
         every += [p for p in psutil.process_iter(["cmdline"])
                   if any(f"127.0.0.1:{port}" in " ".join(p.info["cmdline"] or ())
                          for port in (self.link_port, *self.node_ports)) and p not in every]
-        for process in every:
-            try:
-                process.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(every, timeout=10)
-        for process in alive:
-            process.kill()
-        psutil.wait_procs(alive, timeout=10)
+        stop_processes(every)
 
 
 def run_config_text(config, seed: int, out_dir: str) -> str:

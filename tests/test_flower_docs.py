@@ -320,15 +320,9 @@ def _stop_everything_under(home: pathlib.Path) -> None:
                 mine.append(process)
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
-    for process in mine:
-        try:
-            process.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(mine, timeout=10)
-    for process in alive:
-        process.kill()
-    psutil.wait_procs(alive, timeout=10)
+    from test_flower import stop_processes
+
+    stop_processes(mine)
 
 
 def _flower_env(home: pathlib.Path) -> dict:
