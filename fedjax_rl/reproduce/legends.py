@@ -193,7 +193,7 @@ COMPARISON_LEGEND = (
     "typical untied difference exactly on the margin in at most {equivalence_rate}, whatever the tie rate (exact "
     "given the row's ties: stats.equivalence_level_given). A rule for the mean (the hull of Student t and bootstrap-t intervals) said "
     "ahead or behind of equal means in up to {hull_false_rate:.0%} of simulated datasets "
-    "(benchmarks/verdict_coverage.py). **Seeds for {power:.0%} power**: for an undecided comparison, about how many "
+    "(benchmarks/studies/verdict_coverage.py). **Seeds for {power:.0%} power**: for an undecided comparison, about how many "
     "seeds would decide it that often: the verdict's exact power given wins and ties, averaged over effects with "
     "P(higher) {plan_higher} among untied seeds, either way, and {plan_ties} ties, each weighted by how likely it "
     "makes the seeds seen. Over those effects the figure delivers {plan_mean:.0%} power on average (exact; at least "
@@ -210,7 +210,7 @@ WHOLE_TABLE_LEGEND = (
     "(the sign test with ties set aside, as in a row). Where winning and losing are equally likely it says ahead or "
     "behind in at most {whole_level} of tables of {units} units (computed, stats.sign_level); counting each row "
     "as its own unit instead said so in up to 8% of simulated tables whose rows share their signs "
-    "(benchmarks/verdict_coverage.py). The share of wins comes with its Clopper-Pearson 95% interval.")
+    "(benchmarks/studies/verdict_coverage.py). The share of wins comes with its Clopper-Pearson 95% interval.")
 
 AGGREGATE_LEGEND = (
     "IQM: the mean of the middle half of all (row, reported seed) scores (rliable's interquartile mean). "
@@ -219,7 +219,7 @@ AGGREGATE_LEGEND = (
     "table's scale, not its verdict (the whole-table line above is). With 4-5 seeds per row such an interval is "
     "narrower than its nominal level, so the difference's is printed at nominal {level:.1%}: on simulated tables "
     "of two equal algorithms shaped like the committed ones, {aggregate_shapes} "
-    "(benchmarks/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate} of them, where a nominal "
+    "(benchmarks/studies/verdict_coverage.py), it excluded 0 in at most {aggregate_false_rate} of them, where a nominal "
     "95% one did in up to {aggregate_nominal_false_rate:.0%}. The IQMs' and P({robust} > baseline)'s intervals are "
     "nominal 95%, not measured as intervals (P's excluded 1/2 in up to {improvement_excludes_half:.0%} of those "
     "tables); P is averaged over the rows.")
