@@ -22,11 +22,19 @@ K agents, R rounds after a warm-up round (compilation excluded), wall-clock seco
               process for every message: the cost `--startup` prints (a fresh interpreter importing
               the ClientApp and loading its compiled round from the disk cache).
 
-    python -m benchmarks.flower_round [--agents 2] [--rounds 8] [--startup] [--deployment] [--note TEXT]
+    python -m benchmarks.flower_round [--agents 2] [--rounds 8] [--repeats 1] [--startup] [--deployment]
+                                      [--note TEXT] [--out PATH]
 
-Writes benchmarks/results/flower_round.json with the machine: one entry per number of agents K
-(`by_agents`), so that runs at K = 2 and K = 3 stand side by side; `--note` records what else the
-machine ran.
+`compiled` and `members` are cases of `harness.measure` (each call R rounds, the first round, which
+compiles, in the setup), interleaved over `--repeats`. The simulation and the deployment run inside
+Flower's processes, so the harness cannot time their rounds: a run of each is one `harness.time_call`
+(its whole wall and CPU seconds, start included), and its rounds are timed by the server's stamps, as
+described above; the ClientApp's start is one `time_call` of a process.
+
+Writes benchmarks/results/flower_round.json (benchmarks/harness.py's format): rows per number of agents
+K (`num_agents`), so that runs at K = 2 and K = 3 stand side by side: a run at one K replaces that K's
+rows and keeps the others'; each K's run (its machine, commit, command, date and `--note`: what else the
+machine ran) under `settings.by_agents`.
 """
 
 from __future__ import annotations
@@ -44,14 +52,14 @@ import time
 import jax
 import jax.numpy as jnp
 
-from benchmarks import common
+from benchmarks import common, harness
 from fedjax_rl.core import agent_axis, federated
 from fedjax_rl.flower import federation
 from fedjax_rl.training import configs, program, run_directory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, os.pardir, "tests")
-RESULTS = os.path.join(HERE, "results", "flower_round.json")
+BENCHMARK = "flower_round"
 SEED = 0
 
 
@@ -63,35 +71,52 @@ def task_config(num_agents: int, rounds: int):
                                 eval_every_rounds=rounds, eval_episodes=1, sweep_points=2, tensorboard=False)
 
 
-def compiled_round_s(config, rounds: int) -> float:
-    trainer = program.make_trainer(config)
-    state = jax.jit(trainer.init)(program.seed_keys(SEED, 1)[0])
-    mapped = jax.jit(agent_axis.for_each_agent(functools.partial(program.agent_round, trainer.setup),
-                                              config.num_agents, in_axes=(0, None, None, None)))
-    agents, _ = mapped(state.agents, jnp.int32(0), trainer.hparams, None)
-    jax.block_until_ready(agents)
-    started = time.perf_counter()
-    for r in range(1, rounds + 1):
-        agents, _ = mapped(agents, jnp.int32(r), trainer.hparams, None)
-    jax.block_until_ready(agents)
-    return (time.perf_counter() - started) / rounds
+def round_after_round(one_round, carry, rounds: int):
+    """A timed call: `rounds` more rounds of `one_round(carry, r)`, r counting on from 1 (the setup ran
+    round 0, which compiles), run to completion."""
+    box = dict(carry=carry, r=1)
+
+    def call():
+        for _ in range(rounds):
+            box["carry"] = one_round(box["carry"], box["r"])
+            box["r"] += 1
+        jax.block_until_ready(box["carry"])
+        return dict(rounds=rounds)
+
+    return call
 
 
-def members_round_s(config, rounds: int) -> float:
-    members = [federation.Member(config, SEED, k) for k in range(config.num_agents)]
-    aggregate = federation.Aggregation(federated.Server(config.num_agents))
+def compiled_case(config, rounds: int) -> harness.Case:
+    """The program's round over the agent axis, jitted; each call runs `rounds` more rounds."""
 
-    def one_round(carries, r):
-        carries = [m.local_round(c, r)[0] for m, c in zip(members, carries)]
-        model = aggregate([c.learner.shared for c in carries])
-        return [m.with_shared(c, model) for m, c in zip(members, carries)]
+    def setup():
+        trainer = program.make_trainer(config)
+        state = jax.jit(trainer.init)(program.seed_keys(SEED, 1)[0])
+        mapped = jax.jit(agent_axis.for_each_agent(functools.partial(program.agent_round, trainer.setup),
+                                                  config.num_agents, in_axes=(0, None, None, None)))
+        def one_round(agents, r):
+            return mapped(agents, jnp.int32(r), trainer.hparams, None)[0]
 
-    carries = jax.block_until_ready(one_round([m.init() for m in members], 0))
-    started = time.perf_counter()
-    for r in range(1, rounds + 1):
-        carries = one_round(carries, r)
-    jax.block_until_ready(carries)
-    return (time.perf_counter() - started) / rounds
+        return round_after_round(one_round, jax.block_until_ready(one_round(state.agents, 0)), rounds)
+
+    return harness.Case("compiled", setup)
+
+
+def members_case(config, rounds: int) -> harness.Case:
+    """Every agent a `federation.Member`, the server's rule on the stacked uploads, in this process."""
+
+    def setup():
+        members = [federation.Member(config, SEED, k) for k in range(config.num_agents)]
+        aggregate = federation.Aggregation(federated.Server(config.num_agents))
+
+        def one_round(carries, r):
+            carries = [m.local_round(c, r)[0] for m, c in zip(members, carries)]
+            model = aggregate([c.learner.shared for c in carries])
+            return [m.with_shared(c, model) for m, c in zip(members, carries)]
+
+        return round_after_round(one_round, jax.block_until_ready(one_round([m.init() for m in members], 0)), rounds)
+
+    return harness.Case("members", setup)
 
 
 def simulation_round_s(config, rounds: int) -> float:
@@ -171,15 +196,27 @@ def deployment_round_s(config, rounds: int, timeout_s: float = 3600.0) -> float:
     return (stamps[2 * rounds - 1] - stamps[rounds - 1]) / rounds
 
 
-def startup_s() -> float:
-    """A fresh interpreter importing the ClientApp (JAX, flwr, the library) and building its app."""
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from fedjax_rl.flower.apps import client_app; client_app()"], check=True)
-    return time.perf_counter() - started
+def startup() -> dict:
+    """A fresh interpreter importing the ClientApp (JAX, flwr, the library) and building its app: one
+    `time_call` of the process (a start is what is measured, so there is nothing to warm up)."""
+    def start():
+        subprocess.run([sys.executable, "-c", "from fedjax_rl.flower.apps import client_app; client_app()"], check=True)
+
+    row = harness.time_call(start)
+    return dict(row, clientapp_process_start_s=row["wall_s"])
+
+
+def in_flower(measure, config, rounds: int) -> dict:
+    """A simulation or deployment run: the harness cannot time the rounds inside Flower's processes, so
+    `measure` returns the seconds per round its own stamps give, and `time_call` records the run whole."""
+    box = {}
+    row = harness.time_call(lambda: box.update(round_s=measure(config, rounds)))
+    return dict(row, round_s=box["round_s"])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(BENCHMARK, __doc__, repeats=1)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--agents", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--startup", action="store_true", help="also time a ClientApp process's start")
@@ -190,42 +227,40 @@ def main() -> None:
     machine = common.machine()
     config = task_config(args.agents, args.rounds)
     agent_steps = config.num_agents * config.sync_every  # per round
-    rows = {}
-    measures = [("compiled", compiled_round_s), ("members", members_round_s), ("simulation", simulation_round_s)]
-    if args.deployment:
-        measures.append(("deployment", deployment_round_s))
+    rows = harness.measure([compiled_case(config, args.rounds), members_case(config, args.rounds)], args.repeats,
+                           warmup=0)  # each setup ran the round that compiles
+    for row in rows:
+        row["round_s"] = row["wall_s"] / args.rounds
+    measures = [("simulation", simulation_round_s)] + ([("deployment", deployment_round_s)] if args.deployment else [])
     for name, measure in measures:
-        seconds = measure(config, args.rounds)
-        rows[name] = {"round_s": seconds, "agent_steps_per_s": agent_steps / seconds}
-        print(json.dumps({name: rows[name]}), flush=True)
-    names = list(rows)
-    for name in names:
-        rows[name]["vs_compiled"] = rows[name]["round_s"] / rows["compiled"]["round_s"]
+        rows.append(dict(case=name, repeat=0, **in_flower(measure, config, args.rounds)))
+    compiled = harness.median(rows, "round_s", case="compiled")
+    for row in rows:
+        row.update(num_agents=args.agents, agent_steps_per_s=agent_steps / row["round_s"],
+                   vs_compiled=row["round_s"] / compiled)
+        print(json.dumps({row["case"]: {k: row[k] for k in ("round_s", "agent_steps_per_s", "vs_compiled")}}),
+              flush=True)
+    names = list(dict.fromkeys(row["case"] for row in rows))
     if args.startup:
-        rows["clientapp_process_start_s"] = startup_s()
-    # The machine is shared: its load at the start and at the end.
-    machine["load_average_1_5_15min_at_end"] = list(os.getloadavg())
-    result = dict(machine=machine, date=datetime.date.today().isoformat(), note=args.note,
-                  task="CartPole-v1", algo="fedrdqn", num_agents=args.agents, sync_every=config.sync_every,
-                  rounds=args.rounds, rows=rows)
-    print(common.machine_line(result["machine"]))
+        rows.append(dict(case="clientapp_process_start", num_agents=args.agents, **startup()))
+    machine["load_average_1_5_15min_at_end"] = list(os.getloadavg())  # the machine is shared
+    print(common.machine_line(machine))
     print(f"{'':12} {'s/round':>8} {'agent-steps/s':>14} {'x compiled':>10}")
     for name in names:
-        row = rows[name]
-        print(f"{name:12} {row['round_s']:8.3f} {row['agent_steps_per_s']:14,.0f} {row['vs_compiled']:10.2f}")
+        m = harness.medians(rows, ("round_s", "agent_steps_per_s", "vs_compiled"), case=name)
+        print(f"{name:12} {m['round_s']:8.3f} {m['agent_steps_per_s']:14,.0f} {m['vs_compiled']:10.2f}")
     if args.startup:
-        print(f"a ClientApp process's start: {rows['clientapp_process_start_s']:.1f} s per message")
-    # One entry per K: a run at K = 3 keeps the one at K = 2 (a file of the older layout, one result, is
-    # kept as its K's entry).
-    recorded = {}
-    if os.path.exists(RESULTS):
-        with open(RESULTS) as f:
-            recorded = json.load(f)
-        if "by_agents" not in recorded:
-            recorded = {"by_agents": {str(recorded["num_agents"]): recorded}}
-    by_agents = {**recorded.get("by_agents", {}), str(args.agents): result}
-    with open(RESULTS, "w") as f:
-        json.dump({"by_agents": dict(sorted(by_agents.items()))}, f, indent=1)
+        print(f"a ClientApp process's start: {rows[-1]['clientapp_process_start_s']:.1f} s per message")
+    # One run per K: a run at K = 3 keeps the rows of K = 2.
+    this = harness.record(BENCHMARK, {}, rows, machine)
+    kept = harness.read(args.out) if os.path.exists(args.out) else dict(rows=[], settings={"by_agents": {}})
+    by_agents = {**kept["settings"]["by_agents"], str(args.agents): dict(
+        {k: this[k] for k in ("machine", "commit", "argv")}, date=datetime.date.today().isoformat(), note=args.note,
+        rounds=args.rounds, repeats=args.repeats)}
+    rows = [r for r in kept["rows"] if r["num_agents"] != args.agents] + rows
+    harness.write(args.out, BENCHMARK, dict(task="CartPole-v1", algo="fedrdqn", sync_every=config.sync_every,
+                                            by_agents=dict(sorted(by_agents.items()))),
+                  sorted(rows, key=lambda r: r["num_agents"]), machine)
 
 
 if __name__ == "__main__":

@@ -48,11 +48,14 @@ FIELDS = ("benchmark", "machine", "commit", "argv", "settings", "rows")
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One thing to time: `setup()` returns the callable that is timed (its own cost is not timed
-    with the calls; `measure` records it apart)."""
+    with the calls; `measure` records it apart). `warmup`: the untimed calls before the repeats when
+    they differ from `measure`'s (0 for a call that warms itself up, such as a subprocess that times
+    its own steady state)."""
 
     name: str
     setup: Callable[[], Callable[[], Any]]
     settings: dict = dataclasses.field(default_factory=dict)
+    warmup: int | None = None
 
 
 def _children_cpu() -> float:
@@ -85,17 +88,19 @@ def time_call(call: Callable[[], Any], clock: Clock = CLOCK) -> dict:
 
 def measure(cases: Iterable[Case], repeats: int, warmup: int = 1, clock: Clock = CLOCK) -> list[dict]:
     """Rows of `repeats` timed calls of every case, interleaved (case 1, case 2, ..., case 1, ...),
-    after `warmup` untimed calls of each. Each row holds the case's setup seconds (`setup_wall_s`,
-    `setup_cpu_s`, `setup_children_cpu_s`: building and compiling it) beside its call's."""
+    after `warmup` untimed calls of each (`Case.warmup` where a case sets it). Each row holds the
+    case's setup seconds (`setup_wall_s`, `setup_cpu_s`, `setup_children_cpu_s`: building and
+    compiling it) and the wall seconds of its untimed calls together (`warmup_wall_s`: a first call
+    that compiles or fills a buffer) beside its call's."""
     cases = list(cases)
     calls, setup = {}, {}
     for case in cases:
         built = time_call(lambda c=case: {"call": c.setup()}, clock)
         calls[case.name] = built.pop("call")
+        untimed = warmup if case.warmup is None else case.warmup
+        warm = time_call(lambda c=case, n=untimed: [calls[c.name]() for _ in range(n)], clock)
         setup[case.name] = dict(setup_wall_s=built["wall_s"], setup_cpu_s=built["cpu_s"],
-                                setup_children_cpu_s=built["children_cpu_s"])
-        for _ in range(warmup):
-            calls[case.name]()
+                                setup_children_cpu_s=built["children_cpu_s"], warmup_wall_s=warm["wall_s"])
     rows = []
     for repeat in range(repeats):
         for case in cases:
@@ -110,6 +115,12 @@ def median(rows: Iterable[dict], key: str, **match) -> float:
     if not values:
         raise KeyError(f"no row with {match}")
     return statistics.median(values)
+
+
+def medians(rows: Iterable[dict], keys: Iterable[str], **match) -> dict:
+    """`median` of each of `keys` that the matching rows hold (a case's summary)."""
+    rows = [row for row in rows if all(row.get(k) == v for k, v in match.items())]
+    return {key: statistics.median(row[key] for row in rows) for key in keys if rows and key in rows[0]}
 
 
 def commit() -> dict:

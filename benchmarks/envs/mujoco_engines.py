@@ -16,21 +16,22 @@ For each task and batch size B (32, 256, 2048 environments, each with its own bo
            an engine's step can be set against what a training step spends besides physics.
 
 Each figure is the median of `--repeats` timed calls after a warm-up call (compilation reported
-apart). The line-search check compares capped and uncapped MJX states after the step (max |dqvel|,
-max |dqpos| over the B environments): a cap is kept only where they are identical.
+apart), a task and size's cases interleaved (`harness.measure`; MJX above 256 environments timed once,
+after the others: it is slow). The line-search check compares capped and uncapped MJX states after the
+step (max |dqvel|, max |dqpos| over the B environments): a cap is kept only where they are identical.
 
     .venv/bin/python -m benchmarks.envs.mujoco_engines [--tasks Hopper-v4,Ant-v4] [--sizes 32,256,2048]
                                                    [--engines c,mjx,warp] [--repeats 5] [--no-uncapped]
 
-Results go to benchmarks/results/envs/mujoco_engines.json (or --out; benchmarks/harness.py's format, a row
-per task and size, rewritten as each lands).
+Results go to benchmarks/results/envs/mujoco_engines.json (or --out; benchmarks/harness.py's format: a
+row per task, size, case and repeat (`part` "timed": `step_ms`, and `env_steps_per_sec` for an engine) and
+one per task and size (`part` "checks": `c_callback_ms` of the medians, the cap and Warp checks),
+rewritten as each size lands).
 """
 
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -47,18 +48,6 @@ BENCHMARK = "envs.mujoco_engines"
 TASKS = ("Hopper-v4", "Walker2d-v4", "HalfCheetah-v4", "Ant-v4")
 
 
-def _timed(fn, repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn())  # warm-up: compilation, and the C engine's batch for this size
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times)
-
-
 def batch_of(name: str, engine: str, size: int, uncapped: bool = False):
     """Env, per-env params (the task's two parts x U(0.5, 1.5)), reset states, and actions.
     `uncapped`: MJX with MuJoCo's default line search (ls_iterations 50), not the task's cap."""
@@ -73,36 +62,49 @@ def batch_of(name: str, engine: str, size: int, uncapped: bool = False):
     return env, params, states, actions
 
 
-def engine_step(name: str, engine: str, size: int, repeats: int, uncapped: bool = False) -> dict:
-    env, params, states, actions = batch_of(name, engine, size, uncapped)
-    keys = jax.random.split(jax.random.key(4), size)
-    step = jax.jit(jax.vmap(env.step))
-    warm = step(keys, states, actions, params)[1]  # a step in, from there every call
-    first, median = _timed(lambda: step(keys, warm, actions, params), repeats)
-    return {"first_call_s": first, "step_ms": 1e3 * median, "env_steps_per_sec": size / median,
-            "states": jax.tree.map(np.asarray, step(keys, warm, actions, params)[1])}
+def engine_case(name: str, engine: str, size: int, states: dict, uncapped: bool = False, label: str | None = None):
+    """`jit(vmap(env.step))` from the same states every call (a step in); `states[label]` gets the
+    states after the step, for the checks."""
+    label = label or engine
+
+    def setup():
+        env, params, start, actions = batch_of(name, engine, size, uncapped)
+        keys = jax.random.split(jax.random.key(4), size)
+        step = jax.jit(jax.vmap(env.step))
+        warm = step(keys, start, actions, params)[1]  # a step in, from there every call
+        states[label] = jax.tree.map(np.asarray, step(keys, warm, actions, params)[1])
+        return common.finished(lambda: step(keys, warm, actions, params))
+
+    return harness.Case(label, setup, dict(engine=engine))
 
 
-def c_physics(name: str, size: int, repeats: int) -> dict:
+def c_physics_case(name: str, size: int) -> harness.Case:
     """MuJoCo's batch alone: the same simulations (masses, states, controls) and threads."""
-    from mujoco import batch
 
-    env, params, states, actions = batch_of(name, "c", size)
-    sim = batch.Batch(env.mj_model, size, min(size, mujoco_engines._threads()))
-    sim.expand("body_mass")[:] = np.asarray(params.model_fields["body_mass"], np.float64)
-    qpos, qvel, ctrl = (np.asarray(x, np.float64) for x in (states.qpos, states.qvel, actions))
+    def setup():
+        from mujoco import batch
 
-    def call():
-        sim.qpos[:], sim.qvel[:], sim.qacc_warmstart[:], sim.ctrl[:] = qpos, qvel, 0.0, ctrl
-        sim.step(nstep=env.frame_skip)
-        return sim.qpos[0, 0]
+        env, params, states, actions = batch_of(name, "c", size)
+        sim = batch.Batch(env.mj_model, size, min(size, mujoco_engines._threads()))
+        sim.expand("body_mass")[:] = np.asarray(params.model_fields["body_mass"], np.float64)
+        qpos, qvel, ctrl = (np.asarray(x, np.float64) for x in (states.qpos, states.qvel, actions))
 
-    _, median = _timed(call, repeats)
-    return {"step_ms": 1e3 * median, "threads": sim.nthread}
+        def call():
+            sim.qpos[:], sim.qvel[:], sim.qacc_warmstart[:], sim.ctrl[:] = qpos, qvel, 0.0, ctrl
+            sim.step(nstep=env.frame_skip)
+            return {"threads": sim.nthread}
+
+        return call
+
+    return harness.Case("c_physics", setup, dict(engine="c"))
 
 
-def networks(name: str, size: int, repeats: int) -> dict:
+def networks_case(name: str, size: int) -> harness.Case:
     """DDPGAvg(1)'s act + one gradient update for `size` agents (vmapped), replay pre-filled."""
+    return harness.Case("networks", lambda: networks(name, size), dict(engine=None))
+
+
+def networks(name: str, size: int):
     # A small replay: its size does not change an update's work, and 2048 agents x 1e5 transitions
     # would not fit in memory.
     config = configs.train_config("ddpgavg1", name, steps_per_agent=100, sync_every=100, eval_every_rounds=1,
@@ -141,8 +143,7 @@ def networks(name: str, size: int, repeats: int) -> dict:
         return jax.vmap(one)(learners, obs, keys)
 
     keys = jax.random.split(jax.random.key(8), size)
-    first, median = _timed(lambda: agent_step(learners, keys), repeats)
-    return {"first_call_s": first, "step_ms": 1e3 * median}
+    return common.finished(lambda: agent_step(learners, keys))
 
 
 def main() -> None:
@@ -156,55 +157,58 @@ def main() -> None:
                    help="largest batch the networks are timed at (their work grows linearly beyond)")
     args = p.parse_args()
     info = common.machine()
-    record = {"rows": []}
+    rows = []
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     print(common.machine_line(info))
     header = f"{'task':<15}{'B':>6}{'c ms':>9}{'physics':>9}{'callback':>9}{'mjx ms':>9}{'uncapped':>10}{'networks':>10}  cap check"
     print(header)
     for name in args.tasks.split(","):
         for size in map(int, args.sizes.split(",")):
-            row = {"task": name, "size": size}
+            states, cases, slow = {}, [], []
+            checks = {"part": "checks", "task": name, "size": size}
             if "c" in args.engines:
-                row["c"] = engine_step(name, "c", size, args.repeats)
-                row["c_physics"] = c_physics(name, size, args.repeats)
-                row["c_callback_ms"] = row["c"]["step_ms"] - row["c_physics"]["step_ms"]
+                cases += [engine_case(name, "c", size, states), c_physics_case(name, size)]
             if "mjx" in args.engines and size <= args.mjx_max_size:
                 env = make(name, engine="mjx")[0]
-                row["mjx_ls_iterations"] = env.mjx_ls_iterations
-                row["mjx"] = engine_step(name, "mjx", size, args.repeats if size <= 256 else 1)
+                checks["mjx_ls_iterations"] = env.mjx_ls_iterations
+                mjx = [engine_case(name, "mjx", size, states)]
                 if env.mjx_ls_iterations is not None and not args.no_uncapped:
-                    row["mjx_uncapped"] = engine_step(name, "mjx", size, args.repeats if size <= 256 else 1,
-                                                      uncapped=True)
-                    capped, full = row["mjx"]["states"], row["mjx_uncapped"]["states"]
-                    row["cap_check"] = {
-                        "max_abs_dqvel": float(np.abs(capped.qvel - full.qvel).max()),
-                        "max_abs_dqpos": float(np.abs(capped.qpos - full.qpos).max()),
-                    }
+                    mjx.append(engine_case(name, "mjx", size, states, uncapped=True, label="mjx_uncapped"))
+                (cases if size <= 256 else slow).extend(mjx)
             if "warp" in args.engines:
-                row["warp"] = engine_step(name, "warp", size, args.repeats)
-                if "c" in row:
-                    warp, c = row["warp"]["states"], row["c"]["states"]
-                    row["warp_vs_c"] = {"max_abs_dqvel": float(np.abs(warp.qvel - c.qvel).max()),
-                                        "max_abs_dqpos": float(np.abs(warp.qpos - c.qpos).max())}
+                cases.append(engine_case(name, "warp", size, states))
             if size <= args.networks_max_size:
-                row["networks"] = networks(name, size, args.repeats)
-            for key in ("c", "mjx", "mjx_uncapped", "warp"):
-                if key in row:
-                    row[key].pop("states")
-            record["rows"].append(row)
+                cases.append(networks_case(name, size))
+            timed = harness.measure(cases, args.repeats) + harness.measure(slow, 1)
+            for row in timed:
+                row.update(part="timed", task=name, size=size, step_ms=1e3 * row["wall_s"])
+                if row["engine"] is not None and row["case"] != "c_physics":
+                    row["env_steps_per_sec"] = size / row["wall_s"]
+            ms = {c.name: harness.median(timed, "step_ms", case=c.name) for c in cases + slow}
+            if "c" in ms:
+                checks["c_callback_ms"] = ms["c"] - ms["c_physics"]
+            if "mjx_uncapped" in states:
+                capped, full = states["mjx"], states["mjx_uncapped"]
+                checks["cap_check"] = {"max_abs_dqvel": float(np.abs(capped.qvel - full.qvel).max()),
+                                       "max_abs_dqpos": float(np.abs(capped.qpos - full.qpos).max())}
+            if "warp" in states and "c" in states:
+                warp, c = states["warp"], states["c"]
+                checks["warp_vs_c"] = {"max_abs_dqvel": float(np.abs(warp.qvel - c.qvel).max()),
+                                       "max_abs_dqpos": float(np.abs(warp.qpos - c.qpos).max())}
+            rows += timed + [checks]
 
-            def ms(key):
-                return f"{row[key]['step_ms']:9.2f}" if key in row else f"{'-':>9}"
+            def show(key):
+                return f"{ms[key]:9.2f}" if key in ms else f"{'-':>9}"
 
-            check = row.get("cap_check", {})
-            print(f"{name:<15}{size:>6}{ms('c')}{ms('c_physics')}"
-                  f"{row.get('c_callback_ms', float('nan')):9.2f}{ms('mjx')}{' ' + ms('mjx_uncapped')}"
-                  f"{row['networks']['step_ms'] if 'networks' in row else float('nan'):10.2f}  "
+            check = checks.get("cap_check", {})
+            print(f"{name:<15}{size:>6}{show('c')}{show('c_physics')}"
+                  f"{checks.get('c_callback_ms', float('nan')):9.2f}{show('mjx')}{' ' + show('mjx_uncapped')}"
+                  f"{ms.get('networks', float('nan')):10.2f}  "
                   f"{check.get('max_abs_dqvel', '')}"
-                  + (f"  warp {ms('warp')} ms, vs c max|dqvel| {row['warp_vs_c']['max_abs_dqvel']:.2e}"
-                     if "warp_vs_c" in row else ""), flush=True)
-            # each row as it lands: a run cut short keeps what it measured
-            harness.write(args.out, BENCHMARK, settings, record["rows"], machine=info)
+                  + (f"  warp {show('warp')} ms, vs c max|dqvel| {checks['warp_vs_c']['max_abs_dqvel']:.2e}"
+                     if "warp_vs_c" in checks else ""), flush=True)
+            # each size as it lands: a run cut short keeps what it measured
+            harness.write(args.out, BENCHMARK, settings, rows, machine=info)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ critic target and log(alpha), as fedjax_rl's ``sacavg`` does: the same work per 
 Settings: RL-Zoo3's MuJoCo DDPG (lr 1e-3, [400, 300], normal action noise 0.1, train_freq 1,
 gradient_steps 1, tau 0.005, gamma 0.99) with the paper's batch 64 and replay 1e5, and a small
 ``learning_starts`` so that the timed rounds all train (one env step + one gradient update per
-agent-step, like the JAX side). The loop driver is `sb3_reference._LoopDriver` (the body of
-``OffPolicyAlgorithm.learn`` without its per-call setup).
+agent-step, like the JAX side). The loop, its timing and its rates are `sb3_reference.federated_seeds`,
+shared with the DQN reference (its driver: the body of ``OffPolicyAlgorithm.learn`` without its per-call
+setup).
 
 Needs torch / stable-baselines3 / gymnasium[mujoco] (not project dependencies)::
 
@@ -30,14 +31,11 @@ interpreter has no JAX, so the result is written by that benchmark, through the 
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 
 import numpy as np
 
-from benchmarks.sb3.sb3_reference import _LoopDriver, _average_into, _versions, time_federated_rounds
+from benchmarks.sb3.sb3_reference import _average_into, federated_seeds, parser
 
 ZOO_MUJOCO_DDPG = dict(learning_rate=1e-3, gamma=0.99, tau=0.005, policy_kwargs=dict(net_arch=[400, 300]))
 SHARED = ("actor", "actor_target", "critic", "critic_target")  # averaged; optimizers and replay stay private
@@ -70,20 +68,11 @@ def make_perturbed(env_name: str, body: str, n_k: float):
 def run(env_name="Hopper-v4", body="torso", num_agents=5, num_seeds=1, steps=200, sync_every=100,
         max_rate=0.5, batch_size=64, buffer_size=100_000, learning_starts=64, seed=0, num_threads=1, algo="ddpg",
         net_arch=(400, 300)) -> dict:
-    import torch
     from stable_baselines3 import DDPG, SAC
     from stable_baselines3.common.noise import NormalActionNoise
 
-    if num_threads:
-        torch.set_num_threads(int(num_threads))
-    rounds = -(-steps // sync_every)
-    warmup_rounds = -(-(learning_starts + 1) // sync_every)
-    budget = (warmup_rounds + rounds) * sync_every
-    seconds = cpu = 0.0
-    per_seed = []
-    for s in range(num_seeds):
-        rng = np.random.default_rng([seed, s])
-        n = rng.uniform(-max_rate, max_rate, size=num_agents)
+    def build(s):
+        n = np.random.default_rng([seed, s]).uniform(-max_rate, max_rate, size=num_agents)
         models = []
         for k in range(num_agents):
             env = make_perturbed(env_name, body, n[k])
@@ -98,39 +87,23 @@ def run(env_name="Hopper-v4", body="torso", num_agents=5, num_seeds=1, steps=200
                                    **common, **ZOO_MUJOCO_DDPG))
         average = (lambda: _average_sac(models)) if algo == "sac" else (lambda: _average_into(models, SHARED))
         average()  # a common initialisation, as the federated algorithm has
-        drivers = [_LoopDriver(m, budget) for m in models]
-        dt, dc = time_federated_rounds([d.advance for d in drivers], average, sync_every, warmup_rounds, rounds)
-        seconds += dt
-        cpu += dc
-        per_seed.append(num_agents * rounds * sync_every / dt)
-        for m in models:
-            m.env.close()
-    agent_steps = num_agents * num_seeds * rounds * sync_every
+        return models, average
+
+    out = federated_seeds(build, num_agents, num_seeds, steps, sync_every, learning_starts, num_threads)
+    rounds, warmup_rounds = out.pop("rounds"), out.pop("warmup_rounds")
     settings = (dict(SB3_SAC, net_arch=list(net_arch)) if algo == "sac"
                 else dict(action_noise=0.1, **ZOO_MUJOCO_DDPG))
     return dict(impl=f"stable-baselines3 {algo.upper()} + gymnasium MuJoCo (C)", algo=algo, env=env_name, body=body,
-                agent_steps_per_sec=agent_steps / seconds, agent_steps=agent_steps, seconds=seconds,
-                cpu_seconds=cpu, agent_steps_per_cpu_sec=agent_steps / cpu,
-                per_seed_agent_steps_per_sec=per_seed, torch_num_threads=torch.get_num_threads(),
-                load_avg_1min_at_end=os.getloadavg()[0],
-                config=dict(num_agents=num_agents, num_seeds=num_seeds, timed_steps_per_agent=rounds * sync_every,
-                            warmup_rounds=warmup_rounds, sync_every=sync_every, max_rate=max_rate,
-                            batch_size=batch_size, buffer_size=buffer_size, learning_starts=learning_starts,
-                            train_freq=1, gradient_steps=1, **settings),
-                versions=_versions(), machine=dict(platform=platform.platform(), cpu_count=os.cpu_count()))
+                **out, config=dict(num_agents=num_agents, num_seeds=num_seeds, timed_steps_per_agent=rounds * sync_every,
+                                   warmup_rounds=warmup_rounds, sync_every=sync_every, max_rate=max_rate,
+                                   batch_size=batch_size, buffer_size=buffer_size, learning_starts=learning_starts,
+                                   train_freq=1, gradient_steps=1, **settings))
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, steps=200, learning_starts=64)
     p.add_argument("--env", default="Hopper-v4")
     p.add_argument("--body", default="torso")
-    p.add_argument("--steps", type=int, default=200, help="timed env steps per agent")
-    p.add_argument("--agents", type=int, default=5)
-    p.add_argument("--seeds", type=int, default=1)
-    p.add_argument("--sync-every", type=int, default=100)
-    p.add_argument("--learning-starts", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (0: leave torch's default)")
     p.add_argument("--algo", choices=("ddpg", "sac"), default="ddpg")
     p.add_argument("--net-arch", default="400,300", help="SAC's hidden layers (DDPG: RL-Zoo3's 400,300)")
     a = p.parse_args(argv)

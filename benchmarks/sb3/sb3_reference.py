@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import platform
-import time
 from typing import Any
 
 import numpy as np
@@ -89,23 +88,6 @@ def _average_into(models, attrs=("q_net", "q_net_target")) -> None:
             }
         for m in models:
             getattr(m.policy, attr).load_state_dict(avg)
-
-
-def time_federated_rounds(step_fns, average, sync_every: int, warmup_rounds: int, rounds: int):
-    """Untimed warm-up rounds, then `rounds` timed rounds; a round = every agent's step_fn for
-    `sync_every` steps, then `average()`. Returns (wall seconds, CPU seconds) of the timed rounds."""
-
-    def fed_round():
-        for f in step_fns:
-            f(sync_every)
-        average()
-
-    for _ in range(warmup_rounds):
-        fed_round()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(rounds):
-        fed_round()
-    return time.perf_counter() - t0, time.process_time() - c0
 
 
 class _LoopDriver:
@@ -170,6 +152,59 @@ def _build_agents(num_agents, length_rate, batch_size, buffer_size, learning_sta
     return models, n
 
 
+def federated_seeds(build, num_agents: int, num_seeds: int, steps: int, sync_every: int, learning_starts: int,
+                    num_threads: int | None = 1, warmup_rounds: int = 1, mode: str = "loop") -> dict:
+    """The federated loop both SB3 references run, and its rates: for each seed in turn, `build(s)`
+    gives the K models and the server's `average()`; untimed warm-up rounds (past `learning_starts`,
+    so that every timed round trains), then ceil(steps / sync_every) timed rounds, a round being every
+    agent's `sync_every` steps (`mode`: "loop", `_LoopDriver`; "learn", `model.learn`) and one
+    `average()`. The timed rounds of a seed are one `harness.time_call` (this process's wall and CPU
+    seconds, every torch thread); the harness cannot interleave them with JAX's cases, since this
+    interpreter (.venv-bench) has no JAX: the parent benchmark interleaves whole runs of it instead."""
+    import torch
+
+    from benchmarks import harness  # the standard library only: importable without JAX
+
+    if mode not in ("loop", "learn"):
+        raise ValueError(f"mode must be 'loop' or 'learn', got {mode!r}")
+    if num_threads:
+        torch.set_num_threads(int(num_threads))
+    rounds = -(-int(steps) // int(sync_every))
+    warmup_rounds = max(int(warmup_rounds), -(-(learning_starts + 1) // sync_every))
+    budget = (warmup_rounds + rounds) * sync_every
+    seconds = cpu = 0.0
+    per_seed = []
+    for s in range(num_seeds):
+        models, average = build(s)
+        if mode == "loop":
+            step_fns = [_LoopDriver(m, budget).advance for m in models]
+        else:
+            step_fns = [lambda n, m=m: m.learn(total_timesteps=n, reset_num_timesteps=False) for m in models]
+
+        def fed_round():
+            for step in step_fns:
+                step(sync_every)
+            average()
+
+        for _ in range(warmup_rounds):
+            fed_round()
+        timed = harness.time_call(lambda: [fed_round() for _ in range(rounds)])
+        seconds, cpu = seconds + timed["wall_s"], cpu + timed["cpu_s"]
+        per_seed.append(num_agents * rounds * sync_every / timed["wall_s"])
+        for m in models:
+            m.env.close()
+    agent_steps = num_agents * num_seeds * rounds * sync_every
+    # cpu_seconds: CPU seconds of this process over the timed rounds (all torch threads). With one
+    # thread on an idle machine this ~= seconds; on a shared machine agent_steps_per_cpu_sec is the
+    # less contention-sensitive figure.
+    return dict(agent_steps_per_sec=agent_steps / seconds, agent_steps=agent_steps, seconds=seconds,
+                cpu_seconds=cpu, agent_steps_per_cpu_sec=agent_steps / cpu, load_avg_1min_at_end=os.getloadavg()[0],
+                per_seed_agent_steps_per_sec=per_seed, torch_num_threads=torch.get_num_threads(),
+                rounds=rounds, warmup_rounds=warmup_rounds, versions=_versions(),
+                machine=dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
+                             cpu_count=os.cpu_count()))
+
+
 def run_sb3_federated(
     num_agents: int = 5,
     num_seeds: int = 1,
@@ -191,84 +226,23 @@ def run_sb3_federated(
     that are run past ``learning_starts`` so that the timed rounds all train.
     Seeds are run one after another (num_seeds=5, num_agents=5 -> 25 agents).
     """
-    import torch
-
-    if mode not in ("loop", "learn"):
-        raise ValueError(f"mode must be 'loop' or 'learn', got {mode!r}")
-    if num_threads is not None:
-        torch.set_num_threads(int(num_threads))
-    rounds = -(-int(total_steps_per_agent) // int(sync_every))
-    timed_steps = rounds * sync_every
-    # Warm-up must get past learning_starts so the timed part always trains.
-    warmup_rounds = max(int(warmup_rounds), -(-(learning_starts + 1) // sync_every))
-    budget = (warmup_rounds + rounds) * sync_every
-
-    seconds_total = 0.0
-    cpu_total = 0.0
-    per_seed = []
     lengths = []
-    for s in range(num_seeds):
+
+    def build(s):
         rng = np.random.default_rng([seed, s])
-        models, n = _build_agents(
-            num_agents, length_rate, batch_size, buffer_size, learning_starts,
-            seed * 100_003 + s * num_agents, rng,
-        )
+        models, n = _build_agents(num_agents, length_rate, batch_size, buffer_size, learning_starts,
+                                  seed * 100_003 + s * num_agents, rng)
         lengths.append((NOMINAL_POLE_HALF_LENGTH * (1 + n)).tolist())
-        if mode == "loop":
-            drivers = [_LoopDriver(m, budget) for m in models]
-            step_fns = [d.advance for d in drivers]
-        else:
-            step_fns = [
-                (lambda steps, m=m: m.learn(total_timesteps=steps, reset_num_timesteps=False))
-                for m in models
-            ]
+        return models, lambda: _average_into(models)
 
-        dt, cpu = time_federated_rounds(step_fns, lambda: _average_into(models), sync_every, warmup_rounds, rounds)
-        cpu_total += cpu
-        seconds_total += dt
-        per_seed.append(num_agents * timed_steps / dt)
-        for m in models:
-            m.env.close()
-
-    agent_steps = num_agents * num_seeds * timed_steps
-    return dict(
-        impl="stable-baselines3",
-        mode=mode,
-        agent_steps_per_sec=agent_steps / seconds_total,
-        agent_steps=agent_steps,
-        seconds=seconds_total,
-        # CPU seconds of this process over the timed part (all torch threads).
-        # With num_threads=1 on an idle machine this ~= seconds; on a shared
-        # machine agent_steps_per_cpu_sec is the less contention-sensitive figure.
-        cpu_seconds=cpu_total,
-        agent_steps_per_cpu_sec=agent_steps / cpu_total,
-        load_avg_1min_at_end=os.getloadavg()[0],
-        per_seed_agent_steps_per_sec=per_seed,
-        config=dict(
-            num_agents=num_agents,
-            num_seeds=num_seeds,
-            total_steps_per_agent=timed_steps,
-            rounds=rounds,
-            warmup_rounds=warmup_rounds,
-            sync_every=sync_every,
-            length_rate=length_rate,
-            pole_lengths=lengths,
-            batch_size=batch_size,
-            buffer_size=buffer_size,
-            learning_starts=learning_starts,
-            train_freq=1,
-            gradient_steps=1,
-            seed=seed,
-            **{k: v for k, v in ZOO_CARTPOLE_DQN.items()},
-        ),
-        torch_num_threads=torch.get_num_threads(),
-        versions=_versions(),
-        machine=dict(
-            platform=platform.platform(),
-            processor=platform.processor() or platform.machine(),
-            cpu_count=os.cpu_count(),
-        ),
-    )
+    out = federated_seeds(build, num_agents, num_seeds, total_steps_per_agent, sync_every, learning_starts,
+                          num_threads, warmup_rounds, mode)
+    rounds, warmup_rounds = out.pop("rounds"), out.pop("warmup_rounds")
+    config = dict(num_agents=num_agents, num_seeds=num_seeds, total_steps_per_agent=rounds * sync_every, rounds=rounds,
+                  warmup_rounds=warmup_rounds, sync_every=sync_every, length_rate=length_rate, pole_lengths=lengths,
+                  batch_size=batch_size, buffer_size=buffer_size, learning_starts=learning_starts, train_freq=1,
+                  gradient_steps=1, seed=seed, **ZOO_CARTPOLE_DQN)
+    return dict(impl="stable-baselines3", mode=mode, **out, config=config)
 
 
 def _versions() -> dict:
@@ -285,33 +259,28 @@ def _versions() -> dict:
     )
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=2000, help="timed env steps per agent")
+def parser(doc: str, steps: int, learning_starts: int) -> argparse.ArgumentParser:
+    """The flags both references take: the loop's size, its seed and torch's threads."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--steps", type=int, default=steps, help="timed env steps per agent")
     p.add_argument("--agents", type=int, default=5)
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--sync-every", type=int, default=100)
+    p.add_argument("--learning-starts", type=int, default=learning_starts)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (0: leave torch's default)")
+    return p
+
+
+def main(argv=None) -> None:
+    p = parser(__doc__, steps=2000, learning_starts=100)
     p.add_argument("--length-rate", type=float, default=0.5)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--buffer-size", type=int, default=1000)
-    p.add_argument("--learning-starts", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mode", choices=("loop", "learn"), default="loop")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (0: leave default)")
     a = p.parse_args(argv)
-    res = run_sb3_federated(
-        num_agents=a.agents,
-        num_seeds=a.seeds,
-        total_steps_per_agent=a.steps,
-        sync_every=a.sync_every,
-        length_rate=a.length_rate,
-        batch_size=a.batch_size,
-        buffer_size=a.buffer_size,
-        learning_starts=a.learning_starts,
-        seed=a.seed,
-        mode=a.mode,
-        num_threads=a.threads or None,
-    )
+    res = run_sb3_federated(a.agents, a.seeds, a.steps, a.sync_every, a.length_rate, a.batch_size, a.buffer_size,
+                            a.learning_starts, a.seed, a.mode, num_threads=a.threads or None)
     print(json.dumps(res, indent=2))
 
 

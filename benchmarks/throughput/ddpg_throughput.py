@@ -20,7 +20,7 @@ with perturbed torso mass by default) stepped by `--engine` (MuJoCo's C engine b
 
   sb3    `benchmarks.sb3.sb3_ddpg_reference` (SB3 DDPG on gymnasium's MuJoCo Hopper-v4, the same federated loop,
          DDPGAvg(1)) run with the .venv-bench interpreter as a subprocess after each repeat of ours
-         (interleaved: the machine is shared); ratios are medians over medians. SAC rows
+         (cases of `harness.measure`, interleaved: the machine is shared); ratios are medians over medians. SAC rows
          (`--algos fedrsac,sacavg`) are compared with SB3's SAC in the same loop (`--algo sac`:
          SACAvg's work, log alpha averaged too), run beside SB3's DDPG in every repeat.
   memory `--memory-env` (Ant-v4): a FedRDDPG run of K x seeds agents with replay `--memory-buffer` in
@@ -30,8 +30,8 @@ Usage: python -m benchmarks.throughput.ddpg_throughput [--env Hopper-v4] [--para
        [--no-sb3] [--algos fedrddpg,ddpgavg1,ddpgavg2,fedrsac,sacavg]
        [--memory-env Ant-v4 | ''] [--memory-into RESULT] [--out PATH]
 Writes benchmarks/results/throughput/ddpg_throughput.json (or --out) in benchmarks/harness.py's format:
-a row per case of ours (`kind` "ours": medians, every timed call under `timed_calls`), per SB3 algorithm
-(`kind` "sb3") and for the memory run (`kind` "memory").
+a row per case and repeat of ours (`kind` "ours") and of each SB3 algorithm (`kind` "sb3"), a row per
+CPU library and repeat of the matmul rate (`kind` "matmul") and one for the memory run (`kind` "memory").
 """
 
 from __future__ import annotations
@@ -39,13 +39,10 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +50,7 @@ import numpy as np
 
 from benchmarks import common, harness
 from fedjax_rl import agents, envs
-from fedjax_rl.training import configs, machine, program
+from fedjax_rl.training import configs, machine
 
 BENCHMARK = "throughput.ddpg_throughput"
 BENCH_PYTHON = os.path.join(harness.ROOT, ".venv-bench", "bin", "python")
@@ -98,58 +95,40 @@ def sb3_family(algo) -> str:
     return "sac" if agents.get(algo).family == "SAC" else "ddpg"
 
 
-def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_size=100_000, engine=None,
-              cpu_dots=None, run_batch=None):
-    """Build and compile one case; returns its record and a `call()` that times one block."""
-    steps = rounds_per_call * SYNC_EVERY * (calls + 2)
-    config = configs.train_config(
+def ddpg_config(algo, env_name, param, rounds_per_call, calls, buffer_size=100_000, engine=None, cpu_dots=None):
+    """The training config of a case: K agents, 400-300 networks, batch 64, RL-Zoo3's other settings,
+    a block of `rounds_per_call` rounds and one evaluation episode, enough steps for `calls` + 2 blocks."""
+    return configs.train_config(
         algo, env_name, physics=(param,), engine=engine, cpu_dots=cpu_dots, num_agents=K, sync_every=SYNC_EVERY,
-        steps_per_agent=steps,
-        eval_every_rounds=rounds_per_call, eval_episodes=1, sweep_points=2,
+        steps_per_agent=rounds_per_call * SYNC_EVERY * (calls + 2), eval_every_rounds=rounds_per_call,
+        eval_episodes=1, sweep_points=2,
         agent_overrides=dict(hidden_sizes=HIDDEN, batch_size=BATCH, buffer_size=buffer_size, learning_starts=BATCH),
     )
-    trainer = program.make_trainer(config)
-    hp = trainer.hparams
-    options = config.compiler_options  # the matrix-product library a run uses
-    state = jax.jit(jax.vmap(trainer.init), compiler_options=options)(program.seed_keys(0, num_seeds))
-    jax.block_until_ready(state)
-    rss = dict(after_init=current_rss())
-    t0 = time.perf_counter()
-    # The seeds mapped as `loop.run` maps them: all in one vmap, or `run_batch` at a time.
-    compiled = jax.jit(program.over_runs(trainer.run_block, (num_seeds,), run_batch), donate_argnums=0,
-                       compiler_options=options).lower(
-        state, hp, 0).compile()
-    compile_s = time.perf_counter() - t0
-    rss["after_compile"] = current_rss()
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    agent_steps = num_seeds * K * rounds_per_call * SYNC_EVERY
-    box = dict(state=state, block=0)
 
-    def call():
-        t0, c0 = time.perf_counter(), time.process_time()
-        box["state"], metrics = compiled(box["state"], hp, box["block"])
-        jax.block_until_ready((box["state"], metrics))
-        box["block"] += 1
-        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-        return dict(seconds=dt, cpu_seconds=cpu, agent_steps_per_sec=agent_steps / dt,
-                    agent_steps_per_cpu_sec=agent_steps / cpu, load_avg_1min=os.getloadavg()[0])
 
-    obs_size = int(np.prod(trainer.agent.obs_shape))
-    act_size = int(np.prod(trainer.agent.action_shape))
-    flop = (sac_update_flop if sb3_family(algo) == "sac" else update_flop)(
-        obs_size, act_size, config.agent.num_critics, config.agent.robust)
-    row = dict(algo=algo, env=env_name, param=param, engine=config.engine, cpu_dots=config.dots, run_batch=run_batch,
-               num_seeds=num_seeds, num_agents=K,
-               compile_s=compile_s,
-               agent_steps_per_call=agent_steps, flop_per_agent_step=flop,
-               xla_cost_analysis_flop=float(cost.get("flops", float("nan"))),
-               obs_size=obs_size, action_size=act_size, hidden_sizes=list(HIDDEN), batch_size=BATCH,
-               num_critics=config.agent.num_critics, robust=config.agent.robust, buffer_size=buffer_size)
-    row["first_call"] = call()  # crosses learning_starts: warm-up, not timed
-    rss["after_first_block"] = current_rss()
-    row["rss_bytes"] = rss
-    return row, call, box, trainer
+def make_case(algo, env_name, param, num_seeds, rounds_per_call, calls, buffer_size=100_000, engine=None,
+              cpu_dots=None, run_batch=None) -> harness.Case:
+    """One case of ours: its setup builds and compiles a `common.Block` (the seeds mapped as `loop.run`
+    maps them: all in one vmap, or `run_batch` at a time; the state donated), each call runs one block."""
+    config = ddpg_config(algo, env_name, param, rounds_per_call, calls, buffer_size, engine, cpu_dots)
+
+    def setup():
+        block = common.Block(config, num_seeds, run_batch, donate=True)
+        cost = block.compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        obs_size = int(np.prod(block.trainer.agent.obs_shape))
+        act_size = int(np.prod(block.trainer.agent.action_shape))
+        flop = (sac_update_flop if sb3_family(algo) == "sac" else update_flop)(
+            obs_size, act_size, config.agent.num_critics, config.agent.robust)
+        block.info.update(flop_per_agent_step=flop, xla_cost_analysis_flop=float(cost.get("flops", float("nan"))),
+                          obs_size=obs_size, action_size=act_size, num_critics=config.agent.num_critics,
+                          robust=config.agent.robust)
+        return block
+
+    settings = dict(kind="ours", algo=algo, env=env_name, param=param, engine=config.engine, cpu_dots=config.dots,
+                    run_batch=run_batch, num_seeds=num_seeds, num_agents=K, hidden_sizes=list(HIDDEN),
+                    batch_size=BATCH, buffer_size=buffer_size)
+    return harness.Case(label(settings), setup, settings)
 
 
 def replay_bytes(state) -> int:
@@ -161,42 +140,38 @@ def replay_bytes(state) -> int:
     return total
 
 
-def current_rss() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-
-
 def memory_case(env_name, param, num_seeds, buffer_size) -> dict:
     """Peak resident memory of a FedRDDPG run (init + compile + one block) at K x seeds agents, replay
     `buffer_size` per agent, beside the replay's size: theoretical (transitions x bytes of one
     transition) and as allocated (the buffer leaves of the state). Run in a fresh process."""
     import resource
 
-    baseline_rss = current_rss()
-    row, call, box, trainer = make_case("fedrddpg", env_name, param, num_seeds, 1, 1, buffer_size=buffer_size)
-    call()
-    obs, act = row["obs_size"], row["action_size"]
+    baseline_rss = common.current_rss()
+    block = common.Block(ddpg_config("fedrddpg", env_name, param, 1, 1, buffer_size), num_seeds, donate=True)
+    block()
+    block()
+    obs = int(np.prod(block.trainer.agent.obs_shape))
+    act = int(np.prod(block.trainer.agent.action_shape))
     # one stored transition: obs, next obs, action, reward (float32) and terminated (bool); truncation
     # is not stored (a truncated step bootstraps like any other)
     per_transition = 4 * (2 * obs + act + 1) + 1
     agents = num_seeds * K
-    state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(box["state"]))
+    state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(block.state))
     return dict(env=env_name, param=param, num_seeds=num_seeds, num_agents=K, buffer_size=buffer_size,
                 agents=agents, bytes_per_transition=per_transition,
                 replay_theoretical_bytes=agents * buffer_size * per_transition,
-                replay_allocated_bytes=replay_bytes(box["state"]), train_state_bytes=state_bytes,
+                replay_allocated_bytes=replay_bytes(block.state), train_state_bytes=state_bytes,
                 peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                rss_bytes=dict(before_building=baseline_rss, **row["rss_bytes"], after_two_blocks=current_rss()),
-                compile_s=row["compile_s"])
+                rss_bytes=dict(before_building=baseline_rss, **block.rss, after_two_blocks=common.current_rss()),
+                compile_s=block.info["compile_s"])
 
 
-def run_sb3(env_name, body, num_seeds, steps, threads, python=BENCH_PYTHON, algo="ddpg") -> dict:
-    cmd = [python, "-m", "benchmarks.sb3.sb3_ddpg_reference", "--algo", algo, "--net-arch", ",".join(map(str, HIDDEN)),
-           "--env", env_name, "--body", body,
-           "--agents", str(K), "--seeds", str(num_seeds), "--steps", str(steps), "--sync-every",
-           str(SYNC_EVERY), "--learning-starts", str(BATCH), "--threads", str(threads)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=harness.ROOT).stdout
-    return json.loads(out[out.index("{"):])
+def sb3_case(env_name, body, num_seeds, steps, threads, python=BENCH_PYTHON, algo="ddpg") -> harness.Case:
+    args = ["--algo", algo, "--net-arch", ",".join(map(str, HIDDEN)), "--env", env_name, "--body", body,
+            "--agents", str(K), "--seeds", str(num_seeds), "--steps", str(steps), "--sync-every", str(SYNC_EVERY),
+            "--learning-starts", str(BATCH), "--threads", str(threads)]
+    return common.sb3_case(f"sb3_{algo}", "benchmarks.sb3.sb3_ddpg_reference", args, python,
+                           dict(kind="sb3", algo=f"sb3_{algo}", threads=threads))
 
 
 def label(row) -> str:
@@ -206,40 +181,39 @@ def label(row) -> str:
     return f"{row['algo']} ({row['cpu_dots']}{batch})"
 
 
-def matmul_rate(copies, obs_size, act_size, repeats=20, cpu_dots=None):
-    """FLOP/s of batched matmuls with the critic's and actor's layer shapes at batch 64 (forward,
-    input-gradient and weight-gradient products), `copies` independent networks (seeds x agents),
-    computed by the CPU matrix-product library `cpu_dots` (None: XLA's default)."""
+def matmul_case(copies, obs_size, act_size, repeats=20, cpu_dots=None) -> harness.Case:
+    """Batched matmuls with the critic's and actor's layer shapes at batch 64 (forward, input-gradient
+    and weight-gradient products), `copies` independent networks (seeds x agents), computed by the CPU
+    matrix-product library `cpu_dots` (None: XLA's default), `repeats` times in a fori_loop per call;
+    a call's row carries its FLOP (`flop`), so its rate is flop / wall_s."""
     layers = []
     for n_in in (obs_size + act_size, obs_size):  # critic, actor
         sizes = [n_in, *HIDDEN, 1 if n_in == obs_size + act_size else act_size]
         layers += list(zip(sizes[:-1], sizes[1:]))
-    key = jax.random.key(0)
-    xs = [jax.random.normal(key, (copies, BATCH, i)) for i, _ in layers]
-    ws = [jax.random.normal(key, (copies, i, o)) for i, o in layers]
-    gs = [jax.random.normal(key, (copies, BATCH, o)) for _, o in layers]
-    flop_once = sum(3 * 2 * copies * BATCH * i * o for i, o in layers)
+    flop = sum(3 * 2 * copies * BATCH * i * o for i, o in layers) * repeats
 
-    @functools.partial(jax.jit, compiler_options=machine.compiler_options(cpu_dots))
-    def work(xs, ws, gs):
-        def body(_, acc):
-            total = acc
-            for x, w, g in zip(xs, ws, gs):
-                y = jnp.einsum("cbi,cio->cbo", x + acc, w)  # forward
-                dx = jnp.einsum("cbo,cio->cbi", g + acc, w)  # gradient w.r.t. the input
-                dw = jnp.einsum("cbi,cbo->cio", x, g + acc)  # gradient w.r.t. the weights
-                total = total + 1e-9 * (y.sum() + dx.sum() + dw.sum())
-            return total
+    def setup():
+        key = jax.random.key(0)
+        xs = [jax.random.normal(key, (copies, BATCH, i)) for i, _ in layers]
+        ws = [jax.random.normal(key, (copies, i, o)) for i, o in layers]
+        gs = [jax.random.normal(key, (copies, BATCH, o)) for _, o in layers]
 
-        return jax.lax.fori_loop(0, repeats, body, jnp.float32(0.0))
+        @functools.partial(jax.jit, compiler_options=machine.compiler_options(cpu_dots))
+        def work(xs, ws, gs):
+            def body(_, acc):
+                total = acc
+                for x, w, g in zip(xs, ws, gs):
+                    y = jnp.einsum("cbi,cio->cbo", x + acc, w)  # forward
+                    dx = jnp.einsum("cbo,cio->cbi", g + acc, w)  # gradient w.r.t. the input
+                    dw = jnp.einsum("cbi,cbo->cio", x, g + acc)  # gradient w.r.t. the weights
+                    total = total + 1e-9 * (y.sum() + dx.sum() + dw.sum())
+                return total
 
-    jax.block_until_ready(work(xs, ws, gs))
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        jax.block_until_ready(work(xs, ws, gs))
-        times.append(time.perf_counter() - t0)
-    return flop_once * repeats / statistics.median(times)
+            return jax.lax.fori_loop(0, repeats, body, jnp.float32(0.0))
+
+        return common.finished(lambda: work(xs, ws, gs), dict(flop=flop))
+
+    return harness.Case(f"matmul ({cpu_dots})", setup, dict(kind="matmul", algo="matmul", cpu_dots=cpu_dots))
 
 
 def main() -> None:
@@ -295,86 +269,81 @@ def main() -> None:
             harness.dump(a.memory_into, result)
             return
 
-    cases = []
-    for algo in a.algos.split(","):
-        for dots, run_batch in itertools.product(a.cpu_dots, a.run_batch.split(",") if a.run_batch else ["all"]):
-            row, call, _, _ = make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine,
-                                        cpu_dots=dots, run_batch=configs.parse_run_batch(run_batch))
-            cases.append((row, call, []))
-            print(f"compiled {label(row)} {a.env}: {row['compile_s']:.0f}s", flush=True)
+    cases = [make_case(algo, a.env, param, a.seeds, a.rounds_per_call, a.repeats, engine=a.engine, cpu_dots=dots,
+                       run_batch=configs.parse_run_batch(run_batch))
+             for algo in a.algos.split(",")
+             for dots, run_batch in itertools.product(a.cpu_dots, a.run_batch.split(",") if a.run_batch else ["all"])]
+    ours = [c.name for c in cases]
     body = envs.get(a.env).perturbed[0] if param is None else param
-    families = sorted({sb3_family(row["algo"]) for row, _, _ in cases})  # the SB3 algorithms to run
-    sb3_runs = {family: [] for family in families}
-    for r in range(a.repeats):
-        for row, call, calls in cases:
-            calls.append(call())
-            print(f"  rep {r}: ours {label(row)}: {calls[-1]['agent_steps_per_sec']:.1f} agent-steps/s "
-                  f"(load {calls[-1]['load_avg_1min']:.1f})", flush=True)
-        for family in families if not a.no_sb3 else ():
-            sb3_runs[family].append(run_sb3(a.env, body, a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python, family))
-            print(f"  rep {r}: sb3 {family.upper()}: {sb3_runs[family][-1]['agent_steps_per_sec']:.1f} agent-steps/s "
-                  f"(load {sb3_runs[family][-1]['load_avg_1min_at_end']:.1f})", flush=True)
+    families = sorted({sb3_family(c.settings["algo"]) for c in cases})  # the SB3 algorithms to run
+    if not a.no_sb3:
+        cases += [sb3_case(a.env, body, a.seeds, a.sb3_steps, a.sb3_threads, a.sb3_python, f) for f in families]
+    rows = common.measure_rates(cases, a.repeats)
+    first = next(r for r in rows if r["kind"] == "ours")
+    obs_size, act_size = first["obs_size"], first["action_size"]
     # The ceiling is the faster library's rate at these shapes (on a CPU they differ by 10-50% per
-    # product: benchmarks/README.md, "Matrix products on a CPU").
-    matmul_by_library = {dots: matmul_rate(a.seeds * K, cases[0][0]["obs_size"], cases[0][0]["action_size"],
-                                           cpu_dots=dots) for dots in machine.CPU_DOTS}
+    # product: benchmarks/README.md, "Matrix products on a CPU"), the libraries interleaved.
+    matmul = harness.measure([matmul_case(a.seeds * K, obs_size, act_size, cpu_dots=dots) for dots in machine.CPU_DOTS],
+                             repeats=3)
+    for row in matmul:
+        row["flop_per_sec"] = row["flop"] / row["wall_s"]
+    matmul_by_library = {dots: harness.median(matmul, "flop_per_sec", cpu_dots=dots) for dots in machine.CPU_DOTS}
     peak = max(matmul_by_library.values())
     sb3_by_family = {}
-    for family, runs in sb3_runs.items():
-        if runs:
-            summary = dict(common.median_rates(runs), threads=a.sb3_threads, runs=runs)
-            flop = (sac_update_flop if family == "sac" else update_flop)(cases[0][0]["obs_size"],
-                                                                          cases[0][0]["action_size"], 1 + (family == "sac"), False)
-            summary["flop_per_sec"] = summary["agent_steps_per_sec"] * flop
-            summary["flop_per_agent_step"] = flop
-            sb3_by_family[family] = summary
-    sb3, sb3_sac = sb3_by_family.get("ddpg"), sb3_by_family.get("sac")
-    rows = []
-    for row, _, calls in cases:
-        row["timed_calls"] = calls
-        row.update(common.median_rates(calls, sb3_by_family.get(sb3_family(row["algo"]))))
+    for family in families:
+        summary = common.sb3_rates(dict(rows=rows), algo=f"sb3_{family}")
+        if summary:
+            flop = (sac_update_flop if family == "sac" else update_flop)(obs_size, act_size, 1 + (family == "sac"), False)
+            sb3_by_family[family] = dict(summary, flop_per_agent_step=flop, flop_per_sec=summary["agent_steps_per_sec"] * flop)
+    for row in rows:
+        family = row["algo"].removeprefix("sb3_") if row["kind"] == "sb3" else sb3_family(row["algo"])
+        if row["kind"] == "sb3":
+            row["flop_per_agent_step"] = sb3_by_family[family]["flop_per_agent_step"]
         row["flop_per_sec"] = row["agent_steps_per_sec"] * row["flop_per_agent_step"]
         row["matmul_flop_per_sec"] = peak
         row["fraction_of_matmul_rate"] = row["flop_per_sec"] / peak
-        rows.append(row)
+        if family in sb3_by_family:
+            row["ratio_vs_sb3"] = row["agent_steps_per_sec"] / sb3_by_family[family]["agent_steps_per_sec"]
+            row["ratio_vs_sb3_per_cpu_sec"] = row["agent_steps_per_cpu_sec"] / sb3_by_family[family]["agent_steps_per_cpu_sec"]
+    medians = {name: harness.medians(rows, ("agent_steps_per_sec", "agent_steps_per_cpu_sec", "flop_per_sec",
+                                            "fraction_of_matmul_rate", "ratio_vs_sb3", "ratio_vs_sb3_per_cpu_sec"),
+                                     case=name) for name in ours}
 
-    print(f"\n{a.env} ({param}, engine {rows[0]['engine']}), K={K} x {a.seeds} seeds, E={SYNC_EVERY}, {HIDDEN[0]}-{HIDDEN[1]} nets, batch {BATCH}; "
+    print(f"\n{a.env} ({param}, engine {first['engine']}), K={K} x {a.seeds} seeds, E={SYNC_EVERY}, {HIDDEN[0]}-{HIDDEN[1]} nets, batch {BATCH}; "
           f"one env step + one gradient update per agent-step; medians of {a.repeats} interleaved repeats")
     print(f"batched-matmul rate at these shapes (this run, the faster library): {peak / 1e9:.2f} GFLOP/s ("
           + ", ".join(f"{dots} {rate / 1e9:.2f}" for dots, rate in matmul_by_library.items()) + ")")
     print(f"{'impl':<28}{'agent-steps/s':>14}{'per CPU-s':>10}{'MFLOP/step':>11}{'GFLOP/s':>8}{'of matmul':>10}"
           f"{'x SB3':>7}{'x SB3/CPU-s':>12}")
-    for r in rows:
-        print(f"{'fedjax_rl ' + label(r):<28}{r['agent_steps_per_sec']:>14.1f}{r['agent_steps_per_cpu_sec']:>10.1f}"
-              f"{r['flop_per_agent_step'] / 1e6:>11.1f}{r['flop_per_sec'] / 1e9:>8.2f}{r['fraction_of_matmul_rate']:>10.1%}"
-              f"{r.get('ratio_vs_sb3', float('nan')):>7.2f}{r.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.2f}")
+    for name, m in medians.items():
+        flop = next(r["flop_per_agent_step"] for r in rows if r["case"] == name)
+        print(f"{'fedjax_rl ' + name:<28}{m['agent_steps_per_sec']:>14.1f}{m['agent_steps_per_cpu_sec']:>10.1f}"
+              f"{flop / 1e6:>11.1f}{m['flop_per_sec'] / 1e9:>8.2f}{m['fraction_of_matmul_rate']:>10.1%}"
+              f"{m.get('ratio_vs_sb3', float('nan')):>7.2f}{m.get('ratio_vs_sb3_per_cpu_sec', float('nan')):>12.2f}")
     for family, summary in sb3_by_family.items():
         print(f"{'SB3 %s (%d torch thread)' % (family.upper(), a.sb3_threads):<28}{summary['agent_steps_per_sec']:>14.1f}"
               f"{summary['agent_steps_per_cpu_sec']:>10.1f}{summary['flop_per_agent_step'] / 1e6:>11.1f}"
               f"{summary['flop_per_sec'] / 1e9:>8.2f}{summary['flop_per_sec'] / peak:>10.1%}{1.0:>7.2f}{1.0:>12.2f}")
-    info["load_average_1_5_15min_at_end"] = list(os.getloadavg())
-    target = next((r for r in rows if r["algo"] == "ddpgavg1"), rows[0])
+    target = next((name for name in ours if name.startswith("ddpgavg1 ")), ours[0])
+    ratio, per_cpu = medians[target].get("ratio_vs_sb3"), medians[target].get("ratio_vs_sb3_per_cpu_sec")
     settings = dict(
         description=__doc__.strip().splitlines()[0], repeats=a.repeats,
-        setting=dict(env=a.env, param=param, engine=rows[0]["engine"], num_agents=K, num_seeds=a.seeds,
+        setting=dict(env=a.env, param=param, engine=first["engine"], num_agents=K, num_seeds=a.seeds,
                      sync_every=SYNC_EVERY,
                      hidden_sizes=list(HIDDEN), batch_size=BATCH, buffer_size=100_000, learning_starts=BATCH,
                      rounds_per_call=a.rounds_per_call),
-        matmul_flop_per_sec=peak, matmul_flop_per_sec_by_library=matmul_by_library,
+        matmul_flop_per_sec=peak, matmul_flop_per_sec_by_library=matmul_by_library, sb3=sb3_by_family,
         targets=dict(
-            sb3_ratio=dict(required=3, case=f"{target['algo']} (the same work as SB3 DDPG)",
-                           ratio=target.get("ratio_vs_sb3") if sb3 else None,
-                           met=None if sb3 is None else target["ratio_vs_sb3"] >= 3),
-            sb3_ratio_per_cpu_second=dict(required=2, case=target["algo"],
-                                          ratio=target.get("ratio_vs_sb3_per_cpu_sec") if sb3 else None,
-                                          met=None if sb3 is None else target["ratio_vs_sb3_per_cpu_sec"] >= 2),
-            matmul_fraction=dict(required=0.5, fractions={r["algo"]: r["fraction_of_matmul_rate"] for r in rows},
-                                 met=all(r["fraction_of_matmul_rate"] >= 0.5 for r in rows))))
-    out_rows = [dict(row, kind="ours") for row in rows]
-    out_rows += [dict(summary, kind="sb3", algo=f"sb3_{family}") for family, summary in sb3_by_family.items()]
+            sb3_ratio=dict(required=3, case=f"{target} (the same work as SB3 DDPG)", ratio=ratio,
+                           met=None if ratio is None else ratio >= 3),
+            sb3_ratio_per_cpu_second=dict(required=2, case=target, ratio=per_cpu,
+                                          met=None if per_cpu is None else per_cpu >= 2),
+            matmul_fraction=dict(required=0.5, fractions={n: m["fraction_of_matmul_rate"] for n, m in medians.items()},
+                                 met=all(m["fraction_of_matmul_rate"] >= 0.5 for m in medians.values()))))
+    rows += matmul
     if memory is not None:
-        out_rows.append(dict(memory, kind="memory", env=a.memory_env))
-    harness.write(a.out, BENCHMARK, settings, out_rows, machine=info)
+        rows.append(dict(memory, kind="memory", env=a.memory_env))
+    harness.write(a.out, BENCHMARK, settings, rows, machine=info)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ environment steps of all agents, timed over evaluation blocks after the first (c
 The average is timed alone: the same pmean over the real shared leaves, jitted, called repeatedly
 (dispatch included, so an upper bound on its time inside the compiled run); its share is
 rounds-per-block x that time / block time. All layouts share the 2 cores of this machine, so they
-measure overhead, not speed-up. A row per layout (benchmarks/harness.py's format); each layout's process
-0 writes its row through the harness to a file the parent reads.
+measure overhead, not speed-up. In each layout's processes a block and 200 averages are the two cases
+of `harness.measure`, interleaved over the 5 blocks after the first (every process runs the same
+sequence: the collectives pair up); process 0 writes its rows through the harness to a file the parent
+reads. The result (benchmarks/harness.py's format) has those rows per layout (`kind` "block" and
+"average", a row per repeat) and a summary per layout (`kind` "summary": medians).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 from benchmarks import harness
 
@@ -51,38 +53,56 @@ def measure(out_json: str) -> None:
 
     num_devices = jax.device_count() if jax.device_count() > 1 else None
     trainer = program.make_trainer(config(num_devices))
-    keys = program.seed_keys(0, 1)
-    init = jax.jit(jax.vmap(trainer.init))
-    run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
-    state = init(keys)
-    state, _ = run_block(state, trainer.hparams, 0)  # compile + warm-up
-    jax.block_until_ready(state)
-    blocks = trainer.config.num_evals - 1
-    start = time.perf_counter()
-    for block in range(1, trainer.config.num_evals):
-        state, metrics = run_block(state, trainer.hparams, block)
-        distributed.to_host(metrics)  # what the host loop does every block
-    jax.block_until_ready(state)
-    block_s = (time.perf_counter() - start) / blocks
-
-    average = jax.jit(jax.vmap(agent_axis.for_each_agent(federated.federated_mean, NUM_AGENTS, num_devices)))
-    shared = state.agents.learner.shared
-    jax.block_until_ready(average(shared))
-    start = time.perf_counter()
-    for _ in range(AVERAGE_CALLS):
-        # One call at a time, as in the run (a block ends with its metrics on the host): 200 calls
-        # dispatched asynchronously deadlocked both 2x2 processes (gloo) and the 1x4 process (its
-        # 4 device threads on 2 cores hit the 40 s rendezvous timeout); blocking fixed both.
-        shared = jax.block_until_ready(average(shared))
-    average_s = (time.perf_counter() - start) / AVERAGE_CALLS
-
-    comm = program.communication(trainer)
     steps_per_block = NUM_AGENTS * SYNC_EVERY * EVAL_EVERY_ROUNDS
+    carry = {}
+
+    def block_setup():
+        init = jax.jit(jax.vmap(trainer.init))
+        run_block = jax.jit(jax.vmap(trainer.run_block, in_axes=(0, None, None)))
+        carry.update(state=init(program.seed_keys(0, 1)), block=0)
+
+        def call():  # the next block, its metrics to the host as the host loop does every block
+            carry["state"], metrics = run_block(carry["state"], trainer.hparams, carry["block"])
+            distributed.to_host(metrics)
+            jax.block_until_ready(carry["state"])
+            carry["block"] += 1
+            return dict(agent_steps=steps_per_block)
+
+        return call
+
+    def average_setup():
+        average = jax.jit(jax.vmap(agent_axis.for_each_agent(federated.federated_mean, NUM_AGENTS, num_devices)))
+        carry["shared"] = carry["state"].agents.learner.shared
+
+        def call():
+            for _ in range(AVERAGE_CALLS):
+                # One call at a time, as in the run (a block ends with its metrics on the host): 200 calls
+                # dispatched asynchronously deadlocked both 2x2 processes (gloo) and the 1x4 process (its
+                # 4 device threads on 2 cores hit the 40 s rendezvous timeout); blocking fixed both.
+                carry["shared"] = jax.block_until_ready(average(carry["shared"]))
+            return dict(calls=AVERAGE_CALLS)
+
+        return call
+
+    # the block's warm-up call is block 0 (compilation); the timed calls are the blocks after it
+    rows = harness.measure([harness.Case("block", block_setup, dict(kind="block")),
+                            harness.Case("average", average_setup, dict(kind="average"))],
+                           repeats=trainer.config.num_evals - 1)
     if distributed.is_writer():
-        harness.write(out_json, BENCHMARK, dict(worker=True), [dict(
-            processes=jax.process_count(), devices_per_process=jax.local_device_count(),
-            agent_steps_per_s=steps_per_block / block_s, block_s=block_s, average_s=average_s,
-            average_share=EVAL_EVERY_ROUNDS * average_s / block_s, communication=comm)])
+        layout = dict(processes=jax.process_count(), devices_per_process=jax.local_device_count())
+        harness.write(out_json, BENCHMARK, dict(worker=True), [dict(row, **layout) for row in rows] + [dict(
+            layout, kind="communication", communication=program.communication(trainer))])
+
+
+def summary(rows: list[dict]) -> dict:
+    """A layout's medians, under the names of the rows before the harness."""
+    block_s = harness.median(rows, "wall_s", kind="block")
+    average_s = harness.median(rows, "wall_s", kind="average") / AVERAGE_CALLS
+    first = rows[0]
+    return dict(kind="summary", processes=first["processes"], devices_per_process=first["devices_per_process"],
+                agent_steps_per_s=NUM_AGENTS * SYNC_EVERY * EVAL_EVERY_ROUNDS / block_s, block_s=block_s,
+                average_s=average_s, average_share=EVAL_EVERY_ROUNDS * average_s / block_s,
+                communication=next(r["communication"] for r in rows if r["kind"] == "communication"))
 
 
 def _free_port() -> int:
@@ -112,7 +132,8 @@ def run_layout(processes: int, devices: int, tmp: str) -> dict:
                 proc.wait()
     if any(p.returncode for p in procs):
         raise RuntimeError(f"layout {processes}x{devices} failed (exit codes {[p.returncode for p in procs]})")
-    return harness.read(out)["rows"][0]
+    rows = [r for r in harness.read(out)["rows"] if r["kind"] != "communication"]
+    return rows + [summary(harness.read(out)["rows"])]
 
 
 def main(only: list[str], path: str) -> None:
@@ -122,20 +143,17 @@ def main(only: list[str], path: str) -> None:
     from benchmarks.common import machine, machine_line
 
     layouts = [(p, d) for p, d in LAYOUTS if not only or f"{p}x{d}" in only]
-    previous = {}
-    if only and os.path.exists(path):
-        previous = {(r["processes"], r["devices_per_process"]): r for r in harness.read(path)["rows"]}
+    previous = harness.read(path)["rows"] if only and os.path.exists(path) else []
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
         for p, d in LAYOUTS:
-            if (p, d) not in layouts:
-                if (p, d) in previous:
-                    rows.append(previous[(p, d)])
+            if (p, d) not in layouts:  # kept as measured before (a result from before the harness: its one row)
+                rows += [r for r in previous if (r["processes"], r["devices_per_process"]) == (p, d)]
                 continue
             try:
-                rows.append(run_layout(p, d, tmp))
+                rows += run_layout(p, d, tmp)
             except RuntimeError as err:  # recorded, not hidden: see the README's note on fake devices
-                rows.append(dict(processes=p, devices_per_process=d, error=str(err)))
+                rows.append(dict(kind="summary", processes=p, devices_per_process=d, error=str(err)))
     comm = next(r for r in rows if "communication" in r)["communication"]
     host = machine()
     print(machine_line(host))
@@ -143,6 +161,8 @@ def main(only: list[str], path: str) -> None:
           f"({comm['model_bytes'] / 2**10:.1f} KiB) per agent")
     print(f"{'layout':>18} {'agent-steps/s':>14} {'block s':>8} {'average ms':>11} {'average share':>14}")
     for r in rows:
+        if r.get("kind", "summary") != "summary":  # rows per repeat; one row per layout before the harness
+            continue
         if "error" in r:
             print(f"{r['processes']} proc x {r['devices_per_process']} dev".rjust(18) + f" failed: {r['error']}")
             continue
