@@ -88,3 +88,26 @@ def test_local_metrics_on_distinct_returns():
     np.testing.assert_allclose(metrics["local_average"], [20.25, 21.25], rtol=1e-6)
     np.testing.assert_allclose(metrics["local_minimum"], [10.0, 11.0], rtol=1e-6)
     np.testing.assert_array_equal(metrics["local_episode_returns"], seeds)
+
+
+def test_a_blocks_record_divides_its_totals_by_hand():
+    """`block_record` by hand: the block's training return is its finished episodes' mean return and each
+    loss the mean over its gradient steps, also when the block finished one episode and trained one step
+    (the floor of 1 only guards a block that did neither, which reports 0, not NaN)."""
+    from types import SimpleNamespace
+
+    from fedjax_rl.training import program
+
+    setup = SimpleNamespace(config=SimpleNamespace(sync_every=10), agent=SimpleNamespace(loss_names=("td_loss",)))
+    nominal, local = jnp.array([1.0, 3.0]), jnp.array([[1.0, 2.0], [5.0, 6.0]])
+    record = program.block_record(setup, 4, nominal, local,
+                                  dict(trained=1.0, episodes=1.0, episode_return_sum=7.0, td_loss=3.0))
+    assert (record["env_steps"], float(record["nominal_return"])) == (40, 2.0)
+    assert (float(record["train_return"]), float(record["td_loss"])) == (7.0, 3.0)
+    assert (float(record["local_minimum"]), float(record["local_average"])) == (1.5, 3.5)
+    record = program.block_record(setup, 8, nominal, local,
+                                  dict(trained=4.0, episodes=3.0, episode_return_sum=9.0, td_loss=2.0))
+    assert (float(record["train_return"]), float(record["td_loss"])) == (3.0, 0.5)
+    empty = program.block_record(setup, 1, nominal, local,
+                                 dict(trained=0.0, episodes=0.0, episode_return_sum=0.0, td_loss=0.0))
+    assert (float(empty["train_return"]), float(empty["td_loss"])) == (0.0, 0.0)

@@ -365,6 +365,11 @@ def test_krum_chooses_what_flowers_krum_chooses():
         np.testing.assert_allclose(np.asarray(out["b"][0]), theirs[1], rtol=1e-6)
 
 
+def test_krum_accepts_its_bounds_at_equality():
+    # n >= 2 f + 3 and keep <= n - f, both met with equality: 7 agents, f = 2, keep = 5.
+    federated.Server(7, 1.0, "krum", krum_byzantine=2, krum_keep=5)
+
+
 @pytest.mark.parametrize("agents, participation, byzantine, keep, expected", [
     (4, 1.0, 1, 1, r"krum_byzantine must be in \[0, 0\] .* with 4 participating agents .*got 1"),
     (9, 0.5, 2, 1, r"krum_byzantine must be in \[0, 1\] .* with 5 participating agents .*got 2"),

@@ -520,6 +520,29 @@ def test_a_seed_plan_is_the_rules_power_over_its_prior_by_hand():
     assert power.sign_power(10, 0.9) == power.rule_power(10, 0.9, 0.0)
 
 
+def test_a_paired_pilot_plans_from_its_signs_and_a_target_met_exactly_is_reached():
+    """Paired pilot seeds plan from the signs of x - y: how many are higher, lower and equal. A plan is the
+    fewest seeds whose expected power reaches (>=) the target: a target equal to the expected power at n
+    seeds plans n, whether n is met while the search doubles, while it bisects, or at the limit."""
+    x, y = np.array([2.0, 2.0, 2.0, 2.0, 0.0, 1.0, 1.0]), np.ones(7)  # 4 higher, 1 lower, 2 equal
+    assert power.seeds_for_power(x, y) == power.planned_seeds(4, 1, 2) == 97
+    pilot = (6, 2, 2)  # its expected power rises with every seed from MIN_SEEDS to beyond 85 (checked below)
+    expected = [power.expected_power(n, *pilot) for n in range(stats.MIN_SEEDS, 90)]
+    assert np.all(np.diff(expected) > 0)
+    for n in (stats.MIN_SEEDS, 4 * stats.MIN_SEEDS, 8 * stats.MIN_SEEDS, 85):  # 24 and 48: the doubling's brackets
+        assert power.planned_seeds(*pilot, power=power.expected_power(n, *pilot)) == n
+    assert power.planned_seeds(*pilot, power=power.expected_power(85, *pilot), limit=85) == 85
+    assert power.planned_seeds(*pilot, power=0.0) == stats.MIN_SEEDS  # never fewer: the rule cannot decide below
+    # 8 wins of 8: 20 seeds, the first count whose expected power reaches 80% (it dips at the binomial's
+    # steps, so a coarser bracket can land on a later crossing: 23).
+    assert power.planned_seeds(8, 0, 0) == 20
+    assert max(power.expected_power(n, 8, 0, 0) for n in range(stats.MIN_SEEDS, 20)) < power.POWER
+    # However long the pilot, the expected power is an average of the rule's power over the prior: 1000
+    # wins and 500 losses weigh P(higher) 0.65 and 0.7 (about 2/3) and little else.
+    long_pilot = power.expected_power(40, 1000, 500, 0)
+    assert power.rule_power(40, 0.65) <= long_pilot <= power.rule_power(40, 0.7)
+
+
 def test_t_test_power_against_the_published_counts():
     # The paired t test at 5% two-sided needs 10 pairs for 80% power at effect size 1 (power 0.803)
     # and 34 at 0.5 (0.808) (Cohen 1988; G*Power): the yardstick the rule's own power is read against.

@@ -67,6 +67,16 @@ class Target:
     tests: tuple[str, ...]
 
 
+_LUNAR_LANDER_RESET_TESTS = (
+    "tests/test_lunar_lander.py::test_reset_step_matches_gymnasiums_for_the_same_push",
+    "tests/test_lunar_lander.py::test_reset_starts_a_live_episode_with_random_wind_phases",
+    "tests/test_lunar_lander.py::test_reset_draws_the_wind_phases_with_gymnasiums_bounds",
+    "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
+    "tests/test_lunar_lander.py::test_legs_hang_like_gymnasiums_after_reset",
+    "tests/test_lunar_lander.py::test_reset_distribution_matches_gymnasium",
+    "tests/test_termination.py",
+)
+
 TARGETS = (
     Target("losses", "fedjax_rl/core/losses.py", None, (
         "tests/test_losses.py", "tests/test_properties.py",
@@ -97,6 +107,7 @@ TARGETS = (
     Target("train", "fedjax_rl/training/program.py",
            ("global_policy", "finalize", "final_record", "block_record", "local_metrics"), (
         "tests/test_evaluate.py::test_local_metrics_on_distinct_returns",
+        "tests/test_evaluate.py::test_a_blocks_record_divides_its_totals_by_hand",
         "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
         "tests/test_dqn.py::test_metrics_shapes", "tests/test_golden.py",
     )),
@@ -147,19 +158,14 @@ TARGETS = (
         "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
         "tests/test_lunar_lander.py::test_time_limit_truncates_at_1000_steps",
     )),
-    # Reset: terrain, initial push, wind indices, and gymnasium's reset step in closed form.
-    Target("lunar_lander_reset", "fedjax_rl/envs/lunar_lander.py",
-           ("initial_bodies", "_reset_world_step",
-            # not the shapes of the zero-filled solver state (they fail at trace time, uninformatively)
-            r"reset_env:^(?!.*(jnp\.zeros|jnp\.full|time=0))"), (
-        "tests/test_lunar_lander.py::test_reset_step_matches_gymnasiums_for_the_same_push",
-        "tests/test_lunar_lander.py::test_reset_starts_a_live_episode_with_random_wind_phases",
-        "tests/test_lunar_lander.py::test_reset_draws_the_wind_phases_with_gymnasiums_bounds",
-        "tests/test_lunar_lander.py::test_spaces_and_reset_observation",
-        "tests/test_lunar_lander.py::test_legs_hang_like_gymnasiums_after_reset",
-        "tests/test_lunar_lander.py::test_reset_distribution_matches_gymnasium",
-        "tests/test_termination.py",
-    )),
+    # Reset, split with the module (2026-12-05): gymnasium's reset step in closed form and the bodies
+    # it starts from (lunar_lander_physics.py), then the terrain, initial push and wind indices
+    # (lunar_lander.py's reset_env). One set of tests covers both.
+    Target("lunar_lander_reset_step", "fedjax_rl/envs/lunar_lander_physics.py",
+           ("initial_bodies", "reset_world_step"), _LUNAR_LANDER_RESET_TESTS),
+    Target("lunar_lander_reset_env", "fedjax_rl/envs/lunar_lander.py",
+           # not the shapes of the zero-filled solver state (they fail at trace time, uninformatively)
+           (r"reset_env:^(?!.*(jnp\.zeros|jnp\.full|time=0))",), _LUNAR_LANDER_RESET_TESTS),
     # The gymnasium bridge's host side: each row's physics, state, step seed and reset, rows that share
     # one state, what a step leaves behind, the time limit. Not its checks before compiling nor the
     # shapes handed to jax.pure_callback (those fail at trace time).
@@ -221,6 +227,7 @@ TARGETS = (
     Target("power", "fedjax_rl/analysis/power.py",
            ("seeds_for_power", "expected_power", "_plan_prior", "_plan", "sign_power"), (
         "tests/test_stats.py::test_a_seed_plan_is_the_rules_power_over_its_prior_by_hand",
+        "tests/test_stats.py::test_a_paired_pilot_plans_from_its_signs_and_a_target_met_exactly_is_reached",
         "tests/test_stats.py::test_seeds_for_power_plans_with_ties_and_says_what_it_delivers",
         "tests/test_stats.py::test_the_rules_power_is_exact",
         "tests/test_stats.py::test_comparison_is_the_tables_reading_of_each_metric",
@@ -260,8 +267,9 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "2 weight diff are 0 whichever weight is taken",
     ("fedjax_rl/training/program.py", "local_metrics", "local=jnp.mean(local_episodes,axis=-1)",
      "local=jnp.mean(local_episodes,axis=1)"): _LAST_AXIS_OF_2D + " ([K, episodes], per seed)",
-    ("fedjax_rl/training/program.py", "finalize", "sweep=jnp.mean(sweep_episodes,axis=-1)",
-     "sweep=jnp.mean(sweep_episodes,axis=1)"): _LAST_AXIS_OF_2D + " ([sweep points, episodes], per seed)",
+    ("fedjax_rl/training/program.py", "final_record", '"sweep_returns":jnp.mean(sweep_episodes,axis=-1),',
+     '"sweep_returns":jnp.mean(sweep_episodes,axis=1),'):
+        _LAST_AXIS_OF_2D + " ([sweep points, episodes], per seed: final_record plays the sweep itself)",
     ("fedjax_rl/training/program.py", "finalize", "axis=-1,", "axis=1,"):
         "stacking [K] vectors: axis 1 is the new last axis either way ([K, len(physics)])",
     ("fedjax_rl/training/program.py", "global_policy", "shared=jax.tree.map(lambdaleaf:leaf[0],state.agents.learner.shared)",
@@ -281,51 +289,51 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "there are two legs and JAX clamps the out-of-range static index 2 to 1, the same element",
     ("fedjax_rl/envs/lunar_lander.py", "shaping", "+10*obs[7]", "+10*obs[8]"):
         "the observation has 8 entries and JAX clamps the out-of-range static index 8 to 7, the same element",
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      "system_inertia=jnp.sum(inertia+m*jnp.sum(r*r,-1))", "system_inertia=jnp.sum(inertia+m*jnp.sum(r*r,1))"):
         _LAST_AXIS_OF_2D + " (r: [bodies, 2])",
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      "al=a0+REF_ANGLE+INITIAL_JOINT_ANGLE*jnp.asarray(-LEG_SIGNS)",
      "al=a0+REF_ANGLE+INITIAL_JOINT_ANGLE/jnp.asarray(-LEG_SIGNS)"):
         "LEG_SIGNS is -1 or +1, so dividing by it is multiplying by it",
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      "lander=jnp.sum(m[:,None]*moved,0)/total-jnp.sum(m[1:,None]*legs_from_lander,0)/total",
      "lander=jnp.sum(m[:,None]*moved,0)/total-jnp.sum(m[2:,None]*legs_from_lander,0)/total"):
         "both legs have the same mass (one leg_density), so broadcasting the second leg's mass over "
         "both gives the same sum",
-    ("fedjax_rl/envs/lunar_lander.py", "initial_bodies",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "initial_bodies",
      "al=jnp.asarray(REF_ANGLE+jnp.asarray([joint_angle,-joint_angle]))",
      "al=jnp.asarray(REF_ANGLE-jnp.asarray([joint_angle,-joint_angle]))"):
         "the legs' created angles and positions are never read: the reset step uses the lander's "
         "centre only and sets the legs afresh (initial_bodies has no other caller)",
-    ("fedjax_rl/envs/lunar_lander.py", "initial_bodies",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "initial_bodies",
      "al=jnp.asarray(REF_ANGLE+jnp.asarray([joint_angle,-joint_angle]))",
      "al=jnp.asarray(REF_ANGLE+jnp.asarray([joint_angle,joint_angle]))"):
         "the legs' created angles and positions are never read: the reset step uses the lander's "
         "centre only and sets the legs afresh (initial_bodies has no other caller)",
     ("fedjax_rl/envs/lunar_lander.py", "observation", "v[1]*(H/2)/FPS,", "v[2]*(H/2)/FPS,"):
         "v is a 2-vector and JAX clamps the out-of-range static index 2 to 1, the same element",
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
      'created_legs=origin-jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
         _LEGS_CANCEL,
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
      'created_legs=origin+jnp.stack([-LEG_SIGNS/LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
         _LEGS_CANCEL,
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY*SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
         _LEGS_CANCEL,
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
      'created_legs=origin+jnp.stack([LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
         _LEGS_CANCEL,
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
         "stacking two [2] vectors: axis 1 is the new last axis either way",
-    ("fedjax_rl/envs/lunar_lander.py", "_reset_world_step",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "reset_world_step",
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)+_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))',
      'created_legs=origin+jnp.stack([-LEG_SIGNS*LEG_AWAY/SCALE,jnp.zeros(2)],-1)-_rot(REF_ANGLE,jnp.asarray(_LEG_CENTER,jnp.float32))'):
         "_LEG_CENTER, the centroid of the leg polygon in its own frame, is (0, 0) (the leg is a box about "
@@ -334,31 +342,31 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "state,obs,*_=self._step(engine_noise(k_step),state,0,params,force,first=True)",
      "state,obs,*_=self._step(engine_noise(k_step),state,1,params,force,first=True)"):
         "the action enters _step only through the engines' impulses on the velocities, and the reset step "
-        "(first=True) discards them: _reset_world_step starts the bodies from rest and computes every "
+        "(first=True) discards them: reset_world_step (lunar_lander_physics.py) starts the bodies from rest and computes every "
         "velocity from the push, gravity and wind alone; reset_env keeps only the state and observation",
-    ("fedjax_rl/envs/lunar_lander.py", "initial_bodies",
+    ("fedjax_rl/envs/lunar_lander_physics.py", "initial_bodies",
      "returnjnp.concatenate([p0[None],pl]),jnp.concatenate([jnp.zeros(1),al])",
      "returnjnp.concatenate([p0[None],pl]),jnp.concatenate([jnp.zeros(2),al])"):
         "of the created angles only the lander's (index 0, zero either way) is read: the reset step "
         "replaces the whole angle array, one entry per body",
-    ("fedjax_rl/core/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(0,(n+1).bit_length())"):
+    ("fedjax_rl/core/aggregation.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(0,(n+1).bit_length())"):
         "a larger power of two gives Batcher's network for more places; less the pairs that touch a place "
         ">= n (which would hold +inf and never move) it still sorts any n values, with more comparators",
-    ("fedjax_rl/core/federated.py", "sorting_network", "forjinrange(k%p,size-k,2*k):", "forjinrange(k%p,size+k,2*k):"):
+    ("fedjax_rl/core/aggregation.py", "sorting_network", "forjinrange(k%p,size-k,2*k):", "forjinrange(k%p,size+k,2*k):"):
         "every j past size - k meets an empty inner range (min(k, size - j - k) <= 0), so no pair is added",
-    ("fedjax_rl/core/federated.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size+j-k)):"):
+    ("fedjax_rl/core/aggregation.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size+j-k)):"):
         _BEYOND_N,
-    ("fedjax_rl/core/federated.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size-j+k)):"):
+    ("fedjax_rl/core/aggregation.py", "sorting_network", "foriinrange(min(k,size-j-k)):", "foriinrange(min(k,size-j+k)):"):
         _BEYOND_N,
-    ("fedjax_rl/core/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifvalues.shape[0]>=_NETWORK_MAX_AGENTS:"):
+    ("fedjax_rl/core/aggregation.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifvalues.shape[0]>=_NETWORK_MAX_AGENTS:"):
         _EITHER_SORT,
-    ("fedjax_rl/core/federated.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifnotvalues.shape[0]>_NETWORK_MAX_AGENTS:"):
+    ("fedjax_rl/core/aggregation.py", "_sort_over_agents", "ifvalues.shape[0]>_NETWORK_MAX_AGENTS:", "ifnotvalues.shape[0]>_NETWORK_MAX_AGENTS:"):
         _EITHER_SORT,
-    ("fedjax_rl/core/federated.py", None, "_NETWORK_MAX_AGENTS=32#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort",
+    ("fedjax_rl/core/aggregation.py", None, "_NETWORK_MAX_AGENTS=32#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort",
      "_NETWORK_MAX_AGENTS=33#uptohereasortingnetwork;beyond,itssizeoutgrowsXLA'ssort"): _EITHER_SORT,
-    ("fedjax_rl/core/federated.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(1,(n-1).bit_length())"):
+    ("fedjax_rl/core/aggregation.py", "sorting_network", "size=1<<max(0,(n-1).bit_length())", "size=1<<max(1,(n-1).bit_length())"):
         "it changes only n = 1, whose one extra pair (0, 1) touches place 1 >= n and is dropped",
-    ("fedjax_rl/core/federated.py", "federated_trimmed_mean",
+    ("fedjax_rl/core/aggregation.py", "federated_trimmed_mean",
      "dropped=jnp.asarray([trimmed_count(trim,m)forminrange(num_agents+1)],jnp.int32)",
      "dropped=jnp.asarray([trimmed_count(trim,m)forminrange(num_agents+2)],jnp.int32)"):
         "one more entry in the lookup table, for num_agents + 1 participants, a count that cannot occur",
@@ -401,6 +409,20 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "states.view(np.uint32).reshape(lead+(-2,)),time.astype(np.int32).reshape(lead),"): _ANY_NEGATIVE,
     ("fedjax_rl/reproduce/seed_pieces.py", "missing", "iffirst>at:", "iffirst>=at:"): _EMPTY_GAP,
     ("fedjax_rl/reproduce/seed_pieces.py", "missing", "ifat<self.total:", "ifat<=self.total:"): _EMPTY_GAP,
+    ("fedjax_rl/core/aggregation.py", "federated_krum",
+     "out=[jnp.mean(r[chosen],axis=0)ifkeep>1elser[chosen[0]]forrinrows]",
+     "out=[jnp.mean(r[chosen],axis=0)ifkeep>=1elser[chosen[0]]forrinrows]"):
+        "it changes only keep = 1, where the mean over the one chosen row is that row exactly (x / 1), and the "
+        "result is cast back to the leaf's dtype either way",
+    ("fedjax_rl/analysis/power.py", "expected_power",
+     "(major+minor)*np.log(1-tie)+(ties*np.log(tie)ifties>0else0.0))[:,None]",
+     "(major+minor)*np.log(1-tie)+(ties*np.log(tie)ifties>0else1.0))[:,None]"):
+        "a pilot without ties adds this one constant to every log weight of the grid, and the weights are "
+        "normalised (exp(log_weight - max), then divided by their sum): the constant cancels",
+    ("fedjax_rl/analysis/power.py", "_plan", "low,high=MIN_SEEDS-1,MIN_SEEDS", "low,high=MIN_SEEDS+1,MIN_SEEDS"):
+        "low's first value is read only when the doubling loop never runs (MIN_SEEDS reaches the target), and "
+        "then high - low is -1 instead of 1: neither is > 1, so the bisection is skipped and MIN_SEEDS returned "
+        "either way; once the loop runs it overwrites low",
     ("fedjax_rl/reproduce/seed_pieces.py", "missing", "size=piece_seedsormax(self.total,1)",
      "size=piece_seedsormax(self.total,2)"):
         "the size differs only for a total of 0 (no gap) or 1 (the one gap [0, 1), one piece at any size >= 1)",
@@ -654,7 +676,7 @@ def main() -> None:
             missing = [f for f in target.functions or () if f.partition(":")[0] not in defined]
             if missing:
                 raise SystemExit(f"{target.name}: {', '.join(missing)} not defined in {target.module}")
-            print(f"{target.name:16s} {sum(1 for _ in _mutations(target)):4d}")
+            print(f"{target.name:24s} {sum(1 for _ in _mutations(target)):4d}")
 
 
 if __name__ == "__main__":
