@@ -146,13 +146,14 @@ TABLE = {'train': [{'dest': 'algo',
              'initial_alpha, learning_rate, learning_starts, num_critics, omega, revision, '
              "target_update_rate, tau, train_freq. (default: none; each setting's default depends on the "
              'algorithm and the task, see fedjax_rl/training/configs.py)',
- 'reproduce': {'tables': ['beyond_sac', 'heterogeneity', 'table1', 'table2'],
+ 'reproduce': {'tables': ['attacks', 'beyond_sac', 'heterogeneity', 'table1', 'table2'],
                'seeds': 5,
                'tuning_seeds': 3,
                'omegas': '0.01,0.05,0.1,0.2',
                'cpu_run_batch': 20,
                'new_seeds_at': ['grid', 'chosen'],
-               'table_defaults': {'heterogeneity': {'seeds': 10,
+               'table_defaults': {'attacks': {'seeds': 10, 'tuning_seeds': 1, 'omegas': '0.05'},
+                                  'heterogeneity': {'seeds': 10,
                                                     'tuning_seeds': 2,
                                                     'omegas': '0.05,0.1',
                                                     'max_rates': '0,0.3,0.5,0.6,0.9'}}}}

@@ -160,10 +160,12 @@ def add_parser(sub) -> None:
         return f"(default: {paper}" + (f"; {others}" if others else "") + ")"
 
     p.add_argument("table", choices=table["tables"],
-                   help="which table: the paper's table1 and table2, or one beyond the paper (beyond_sac, heterogeneity)")
+                   help="which table: the paper's table1 and table2, or one beyond the paper (beyond_sac, heterogeneity, "
+                        "attacks)")
     p.add_argument("--rows", default=None,
                    help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart; a heterogeneity row "
-                        "at another K than the paper's 5 says so, e.g. CartPole-v1/length/K=10 (default: all)")
+                        "at another K than the paper's 5 says so, e.g. CartPole-v1/length/K=10; an attacks row names its K, "
+                        "rule, attack and attackers, e.g. CartPole-v1/length/K=10/median/sign_flip/2 (default: all)")
     papers = f"{table['seeds']}, the paper's"
     p.add_argument("--seeds", type=int, default=None, help=f"reported seeds per row {default('seeds', papers)}")
     p.add_argument("--tuning-seeds", type=int, default=None,

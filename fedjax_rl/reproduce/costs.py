@@ -33,7 +33,9 @@ from fedjax_rl.reproduce.row_records import read_row
 from fedjax_rl.training.run_directory import RunDirectory
 
 # The results directories committed with the code (a clone's results/), read beside --out.
-COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
+# (This module is fedjax_rl/reproduce/costs.py: the clone's root is three directories up.)
+COMMITTED_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                 "results")
 
 
 @dataclasses.dataclass(frozen=True)

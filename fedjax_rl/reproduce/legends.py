@@ -127,9 +127,9 @@ def comparison_record(table_name: str, line: dict, metrics) -> dict:
 
 class Report(NamedTuple):
     """What a table's report writes, made by its kind's writer (`paper_report` for the tables with the
-    paper's shape, `heterogeneity.report` for a map over the heterogeneity level): the markdown's
-    lines, the CSV's records (one per row and algorithm), the comparisons CSV's records, and the
-    figures, drawn (their paths returned) only when asked for."""
+    paper's shape, `heterogeneity.report` for a map over the heterogeneity level, `attacks.report` for
+    the table of attacks): the markdown's lines, the CSV's records (one per row and algorithm), the
+    comparisons CSV's records, and the figures, drawn (their paths returned) only when asked for."""
 
     markdown: list[str]
     rows: list[dict]

@@ -106,15 +106,23 @@ def row_programs(table: Table, row: paper.PaperRow, budget: float, omegas: Seque
     `max_rates`: the heterogeneity levels p every program grids over, outermost (None: the paper's
     p alone); the config's own max_rate stays the paper's, so that at p = 0.5 a grid point is the
     paper table's config exactly. `challengers`: programs run after the row's own (`challenger_program`),
-    each with those of `challenger_overrides` its algorithm declares (`check_challenger_overrides`)."""
+    each with those of `challenger_overrides` its algorithm declares (`check_challenger_overrides`). A row
+    that decides run settings itself (`tables.AttackRow.train_overrides`) adds them to every program's, and
+    a request's `train_overrides` naming one of them is refused."""
     out = []
+    # The run settings the row decides (an attacks row's rule and attack): a request may not replace them.
+    own = dict(getattr(row, "train_overrides", {}))
+    clash = sorted(set(train_overrides or {}) & set(own))
+    if clash:
+        raise ValueError(f"{table.name} row {row.key} decides {clash} itself (its rows differ in them); "
+                         "request other rows (--rows) rather than --set-run them")
     try:
         for program in (*table.family(row).programs, *challengers):
             steps, eval_every = budget_steps(program.algo, row.env_name, budget)
             fields = dict(physics=(row.param,), steps_per_agent=steps, eval_every_rounds=eval_every,
                           eval_episodes=paper.EVAL_EPISODES, num_agents=getattr(row, "num_agents", paper.NUM_AGENTS),
                           sync_every=paper.SYNC_EVERY, max_rate=paper.MAX_RATE)
-            fields.update(train_overrides or {})
+            fields.update(train_overrides or {}, **own)
             overrides = dict(agent_overrides or {})
             if program.challenger:
                 overrides.update(declared_by(program.algo, challenger_overrides or {}))

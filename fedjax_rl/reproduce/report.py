@@ -15,7 +15,7 @@ import numpy as np
 
 from fedjax_rl import envs
 from fedjax_rl.analysis import aggregate, cells, judge, power, stats
-from fedjax_rl.reproduce import heterogeneity, paper
+from fedjax_rl.reproduce import attacks, heterogeneity, paper
 from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
 from fedjax_rl.reproduce.row_records import CONFIRMATORY, EXPLORATORY, finished_rows, load_algorithm, seed_sets
 from fedjax_rl.reproduce.legends import (
@@ -508,7 +508,8 @@ def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     records = finished_rows(table, out_dir)
     if not records:
         return {"rows": records, "paths": []}
-    made = (heterogeneity.report if table.max_rates else paper_report)(table, out_dir, records)
+    kind = attacks.report if table.kind == "attacks" else heterogeneity.report if table.max_rates else paper_report
+    made = kind(table, out_dir, records)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{table.name}.md")
     with open(path, "w") as f:

@@ -11,6 +11,11 @@ declares its levels p (`Table.max_rates`): every program of its rows is a grid o
 loop's data, one compiled program, `configs.grid_configs`) and over omega. Its rows (`MapRow`)
 name their number of agents K, which shapes the program (one row per K), and the programs they
 run and compare (`Family`: FedRDQN against DQNAvg, or FedRDDPG against DDPGAvg(1) and (2)).
+
+A table of attacks (`attacks`, beyond the paper) has rows (`AttackRow`) that each fix an aggregation
+rule, an attack and a number of attackers: the run settings they mean (`AttackRow.train_overrides`)
+enter every program of the row, and its report (`fedjax_rl.reproduce.attacks`, `Table.kind`) compares
+each attacked row with its rule's row without attackers, paired by seed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import dataclasses
 import math
 import os
 
+from fedjax_rl.core import attacks
 from fedjax_rl.reproduce import paper
 from fedjax_rl.training import run_directory
 
@@ -87,6 +93,71 @@ class MapRow(paper.PaperRow):
         return f"{self.env_name}/{self.param}"
 
 
+NO_ATTACK = "none"  # an AttackRow's attack where nobody attacks
+# Krum built for up to 3 faulty agents, the most an attacks row has: K = 10 >= 2 x 3 + 3, its bound.
+ATTACK_KRUM_BYZANTINE = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class AttackRow(MapRow):
+    """A row of a table of attacks: a task and parameter at `num_agents` agents running `family`
+    (`MapRow`) under the server's `aggregation` rule, with `attackers` of the K agents replacing their
+    upload every round by `attack` (`fedjax_rl.core.attacks`; NO_ATTACK with 0 attackers: the rule's
+    federation without attacks, every attacked row's reference). Krum is built for ATTACK_KRUM_BYZANTINE
+    faulty agents, the trimmed mean trims the library's default fraction, an attack scales by the
+    library's default `attack_scale`. Key "CartPole-v1/length/K=10/median/sign_flip/2", directory
+    CartPole-v1__length__K10__median__sign_flip__2."""
+
+    aggregation: str = "mean"
+    attack: str = NO_ATTACK
+    attackers: int = 0
+
+    def __post_init__(self):
+        if (self.attack == NO_ATTACK) != (self.attackers == 0):
+            raise ValueError(f"an attacks row has attack {NO_ATTACK!r} exactly when it has 0 attackers, got "
+                             f"attack={self.attack!r} with attackers={self.attackers}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.env_name}/{self.param}/K={self.num_agents}/{self.aggregation}/{self.attack}/{self.attackers}"
+
+    @property
+    def dir_name(self) -> str:
+        return (f"{self.env_name}__{self.param}__K{self.num_agents}__{self.aggregation}__{self.attack}__"
+                f"{self.attackers}")
+
+    @property
+    def no_attack(self) -> "AttackRow":
+        """The row of the same task, K and rule without attackers: what this row is compared with."""
+        return dataclasses.replace(self, attack=NO_ATTACK, attackers=0)
+
+    @property
+    def train_overrides(self) -> dict:
+        """The run settings the row means: its rule (Krum with `krum_byzantine` ATTACK_KRUM_BYZANTINE), and
+        where it has attackers, their number and attack; checked with the rest of the config before
+        anything compiles (`configs.TrainConfig.validate`)."""
+        out = dict(aggregation=self.aggregation)
+        if self.aggregation == "krum":
+            out["krum_byzantine"] = ATTACK_KRUM_BYZANTINE
+        if self.attackers:
+            out.update(attackers=self.attackers, attack=self.attack)
+        return out
+
+
+ATTACK_RULES = ("mean", "median", "trimmed_mean", "krum")
+ATTACKER_COUNTS = (1, 2, 3)
+
+
+def attack_rows(env_name: str, param: str, paper_param: str, num_agents: int = 10,
+                family: "Family | None" = None) -> tuple[AttackRow, ...]:
+    """Per rule: its row without attackers, then one per attack and number of attackers."""
+    family = family or DQN
+    return tuple(AttackRow(env_name, param, paper_param, num_agents=num_agents, family=family, aggregation=rule,
+                           attack=attack, attackers=count)
+                 for rule in ATTACK_RULES
+                 for attack, count in ((NO_ATTACK, 0), *((a, n) for a in attacks.KINDS for n in ATTACKER_COUNTS)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Table:
     """One reproducible table: its rows, the programs each row runs, and how the report names and normalises
@@ -109,6 +180,8 @@ class Table:
     # read, at each row's chosen omega (no new tuning). Where a row has any, its verdict is read on them
     # alone and the earlier reported seeds are reported apart, as exploratory (`seed_sets`).
     confirmatory_from: int | None = None
+    # The kind of report the table gets where not its shape's (`report.write_outputs`): "attacks".
+    kind: str | None = None
 
     def family(self, row: paper.PaperRow) -> "Family":
         """The programs `row` runs and the comparison it reports: its own (a `MapRow`), else the table's."""
@@ -153,6 +226,20 @@ TABLES = {
         programs=DQN.programs, robust_label="FedR*", baselines=("*Avg",), paper_baseline="*Avg", in_paper=False,
         max_rates=(0.0, 0.3, 0.5, 0.6, 0.9), defaults=dict(num_seeds=10, tuning_seeds=2, omegas=(0.05, 0.1)),
         missing_hint="its Hopper-v4 row needs the MuJoCo robots registered in fedjax_rl.envs"),
+    # Beyond the paper (issue 87): what attackers do to each aggregation rule, and what each rule costs when
+    # nobody attacks, for DQNAvg and FedRDQN (its omega 0 point, the same seeds) at K = 10. One omega, declared
+    # here for every row rather than tuned per row (a per-row choice would compare different FedRDQNs across
+    # rows): 0.05, the largest omega Acrobot-v1 length does not collapse at on Table 1's tuning seeds (CPU:
+    # 0.01 -92.9, 0.05 -94.5, 0.1 -365.5, 0.2 -500), and the heterogeneity table's choice for CartPole-v1
+    # length at p = 0.5 and at 3 of its 5 levels (Table 1's CartPole tuning seeds disagree between machines:
+    # 0.05 lowest on the CPU, 0.01-0.1 all at 500 on the H100). With one omega the rule has nothing to choose,
+    # so the tuning seeds are the fewest it allows (1); 10 reported seeds, as the heterogeneity table, so that
+    # the sign test can decide (9 of 10 untied seeds one way).
+    "attacks": Table(
+        "attacks", "Attacks: each aggregation rule under attackers, DQNAvg and FedRDQN at K = 10 (beyond the paper)",
+        attack_rows("CartPole-v1", "length", "length") + attack_rows("Acrobot-v1", "length", "length"),
+        programs=DQN.programs, robust_label="FedRDQN", baselines=("DQNAvg",), paper_baseline="DQNAvg", in_paper=False,
+        defaults=dict(num_seeds=10, tuning_seeds=1, omegas=(0.05,)), kind="attacks"),
 }
 
 

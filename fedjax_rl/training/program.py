@@ -400,7 +400,9 @@ def local_round(setup: Setup, state: TrainState, hp, round_index) -> TrainState:
 
 
 def finalize(setup: Setup, state: TrainState, hp) -> dict:
-    """The global policy in every agent's own environment and over the robustness sweep."""
+    """The global policy in every agent's own environment and over the robustness sweep; in a run with
+    attackers, which agents attacked ("attackers", [K] bool, `attacks.attacker_mask`); a run without
+    records nothing more."""
     del hp  # evaluation is greedy; kept in the signature for symmetry with run_block
     config, env = setup.config, setup.env
     policy = global_policy(setup, state)
@@ -412,7 +414,10 @@ def finalize(setup: Setup, state: TrainState, hp) -> dict:
         [jax.vmap(lambda p, n=name: env.get_physics(p, n))(state.agents.env_params) for name in config.physics],
         axis=-1,
     )
-    return final_record(setup, policy, sweep_key, state.rates, physics_values, local_episodes)
+    record = final_record(setup, policy, sweep_key, state.rates, physics_values, local_episodes)
+    if config.attackers > 0:  # who attacked, [K] bool: the honest agents' Minimum reads it (reproduce.attacks)
+        record["attackers"] = attacks.attacker_mask(state.server_key, config.num_agents, config.attackers)
+    return record
 
 
 def final_record(setup: Setup, policy, sweep_key, rates, physics_values, local_episodes) -> dict:
