@@ -34,7 +34,7 @@ import numpy as np
 from fedjax_rl import envs
 from fedjax_rl.analysis import cells, judge, power, stats
 from fedjax_rl.reproduce import paper
-from fedjax_rl.reproduce.legends import Report, comparison_record, margin_note, ran_on, range_note
+from fedjax_rl.reproduce.legends import Report, comparison_record, margin_note, per_row_line, range_note
 from fedjax_rl.reproduce.row_records import load_algorithm
 from fedjax_rl.reproduce.tables import (
     ATTACK_KRUM_BYZANTINE, ATTACK_RULES, ATTACKER_COUNTS, ROW_RESULT, Table, row_dir)
@@ -250,11 +250,8 @@ def _per_row(table: Table, records: dict) -> list[str]:
     md = ["", "## Per row", ""]
     rows_by_key = {row.key: row for row in table.rows}
     for key, rec in records.items():
-        wall = "wall not recorded" if rec.get("wall_s") is None else f"wall {rec['wall_s']:,.0f} s"
-        steps = "/".join(f"{n:,}" for n in sorted(set(rec["budget"]["steps_per_agent"].values())))
-        md.append(f"- {key}: {steps} steps per agent, seeds {len(rec['seeds']['tuning'])} tuning + "
-                  f"{len(rec['seeds']['reported'])} reported; {wall} on {ran_on(rec)}; exact configs: "
-                  f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}")
+        seeds = f", seeds {len(rec['seeds']['tuning'])} tuning + {len(rec['seeds']['reported'])} reported"
+        md.append(per_row_line(key, rec, seeds, f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}"))
     return md
 
 

@@ -30,7 +30,7 @@ from fedjax_rl.analysis import cells, judge, power, stats
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
 from fedjax_rl.reproduce.row_records import load_program_run
-from fedjax_rl.reproduce.legends import Report, comparison_record, margin_note, ran_on, range_note
+from fedjax_rl.reproduce.legends import Report, comparison_record, margin_note, per_row_line, range_note
 
 METRICS = ("minimum", "average", "sweep")
 METRIC_NAMES = {"minimum": "Minimum", "average": "Average", "sweep": "Sweep mean"}
@@ -277,11 +277,8 @@ def _per_row(table: Table, records: dict) -> list[str]:
                 f", {c['label']}: " + ", ".join(f"ω={w}: {float(v):.1f}" for w, v in c["tuning_minimum_mean"].items())
                 + f" -> ω = {c['chosen_omega']:g}" for c in point.get("challengers", {}).values()
                 if c["tuning_minimum_mean"]) for point in rec["points"])
-        wall = "wall not recorded" if rec.get("wall_s") is None else f"wall {rec['wall_s']:,.0f} s"
-        steps = "/".join(f"{n:,}" for n in sorted(set(rec["budget"]["steps_per_agent"].values())))
-        md.append(f"- {key}: {steps} steps per agent; tuning-seed mean Minimum {{{choices}}}; {wall} on "
-                  f"{ran_on(rec)}; exact configs: "
-                  f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}")
+        md.append(per_row_line(key, rec, f"; tuning-seed mean Minimum {{{choices}}}",
+                               f"{table.name}/{rows_by_key[key].dir_name}/{ROW_RESULT}"))
     return md
 
 

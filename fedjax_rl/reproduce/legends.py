@@ -17,6 +17,15 @@ from fedjax_rl.training.machine import summary as machine_summary
 CONFIRMATORY_TABLE = "**Whole table, confirmatory seeds alone**"
 
 
+def per_row_line(key: str, record: dict, detail: str, configs: str) -> str:
+    """A finished row's line in a report's "Per row" list: its steps per agent ("50,000", or
+    "5,000/50,000" where its programs differ), then `detail`, its wall time, where it ran, and the path of
+    its exact configs."""
+    steps = "/".join(f"{n:,}" for n in sorted(set(record["budget"]["steps_per_agent"].values())))
+    wall = "wall not recorded" if record.get("wall_s") is None else f"wall {record['wall_s']:,.0f} s"
+    return f"- {key}: {steps} steps per agent{detail}; {wall} on {ran_on(record)}; exact configs: {configs}"
+
+
 def ran_on(record: dict) -> str:
     """Where a finished row trained, and with which jax, in words. A row run in seed pieces (row.json's
     "pieces") names each piece's own machine, and where its pieces ran on several, which seeds of which
