@@ -326,7 +326,7 @@ def _numpy_krum(tree: dict, mask, byzantine: int, keep: int) -> dict:
     return {name: np.mean(np.asarray(v, np.float64)[chosen], axis=0) for name, v in tree.items()}, chosen
 
 
-@pytest.mark.parametrize("byzantine,keep", [(1, 1), (2, 1), (1, 3), (2, 4)])
+@pytest.mark.parametrize("byzantine,keep", [(1, 1), (2, 1), (1, 2), (1, 3), (2, 4)])
 def test_krum_matches_a_float64_reference_on_pytrees_with_a_faulty_agent(byzantine, keep):
     """Nine agents, a two-leaf tree: honest uploads near one model, one far off (a scaled model) and one
     NaN, all agents and a 7-agent participation mask. Krum returns the reference's chosen upload bit for
@@ -357,12 +357,42 @@ def test_krum_chooses_what_flowers_krum_chooses():
     uploads = [[(0.2 * rng.normal(size=(3, 2)) + (20.0 if k == 5 else 0.0)).astype(np.float32),
                 rng.normal(size=4).astype(np.float32)] for k in range(8)]
     tree = {"a": np.stack([u[0] for u in uploads]), "b": np.stack([u[1] for u in uploads])}
-    for byzantine, keep in ((1, 1), (2, 1), (1, 3)):
-        rule = federated.Server(8, aggregation="krum", krum_byzantine=byzantine, krum_keep=keep).rule
+    # The defaults (None) are plain Krum, built for one faulty agent.
+    for byzantine, keep in ((None, None), (1, 1), (2, 1), (1, 3)):
+        settings = {} if byzantine is None else dict(krum_byzantine=byzantine, krum_keep=keep)
+        rule = federated.Server(8, aggregation="krum", **settings).rule
         out = jax.jit(agent_axis.for_each_agent(rule, 8))(jax.tree.map(jnp.asarray, tree))
+        byzantine, keep = byzantine or 1, keep or 1
         theirs = aggregate.aggregate_krum([(u, 10) for u in uploads], byzantine, keep if keep > 1 else 0)
         np.testing.assert_allclose(np.asarray(out["a"][0]), theirs[0], rtol=1e-6)
         np.testing.assert_allclose(np.asarray(out["b"][0]), theirs[1], rtol=1e-6)
+
+
+def test_krum_with_three_agents_and_no_faulty_one_scores_by_the_one_nearest_upload():
+    """n = 3, f = 0, worked by hand: max(1, n - f - 2) = 1 nearest upload per score. Uploads 0, 1 and 10
+    score 1, 1 and 81; the tie goes to the lower agent index, so every agent receives agent 0's upload.
+    (Scored by their two nearest, agent 1 would win: 101, 82, 181.)"""
+    rule = federated.Server(3, aggregation="krum", krum_byzantine=0, krum_keep=1).rule
+    out = jax.jit(agent_axis.for_each_agent(rule, 3))(jnp.asarray([[0.0], [1.0], [10.0]]))
+    np.testing.assert_array_equal(out, [[0.0], [0.0], [0.0]])
+
+
+def test_krum_breaks_ties_by_the_lower_agent_index():
+    """17 one-hot uploads: every pair is at squared distance 2, so every score ties. Krum takes agent 0's
+    upload and multi-Krum (keep 3) the mean of agents 0-2's. 17 agents, because XLA's CPU sort keeps
+    ties in order below that size even where it is not asked to."""
+    uploads = jnp.eye(17)
+    for keep, expected in ((1, np.eye(17)[0]), (3, np.eye(17)[:3].mean(axis=0))):
+        rule = federated.Server(17, aggregation="krum", krum_byzantine=1, krum_keep=keep).rule
+        out = jax.jit(agent_axis.for_each_agent(rule, 17))(uploads)
+        np.testing.assert_allclose(out, np.broadcast_to(expected, (17, 17)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["median", "trimmed_mean", "krum"])
+def test_robust_rules_refuse_integer_leaves(name):
+    rule = federated.Server(6, aggregation=name, trim=0.2).rule
+    with pytest.raises(TypeError, match="robust aggregation needs floating-point shared leaves, got int32"):
+        agent_axis.for_each_agent(rule, 6)({"w": jnp.ones((6, 2)), "steps": jnp.ones((6,), jnp.int32)})
 
 
 def test_krum_accepts_its_bounds_at_equality():

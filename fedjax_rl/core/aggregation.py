@@ -94,12 +94,18 @@ def _sort_over_agents(values: jax.Array) -> list[jax.Array]:
     return rows
 
 
+def _check_floating(x: jax.Array) -> None:
+    """A robust rule sorts or measures distances between uploads, which an integer leaf (a step count)
+    does not have in any useful sense: share only floating-point leaves with a robust rule."""
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"robust aggregation needs floating-point shared leaves, got {x.dtype}")
+
+
 def _sorted_over_agents(x: jax.Array, weight: jax.Array | None) -> tuple[list[jax.Array], jax.Array | int]:
     """The participating agents' values of `x`, sorted per coordinate (`_sort_over_agents`), and
     how many agents take part (an int when all do). A NaN upload is +inf (the largest value), and so
     are the places of the agents not taking part, which sort after every participant."""
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"robust aggregation needs floating-point shared leaves, got {x.dtype}")
+    _check_floating(x)
     values = agent_axis.gather(x)
     count = values.shape[0]
     unused = jnp.isnan(values)
@@ -160,7 +166,7 @@ def federated_trimmed_mean(tree: Any, weight: jax.Array | None = None, *, trim: 
     return jax.tree.map(trimmed_mean, tree)
 
 
-def federated_krum(tree: Any, weight: jax.Array | None = None, *, byzantine: int, keep: int = 1) -> Any:
+def federated_krum(tree: Any, weight: jax.Array | None = None, *, byzantine: int, keep: int) -> Any:
     """Krum (Blanchard et al., 2017; multi-Krum with `keep` > 1) over the participating agents, broadcast
     back to every agent. Each participant's score is the sum of the squared distances, over every shared
     leaf at once, from its upload to its n - f - 2 nearest other uploads (n participants, f =
@@ -170,10 +176,9 @@ def federated_krum(tree: Any, weight: jax.Array | None = None, *, byzantine: int
     take part, what is chosen is not finite and the run's non-finite check stops it."""
     leaves, treedef = jax.tree.flatten(tree)
     for x in leaves:
-        if not jnp.issubdtype(x.dtype, jnp.floating):
-            raise TypeError(f"robust aggregation needs floating-point shared leaves, got {x.dtype}")
-    rows = [agent_axis.gather(x).reshape(agent_axis.num_agents(), -1) for x in leaves]  # [K, size] per leaf
-    K = rows[0].shape[0]
+        _check_floating(x)
+    K = agent_axis.num_agents()
+    rows = [agent_axis.gather(x).reshape(K, -1) for x in leaves]  # [K, size] per leaf
     usable = functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(r), axis=1) for r in rows])
     count = K
     if weight is not None:
