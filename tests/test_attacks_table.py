@@ -97,6 +97,7 @@ def test_the_final_record_names_the_attackers_as_the_keys_draw_them():
     recorded = np.asarray(final(2)["attackers"])
     assert recorded.shape == (2, 4) and (recorded.sum(axis=1) == 2).all()
     np.testing.assert_array_equal(recorded, attacks.attacker_masks(0, [1, 2], 4, 2))
+    assert np.asarray(final(1)["attackers"]).sum(axis=1).tolist() == [1, 1]  # one attacker is recorded too
     assert "attackers" not in final(0)  # a run without attackers records what it always did
 
 

@@ -110,6 +110,7 @@ TARGETS = (
         "tests/test_evaluate.py::test_a_blocks_record_divides_its_totals_by_hand",
         "tests/test_dqn.py::test_local_minimum_and_average_equal_returns_recomputed_in_each_agents_env",
         "tests/test_dqn.py::test_metrics_shapes", "tests/test_golden.py",
+        "tests/test_attacks_table.py::test_the_final_record_names_the_attackers_as_the_keys_draw_them",
     )),
     # The learning rule: targets, losses, gradient steps, target-network updates.
     Target("dqn", "fedjax_rl/agents/dqn.py",
@@ -414,6 +415,17 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "out=[jnp.mean(r[chosen],axis=0)ifkeep>=1elser[chosen[0]]forrinrows]"):
         "it changes only keep = 1, where the mean over the one chosen row is that row exactly (x / 1), and the "
         "result is cast back to the leaf's dtype either way",
+    ("fedjax_rl/core/aggregation.py", "federated_krum",
+     "score=jnp.sum(jnp.where(jnp.arange(K)[None,:]<closest,nearest,0.0),axis=1)",
+     "score=jnp.sum(jnp.where(jnp.arange(K)[None,:]<closest,nearest,1.0),axis=1)"):
+        "it adds the same K - closest to every upload's score (an unusable upload's stays infinite), which keeps "
+        "their order; only float32 rounding of two scores within an ulp could tell the difference",
+    ("fedjax_rl/core/aggregation.py", "federated_krum",
+     "out=[jnp.mean(r[chosen],axis=0)ifkeep>1elser[chosen[0]]forrinrows]",
+     "out=[jnp.mean(r[chosen],axis=0)ifkeep>1elser[chosen[1]]forrinrows]"):
+        "at keep = 1 `chosen` has one entry, and JAX clamps the out-of-range index 1 to it",
+    ("fedjax_rl/core/aggregation.py", None, "@dataclasses.dataclass(frozen=True)", "@dataclasses.dataclass(frozen=False)"):
+        "nothing assigns to an Aggregator; frozen only refuses an assignment that never happens",
     ("fedjax_rl/analysis/power.py", "expected_power",
      "(major+minor)*np.log(1-tie)+(ties*np.log(tie)ifties>0else0.0))[:,None]",
      "(major+minor)*np.log(1-tie)+(ties*np.log(tie)ifties>0else1.0))[:,None]"):
