@@ -80,6 +80,17 @@ LOOPBACK = ("the default suite: test_the_loopback_commands_are_the_deployment_te
             "test_flower.py's deployment tests)")
 TLS = "the deployment step: test_tls_step_by_step_runs_as_written"
 
+AUTH = "the deployment step: test_supernode_authentication_step_by_step_runs_as_written"
+TLS_LINK = ("flower-superlink --host 0.0.0.0 --port 9091 --ssl-ca-certfile ca.crt --ssl-certfile server.pem --ssl-keyfile "
+            "server.key --disable-runtime-dependency-installation")
+TLS_NODE = ("flower-supernode --superlink server.example.org:9091 --root-certificates ca.crt --node-config "
+            "'partition-id=0 length=1.3 state-dir=\"/var/lib/fedjax_rl\"'")
+AUTH_KEYS = "ssh-keygen -t ecdsa -b 384 -N '' -f node_0"
+AUTH_LINK = TLS_LINK + " --enable-supernode-auth"
+AUTH_REGISTER = "flwr supernode register node_0.pub my-superlink"
+AUTH_NODE = ("flower-supernode --superlink server.example.org:9091 --root-certificates ca.crt --auth-supernode-private-key "
+             "node_0 --node-config 'partition-id=0 length=1.3 state-dir=\"/var/lib/fedjax_rl\"'")
+
 # Every command of the page: where it runs, or why it does not.
 COMMANDS = {
     'pip install \'fedjax-rl[flower]\'': "not run: it installs from the package index; the suites run in the environment "
@@ -93,11 +104,12 @@ COMMANDS = {
         "the deployment step checks that it matches the SuperLink `flwr run` left running, and stops that one itself",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run . --stream --run-config num-agents=3 "
     "--federation-config num-supernodes=3": DEPLOYMENT_STEP,
-    "flower-superlink --host 0.0.0.0 --port 9091 --ssl-ca-certfile ca.crt --ssl-certfile server.pem --ssl-keyfile "
-    "server.key --disable-runtime-dependency-installation": TLS + " (on 127.0.0.1, another port)",
-    "flower-supernode --superlink server.example.org:9091 --root-certificates ca.crt --node-config "
-    "'partition-id=0 length=1.3 state-dir=\"/var/lib/fedjax_rl\"'": TLS + " (127.0.0.1 for the server's name; a "
-                                                                         "--port each, on one host)",
+    TLS_LINK: TLS + " (on 127.0.0.1, another port)",
+    TLS_NODE: TLS + " (127.0.0.1 for the server's name; a --port each, on one host)",
+    AUTH_KEYS: AUTH + " (node_1 and node_2 made the same way)",
+    AUTH_LINK: AUTH + " (on 127.0.0.1, another port)",
+    AUTH_REGISTER: AUTH + " (and node_1.pub)",
+    AUTH_NODE: AUTH + " (127.0.0.1 for the server's name; a --port each, on one host; node_2's key unregistered)",
     "flwr run examples/flower_app my-superlink --stream": TLS + " (with a small --run-config)",
     "flower-superlink --insecure --disable-runtime-dependency-installation --host 127.0.0.1 --port 9091": LOOPBACK,
     **{f"flower-supernode --insecure --superlink 127.0.0.1:9091 --host 127.0.0.1 --port {9094 + k} --node-config "
@@ -167,7 +179,7 @@ def test_the_flower_commands_parse_with_the_installed_flower():
             except (click.ClickException, SystemExit) as error:
                 raise AssertionError(f"the installed Flower refuses {line!r}: {error}") from None
             parsed.append(words[0] if words[0] != "flwr" else " ".join(words[:2]))
-    assert set(parsed) == {"flower-superlink", "flower-supernode", "flwr run", "flwr federation"}, parsed
+    assert set(parsed) == {"flower-superlink", "flower-supernode", "flwr run", "flwr federation", "flwr supernode"}, parsed
     with pytest.raises((click.ClickException, SystemExit)):  # the check can fail
         flower_parse(["flwr", "run", ".", "--no-such-flag"])
     with pytest.raises(SystemExit):
@@ -308,6 +320,24 @@ def test_the_loopback_commands_are_the_deployment_tests(tmp_path, monkeypatch):
 # -- the deployment step: the page's blocks run for real, on 127.0.0.1 --------------------------------
 
 
+def _make_key_pair(keygen: list[str], name: str, where: pathlib.Path) -> None:
+    """The page's `ssh-keygen` command for party `name`. A host without OpenSSH's client gets the same two
+    files (OpenSSH private key, OpenSSH public key, P-384) from `cryptography`, which Flower itself uses."""
+    if shutil.which(keygen[0]):
+        words = [w.replace("node_0", name) for w in keygen]
+        done = subprocess.run(words, cwd=where, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP384R1())
+    (where / name).write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                                 serialization.NoEncryption()))
+    (where / f"{name}.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                                      serialization.PublicFormat.OpenSSH))
+
+
 def _stop_everything_under(home: pathlib.Path) -> None:
     """Stop every process whose environment carries this Flower home (each was started by the test: the
     local SuperLink `flwr run` detaches, its executor, the ServerApp's and Ray's), children first."""
@@ -409,9 +439,8 @@ def test_tls_step_by_step_runs_as_written(tmp_path):
     with open(home / "config.toml", "w") as f:  # the page's entry, for this SuperLink
         f.write(f'[superlink]\ndefault = "my-superlink"\n\n[superlink.my-superlink]\naddress = "{address}"\n'
                 f'root-certificates = "{home / "ca.crt"}"\n')
-    link = [w.replace("0.0.0.0", "127.0.0.1").replace("9091", str(deployment.link_port))
-            for w in command("flower-superlink --host 0.0.0.0")]
-    node = command("flower-supernode --superlink server.example.org:9091")
+    link = [w.replace("0.0.0.0", "127.0.0.1").replace("9091", str(deployment.link_port)) for w in command(TLS_LINK)]
+    node = command(TLS_NODE)
     out = tmp_path / "run"
     config = small_config(steps_per_agent=200, eval_every_rounds=2)
     try:
@@ -432,3 +461,65 @@ def test_tls_step_by_step_runs_as_written(tmp_path):
     logs = "\n".join((home / name).read_text()[-2000:] for name in ("superlink.log", "node_0.log"))
     assert (out / "finished.json").exists(), done.stdout[-3000:] + done.stderr[-3000:] + logs
     assert "insecure channel" not in (home / "node_0.log").read_text(), logs
+
+
+@pytest.mark.deployment
+def test_supernode_authentication_step_by_step_runs_as_written(tmp_path):
+    """The page's SuperNode authentication on 127.0.0.1: the TLS steps' certificates, a key pair per party
+    made by the page's `ssh-keygen`, the page's SuperLink with `--enable-supernode-auth`, and the page's
+    `flwr supernode register` for parties 0 and 1 only. Three SuperNodes start with the page's command,
+    each with its own private key: the two registered ones train a small federation to its end; the
+    third, whose key nobody registered, and a fourth without a key (the TLS steps' SuperNode) are refused
+    and are not among the SuperLink's nodes."""
+    from test_flower import Deployment, SEED, run_config_text, small_config
+
+    [openssl] = [text for heading, text in code_blocks("bash") if "openssl" in text]
+    home = tmp_path / "flower_home"
+    home.mkdir()
+    deployment = Deployment(home, 4, [])
+    done = subprocess.run(["bash", "-e", "-c", openssl], cwd=home, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for k in range(3):
+        _make_key_pair(command(AUTH_KEYS), f"node_{k}", home)
+    address = f"127.0.0.1:{deployment.link_port}"
+    with open(home / "config.toml", "w") as f:  # the TLS steps' entry, for this SuperLink
+        f.write(f'[superlink]\ndefault = "my-superlink"\n\n[superlink.my-superlink]\naddress = "{address}"\n'
+                f'root-certificates = "{home / "ca.crt"}"\n')
+    link = [w.replace("0.0.0.0", "127.0.0.1").replace("9091", str(deployment.link_port)) for w in command(AUTH_LINK)]
+    out = tmp_path / "run"
+    try:
+        server = deployment.start(*link, log="superlink.log")
+        deployment.wait_for_port(deployment.link_port, server, "superlink.log")
+        for k in range(2):
+            register = [w.replace("node_0", f"node_{k}") for w in command(AUTH_REGISTER)]
+            done = subprocess.run([deployment.which("flwr"), *register[1:]], cwd=home, env=deployment.env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+        # Parties 0 and 1 registered; 2 with a key nobody registered; 3 with none (the TLS steps' SuperNode).
+        intruders = []
+        for k in range(4):
+            words = [w.replace("server.example.org:9091", address).replace("node_0", f"node_{k}")
+                     for w in command(AUTH_NODE if k < 3 else TLS_NODE)]
+            words[-1] = words[-1].replace("partition-id=0", f"partition-id={k}").replace(
+                "/var/lib/fedjax_rl", str(tmp_path / f"state_{k}"))
+            node = deployment.start(*words, "--host", "127.0.0.1", "--port", str(deployment.node_ports[k]),
+                                    log=f"node_{k}.log")
+            intruders += [node] if k >= 2 else []
+        config = small_config(steps_per_agent=200, eval_every_rounds=2)
+        done = subprocess.run([deployment.which("flwr"), *command("flwr run examples/flower_app my-superlink --stream")[1:],
+                               "--run-config", run_config_text(config, SEED, str(out))],
+                              cwd=ROOT, env=deployment.env, capture_output=True, text=True, timeout=900)
+        listed = subprocess.run([deployment.which("flwr"), "supernode", "ls", "my-superlink", "--format", "json"],
+                                cwd=home, env=deployment.env, capture_output=True, text=True, timeout=120)
+        refused_exits = [node.poll() for node in intruders]  # before the processes are stopped
+    finally:
+        deployment.__exit__(None, None, None)
+    logs = "\n".join(f"== {name}\n" + (home / name).read_text()[-2000:]
+                     for name in ("superlink.log", "node_0.log", "node_2.log", "node_3.log"))
+    assert (out / "finished.json").exists(), done.stdout[-3000:] + done.stderr[-3000:] + logs
+    nodes = json.loads(listed.stdout)["nodes"]
+    assert [n["status"] for n in nodes] == ["online", "online"], listed.stdout + listed.stderr
+    # The unregistered parties' SuperNodes gave up, refused by the SuperLink.
+    assert all(code not in (None, 0) for code in refused_exits), (refused_exits, logs)
+    assert "Failed to activate SuperNode" in (home / "node_2.log").read_text(), logs
+    assert "SuperNode authentication is enabled" in (home / "node_3.log").read_text(), logs
