@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fedjax_rl.cli import commands
-from fedjax_rl.training import checkpoint, configs, loop, program, records, run_directory
+from fedjax_rl.training import checkpoint, configs, loop, machine, program, records, run_directory
 from references import max_dot_batch_dims
 
 AGENT = dict(hidden_sizes=(16, 16), learning_starts=15, train_freq=1, gradient_steps=1, target_update_interval=5,
@@ -57,7 +57,19 @@ def _rerun_without_compiling(monkeypatch, config, **run_kwargs) -> dict:
         return loop.run(config, num_seeds=2, seed=0, progress=False, **run_kwargs)
 
 
-def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch, caplog):
+@pytest.fixture
+def every_program_cached(monkeypatch):
+    """Writes every compiled program to the persistent cache, not only those that took a second or more:
+    whether a program crossed that threshold is the host's timing, and a resume that finds its block
+    program missing only because the first compile took 0.98 s would fail for no fault of the code."""
+    monkeypatch.setenv(machine.CACHE_MIN_COMPILE_ENV, "0")
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    yield
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
+
+
+def test_cli_python_api_and_resumed_run_are_bit_identical(tmp_path, monkeypatch, caplog, every_program_cached):
     config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=AGENT, **FIELDS)
 
     assert commands.main(["train", *ARGV, "--out", str(tmp_path / "cli")]) == 0
