@@ -2,6 +2,7 @@
 float64 state through uint32 words and back bit for bit, a shared input broadcast to writable rows,
 and the nominal rule for a float32 parameter. Exact numbers: nothing here is chaotic."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -18,6 +19,21 @@ def test_a_float64_state_crosses_as_words_and_back_bit_for_bit():
     np.testing.assert_array_equal(np.asarray(host_batch.words_of(jnp.asarray(words[0]))), words[0])
     x = jnp.asarray([1.5, -2.25, 3.0e-5], jnp.float32)
     np.testing.assert_array_equal(np.asarray(host_batch.floats_of(host_batch.words_of(x), jnp.float32)), np.asarray(x))
+
+
+def test_a_float64_program_carries_its_floats_as_two_words_each_and_back():
+    """Under 64-bit floats (the C engine's float64 programs) each float is two words, first-word-first
+    as the host's `float_words` lays them out, and any shape, a scalar too, flattens to words."""
+    with jax.enable_x64(True):
+        x = jnp.asarray([[np.pi, -1e-300], [1 / 3, 1e300]], jnp.float64)
+        words = host_batch.words_of(x)
+        assert words.shape == (8,) and words.dtype == jnp.uint32
+        np.testing.assert_array_equal(np.asarray(words), host_batch.float_words(np.asarray(x).reshape(1, 4), (1,))[0])
+        back = host_batch.floats_of(words, jnp.float64)
+        assert back.dtype == jnp.float64 and back.shape == (4,)
+        np.testing.assert_array_equal(np.asarray(back).view(np.uint64), np.asarray(x).reshape(-1).view(np.uint64))
+        assert host_batch.words_of(jnp.float64(np.e)).shape == (2,)
+        assert host_batch.words_of(jnp.float32(np.e)).shape == (1,)
 
 
 def test_a_shared_input_becomes_one_writable_row_per_simulation():

@@ -50,9 +50,8 @@ def word_floats(words: np.ndarray, lead: tuple[int, ...], dtype=np.float64) -> n
 
 
 def words_of(x: jax.Array) -> jax.Array:
-    """In the program: a float array's bits as uint32 words, [..., n] -> [n * itemsize / 4] (a
-    scalar: [words])."""
-    x = jnp.atleast_1d(x).reshape(-1) if jnp.ndim(x) != 1 else x
+    """In the program: a float array's bits as uint32 words, flat: [size * itemsize / 4] (a scalar:
+    [itemsize / 4]). A float64 entry's two words come out side by side, as `floats_of` reads them."""
     return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
 
 

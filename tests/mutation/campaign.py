@@ -181,6 +181,17 @@ TARGETS = (
         "tests/test_gymnasium_bridge.py::test_gym_cartpole_steps_as_the_jax_cartpole",
         "tests/test_gymnasium_bridge.py::test_an_environment_that_raises_stops_the_run_with_its_error_and_keeps_finished_blocks",
     )),
+    # The host-callback boundary the bridge and MuJoCo's C engine share: batch shapes, one writable row
+    # per simulation, float64 states as uint32 words and back, the nominal rule for float32 parameters.
+    Target("host_batch", "fedjax_rl/envs/host_batch.py",
+           ("batch_shape", "rows", "float_words", "word_floats", "words_of", "floats_of", "rounded",
+            "nominal_where_rounded"), (
+        "tests/test_host_batch.py",
+        "tests/test_gymnasium_bridge.py::test_the_host_side_steps_resets_and_broadcasts_rows_by_hand",
+        "tests/test_gymnasium_bridge.py::test_a_value_that_is_its_nominal_values_rounding_is_set_to_the_nominal_value",
+        "tests/test_gymnasium_bridge.py::test_rows_that_share_one_state_each_step_from_it",
+        "tests/test_gymnasium_bridge.py::test_gym_cartpole_steps_as_the_jax_cartpole",
+    )),
     # A Flower federation's server side in plain Python: a node's physics and attack settings, the
     # screening of non-finite uploads, where a client keeps its carry, the agent index's range. Not the
     # rounds: every test of them trains through Flower, minutes per mutant.
@@ -395,19 +406,13 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "forsamein(groupforgroupinby_label.values()iflen(group)>1):",
      "forsamein(groupforgroupinby_label.values()iflen(group)>=1):"):
         "a label no other run shares has no setting that differs among its runs (one run), so nothing is added to it",
-    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_reset",
-     "physics=np.broadcast_to(physics,lead+physics.shape[-1:]).reshape(rows,-1)",
-     "physics=np.broadcast_to(physics,lead+physics.shape[-1:]).reshape(rows,-2)"): _ANY_NEGATIVE,
     ("fedjax_rl/envs/gymnasium_bridge.py", "_host_reset", "states[i]=self.host_state.get(env).reshape(-1)",
      "states[i]=self.host_state.get(env).reshape(-2)"): _ANY_NEGATIVE,
-    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_reset",
-     "returnobs.reshape(lead+obs.shape[1:]),states.view(np.uint32).reshape(lead+(-1,))",
-     "returnobs.reshape(lead+obs.shape[1:]),states.view(np.uint32).reshape(lead+(-2,))"): _ANY_NEGATIVE,
     ("fedjax_rl/envs/gymnasium_bridge.py", "_host_step", "states[i]=self.host_state.get(env).reshape(-1)",
      "states[i]=self.host_state.get(env).reshape(-2)"): _ANY_NEGATIVE,
-    ("fedjax_rl/envs/gymnasium_bridge.py", "_host_step",
-     "states.view(np.uint32).reshape(lead+(-1,)),time.astype(np.int32).reshape(lead),",
-     "states.view(np.uint32).reshape(lead+(-2,)),time.astype(np.int32).reshape(lead),"): _ANY_NEGATIVE,
+    ("fedjax_rl/envs/host_batch.py", "float_words",
+     "returnnp.ascontiguousarray(x).view(np.uint32).reshape(lead+(-1,))",
+     "returnnp.ascontiguousarray(x).view(np.uint32).reshape(lead+(-2,))"): _ANY_NEGATIVE,
     ("fedjax_rl/reproduce/seed_pieces.py", "missing", "iffirst>at:", "iffirst>=at:"): _EMPTY_GAP,
     ("fedjax_rl/reproduce/seed_pieces.py", "missing", "ifat<self.total:", "ifat<=self.total:"): _EMPTY_GAP,
     ("fedjax_rl/core/aggregation.py", "federated_krum",
