@@ -421,24 +421,35 @@ def test_the_python_example_runs_as_written(tmp_path):
     assert (tmp_path / "runs" / "flower" / "finished.json").exists(), done.stdout[-4000:] + done.stderr[-4000:]
 
 
+def _tls_deployment(tmp_path, num_nodes: int):
+    """The page's TLS steps on 127.0.0.1: its openssl commands make the certificates in a fresh Flower
+    home, whose config.toml holds the page's entry for a SuperLink on this host's free port. Returns the
+    home, the `Deployment` (ports for the SuperLink and `num_nodes` SuperNodes) and the SuperLink's
+    address."""
+    from test_flower import Deployment
+
+    [openssl] = [text for heading, text in code_blocks("bash") if "openssl" in text]
+    home = tmp_path / "flower_home"
+    home.mkdir()
+    deployment = Deployment(home, num_nodes, [])
+    done = subprocess.run(["bash", "-e", "-c", openssl], cwd=home, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    address = f"127.0.0.1:{deployment.link_port}"
+    with open(home / "config.toml", "w") as f:
+        f.write(f'[superlink]\ndefault = "my-superlink"\n\n[superlink.my-superlink]\naddress = "{address}"\n'
+                f'root-certificates = "{home / "ca.crt"}"\n')
+    return home, deployment, address
+
+
 @pytest.mark.deployment
 def test_tls_step_by_step_runs_as_written(tmp_path):
     """The page's openssl steps make the certificates; the page's SuperLink serves with them, two of the
     page's SuperNodes trust the CA (the server's name and 0.0.0.0 made 127.0.0.1, a --port each on one
     host), and the page's `flwr run` reaches the SuperLink through a connection whose root-certificates
     is the CA's absolute path: a small federation finishes, over TLS."""
-    from test_flower import Deployment, SEED, run_config_text, small_config
+    from test_flower import SEED, run_config_text, small_config
 
-    [openssl] = [text for heading, text in code_blocks("bash") if "openssl" in text]
-    home = tmp_path / "flower_home"
-    home.mkdir()
-    deployment = Deployment(home, 2, [])
-    done = subprocess.run(["bash", "-e", "-c", openssl], cwd=home, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    address = f"127.0.0.1:{deployment.link_port}"
-    with open(home / "config.toml", "w") as f:  # the page's entry, for this SuperLink
-        f.write(f'[superlink]\ndefault = "my-superlink"\n\n[superlink.my-superlink]\naddress = "{address}"\n'
-                f'root-certificates = "{home / "ca.crt"}"\n')
+    home, deployment, address = _tls_deployment(tmp_path, 2)
     link = [w.replace("0.0.0.0", "127.0.0.1").replace("9091", str(deployment.link_port)) for w in command(TLS_LINK)]
     node = command(TLS_NODE)
     out = tmp_path / "run"
@@ -471,20 +482,11 @@ def test_supernode_authentication_step_by_step_runs_as_written(tmp_path):
     each with its own private key: the two registered ones train a small federation to its end; the
     third, whose key nobody registered, and a fourth without a key (the TLS steps' SuperNode) are refused
     and are not among the SuperLink's nodes."""
-    from test_flower import Deployment, SEED, run_config_text, small_config
+    from test_flower import SEED, run_config_text, small_config
 
-    [openssl] = [text for heading, text in code_blocks("bash") if "openssl" in text]
-    home = tmp_path / "flower_home"
-    home.mkdir()
-    deployment = Deployment(home, 4, [])
-    done = subprocess.run(["bash", "-e", "-c", openssl], cwd=home, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    home, deployment, address = _tls_deployment(tmp_path, 4)
     for k in range(3):
         _make_key_pair(command(AUTH_KEYS), f"node_{k}", home)
-    address = f"127.0.0.1:{deployment.link_port}"
-    with open(home / "config.toml", "w") as f:  # the TLS steps' entry, for this SuperLink
-        f.write(f'[superlink]\ndefault = "my-superlink"\n\n[superlink.my-superlink]\naddress = "{address}"\n'
-                f'root-certificates = "{home / "ca.crt"}"\n')
     link = [w.replace("0.0.0.0", "127.0.0.1").replace("9091", str(deployment.link_port)) for w in command(AUTH_LINK)]
     out = tmp_path / "run"
     try:
