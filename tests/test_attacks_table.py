@@ -174,6 +174,21 @@ def written(tmp_path_factory):
     return dict(out=out, paths=paths, lines=lines, text=open(os.path.join(out, "attacks.md")).read())
 
 
+def test_a_report_of_the_first_row_alone_has_no_comparison_yet(tmp_path):
+    """The first finished row of a table (a rule without attackers) compares with nothing yet: the report
+    says so, and its comparisons file is empty rather than missing or stale."""
+    out = str(tmp_path)
+    with open(os.path.join(out, "attacks_comparisons.csv"), "w") as f:
+        f.write("row,verdict\nan earlier report's row,behind\n")
+    _write_row(out, "CartPole-v1/length/K=10/mean/none/0", {"DQNAvg": BASE, "FedRDQN (ω=0.05)": BASE})
+    report.write_outputs(get_table("attacks"), out)
+    assert os.path.getsize(os.path.join(out, "attacks_comparisons.csv")) == 0
+    text = open(os.path.join(out, "attacks.md")).read()
+    assert text.count("No such row has finished yet.") == 2
+    with open(os.path.join(out, "attacks.csv")) as f:
+        assert {r["row"] for r in csv.DictReader(f)} == {"CartPole-v1/length/K=10/mean/none/0"}
+
+
 def test_a_verdict_worked_by_hand(written):
     line = written["lines"][("CartPole-v1/length/K=10/mean/sign_flip/1", "DQNAvg")]
     # Paired by seed over the honest agents 1-9, in both rows: agent 1 is their lowest, 411 + s without

@@ -147,16 +147,19 @@ class Report(NamedTuple):
 
 
 def write_csvs(out_dir: str, tables: dict[str, list[dict]]) -> list[str]:
-    """Each {name: rows} as out_dir/NAME.csv, its header the first row's keys; returns the paths."""
+    """Each {name: rows} as out_dir/NAME.csv, its header the first row's keys; returns the paths. A
+    table with no rows yet (a report of the first finished rows, before any comparison has both its
+    sides) is an empty file, so that no earlier report's rows are left standing in it."""
     import csv
 
     paths = []
     for name, rows in tables.items():
         path = os.path.join(out_dir, f"{name}.csv")
         with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+            if rows:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
         paths.append(path)
     return paths
 
