@@ -101,6 +101,39 @@ def test_the_final_record_names_the_attackers_as_the_keys_draw_them():
     assert "attackers" not in final(0)  # a run without attackers records what it always did
 
 
+def test_a_federation_an_attack_breaks_is_recorded_and_measured_not_stopped(tmp_path):
+    """One party of 3 scaling its upload by 1e30 makes the mean's global model overflow within a round or
+    two. By default that stops the run; the attacks table records it and trains on to the final
+    evaluation, which measures the broken global policy's returns (finite: a policy of non-finite Q values
+    still acts)."""
+    tiny = dict(hidden_sizes=(8,), learning_starts=10, buffer_size=64, batch_size=8, train_freq=1, gradient_steps=1)
+    config = configs.train_config("fedrdqn", "CartPole-v1", tiny, num_agents=3, steps_per_agent=40, sync_every=10,
+                                  eval_every_rounds=1, eval_episodes=1, sweep_points=2, attackers=1, attack="scale",
+                                  attack_scale=1e30)
+    with pytest.raises(ValueError, match="on_nonfinite must be one of"):
+        loop.run(config, num_seeds=2, out_dir=str(tmp_path / "bad"), progress=False, on_nonfinite="ignore")
+    assert not (tmp_path / "bad").exists()  # refused before anything was written or compiled
+    with pytest.raises(loop.NonFiniteError, match="stopped before checkpointing"):
+        loop.run(config, num_seeds=2, out_dir=str(tmp_path / "stop"), progress=False)
+    with pytest.warns(loop.NonFiniteWarning, match="recorded, and training goes on"):
+        result = loop.run(config, num_seeds=2, out_dir=str(tmp_path / "record"), progress=False,
+                          on_nonfinite="record")
+    went_nonfinite = np.any([np.asarray(v) > 0 for k, v in result["curve"].items()  # [seeds, blocks]
+                             if k.startswith("nonfinite_step/")], axis=0)
+    assert went_nonfinite.any(axis=1).all() and not went_nonfinite[:, 0].any()  # after the first sync
+    assert np.isfinite(np.asarray(result["final"]["local_returns"])).all()
+    on_disk = json.loads((tmp_path / "record" / "metrics.json").read_text())
+    assert on_disk["on_nonfinite"] == "record" and "stopped" not in on_disk
+    assert get_table("attacks").on_nonfinite == "record" and get_table("table1").on_nonfinite == "stop"
+
+
+def test_a_run_went_nonfinite_where_any_block_of_any_quantity_says_so():
+    curve = {"nonfinite_step/td_loss": [[0, 0, 5], [0, 0, 0], [0, 0, 0]],  # [seeds, blocks]
+             "nonfinite_step/parameters": [[0, 0, 0], [0, 3, 0], [0, 0, 0]], "local_minimum": [[9, 9, 9]] * 3}
+    assert attacks.went_nonfinite(curve, 3).tolist() == [True, True, False]
+    assert attacks.went_nonfinite({}, 2).tolist() == [False, False]  # a record without curves
+
+
 def test_a_seeds_attackers_are_nested_over_the_counts():
     """The legend's claim: 1 attacker's agent attacks in the rows of 2 and 3 as well (one permutation per seed)."""
     one, two, three = (attacks.attacker_masks(0, range(1, 7), 10, n) for n in (1, 2, 3))
@@ -229,11 +262,13 @@ def test_the_report_writes_its_files(written):
         "attacks.csv", "attacks.md", "attacks.png", "attacks_comparisons.csv"]
     assert os.path.getsize(os.path.join(out, "attacks.png")) > 10_000
     assert "**REDUCED BUDGET**" in text and "## What each rule costs when nobody attacks" in text
+    assert "## Federations the attack broke" in text and "None so far." in text
     assert "| CartPole-v1/length | mean | sign_flip | 1 | DQNAvg | 10 |" in text and "**behind**" in text
     with open(os.path.join(out, "attacks.csv")) as f:
         rows = {(r["row"], r["algorithm"]): r for r in csv.DictReader(f)}
     flipped = rows[("CartPole-v1/length/K=10/mean/sign_flip/1", "DQNAvg")]
     assert float(flipped["minimum_mean"]) == 0.0  # the attacker's own environment
+    assert flipped["nonfinite_seeds"] == "0"
     assert float(flipped["honest_minimum_mean"]) == pytest.approx(float(
         written["lines"][("CartPole-v1/length/K=10/mean/sign_flip/1", "DQNAvg")]["compared_minimum"]))
 

@@ -48,6 +48,11 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="if --out holds a run of other settings, move it to OUT/set_aside/<n>/ and start this one "
                         "(default: refuse, listing the differences). A set-aside run of these settings is always "
                         "moved back and resumed")
+    # loop.NONFINITE_POLICIES, spelled out: building the parser imports no JAX (tests/test_cli.py checks them equal)
+    p.add_argument("--on-nonfinite", choices=("stop", "record"), default="stop",
+                   help="at a non-finite loss or parameter: stop the run, keeping the blocks before it, or "
+                        "record it (a warning naming it) and train on to the final evaluation, to measure a "
+                        "federation that breaks, e.g. under --attackers (default: stop)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar or status lines (default: show them)")
     add_distributed_arguments(p)
@@ -118,7 +123,8 @@ def cmd_train(args) -> None:
         print("no --out: results are printed only, nothing is saved (no checkpoint: an interrupted run cannot resume)")
     try:
         result = loop.run(config, num_seeds=args.seeds, seed=args.seed, out_dir=args.out,
-                                progress=not args.no_progress, run_batch=run_batch, new_run=args.new_run)
+                                progress=not args.no_progress, run_batch=run_batch, new_run=args.new_run,
+                                on_nonfinite=args.on_nonfinite)
     except (loop.LayoutMismatch, loop.RunExists, loop.OutDirError, loop.NotEnoughMemory,
             loop.NonFiniteError) as err:
         raise usage_error(err) from None

@@ -75,7 +75,8 @@ def row_values(table: Table, out_dir: str, row, record: dict) -> dict:
     indices = np.asarray(record["seeds"]["reported"], int)
     out = {}
     for label in (*family.baselines, record["headline"]):
-        final = load_algorithm(row_dir(out_dir, table, row), record, label)["final"]
+        run = load_algorithm(row_dir(out_dir, table, row), record, label)
+        final = run["final"]
         stop = tuning + indices.size
         if "attackers" in final:
             mask = np.asarray(final["attackers"], bool)[tuning:stop]
@@ -84,8 +85,19 @@ def row_values(table: Table, out_dir: str, row, record: dict) -> dict:
         else:
             mask = np.zeros((indices.size, row.num_agents), bool)
         out[label] = dict(seeds=indices, returns=np.asarray(final["local_returns"], float)[tuning:stop],
-                          attackers=mask, rates=np.asarray(final["rates"], float)[tuning:stop])
+                          attackers=mask, rates=np.asarray(final["rates"], float)[tuning:stop],
+                          nonfinite=went_nonfinite(run["curve"], indices.size + tuning)[tuning:stop])
     return out
+
+
+def went_nonfinite(curve: dict, num_seeds: int) -> np.ndarray:
+    """[seeds] whether a run's training ever reported a non-finite loss or parameter (`nonfinite_step/*`
+    of any block > 0): a federation the attack broke, whose final returns are a broken global policy's
+    (the table trains on through it: `Table.on_nonfinite`)."""
+    steps = [np.asarray(v) for k, v in curve.items() if k.startswith("nonfinite_step/")]
+    if not steps:
+        return np.zeros(num_seeds, bool)
+    return np.any([(s > 0).reshape(s.shape[0], -1).any(axis=1) for s in steps], axis=0)
 
 
 def _same_request(a: dict, b: dict) -> list[str]:
@@ -210,7 +222,7 @@ def _cells(line: dict) -> str:
             f"{cells.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | {cells.seeds_cell(line)} |")
 
 
-def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
+def table_lines(table: Table, out_dir: str, records: dict, lines: list[dict]) -> list[str]:
     """The markdown: what the table is, the legend, what each rule costs, attacked − no attack, the
     verdicts counted, and per row its budget, wall time and machine."""
     md = [f"# {table.title}", "",
@@ -243,7 +255,22 @@ def table_lines(table: Table, records: dict, lines: list[dict]) -> list[str]:
                     md.append(f"- {kind}, {rule}, {algorithm}: " + ", ".join(
                         f"{word} in {mine.count(word)}" for word in (*stats.VERDICTS, NO_BASELINE) if word in mine)
                         + f" of {len(mine)}.")
-    return md + _per_row(table, records)
+    return md + _broken(table, out_dir, records) + _per_row(table, records)
+
+
+def _broken(table: Table, out_dir: str, records: dict) -> list[str]:
+    """Which rows' federations an attack broke: runs whose training went non-finite, kept training to
+    their final evaluation (`Table.on_nonfinite`)."""
+    rows_by_key = {row.key: row for row in table.rows}
+    found = [(key, label, value["nonfinite"]) for key, rec in records.items()
+             for label, value in row_values(table, out_dir, rows_by_key[key], rec).items() if value["nonfinite"].any()]
+    md = ["", "## Federations the attack broke", "",
+          "Runs whose training reported a non-finite loss or parameter on some block. The table does not stop "
+          "them: they train on to the final evaluation, whose returns are those of the broken global policy "
+          "(its Q values not finite, it still acts), the model every honest party would have received."]
+    if not found:
+        return md + ["", "None so far."]
+    return md + [""] + [f"- {key}, {label}: {int(bad.sum())} of {bad.size} reported seeds" for key, label, bad in found]
 
 
 def _per_row(table: Table, records: dict) -> list[str]:
@@ -270,7 +297,7 @@ def csv_records(table: Table, out_dir: str, records: dict) -> list[dict]:
                             num_agents=row.num_agents, aggregation=row.aggregation, attack=row.attack,
                             attackers=row.attackers, algorithm=label, omega=_omega(rec, label), seeds=honest.size,
                             **{f"{m}_{s}": float(getattr(np, s)(v)) for m, v in metrics.items() for s in ("mean", "std")},
-                            budget_fraction=rec["request"]["budget"],
+                            nonfinite_seeds=int(value["nonfinite"].sum()), budget_fraction=rec["request"]["budget"],
                             steps_per_agent=next(iter(rec["budget"]["steps_per_agent"].values()))))
     return out
 
@@ -343,5 +370,5 @@ def report(table: Table, out_dir: str, records: dict) -> Report:
     """The `Report` of the attacks table from its finished rows `records`."""
     lines = comparisons(table, out_dir, records)
     rows = csv_records(table, out_dir, records)
-    return Report(table_lines(table, records, lines), rows, comparison_records(table, lines),
+    return Report(table_lines(table, out_dir, records, lines), rows, comparison_records(table, lines),
                   lambda: [write_figure(table, out_dir, records, lines)])

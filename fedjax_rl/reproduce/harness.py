@@ -204,12 +204,13 @@ def program_pieces(directory: str, planned: Planned, total: int, seed: int, run_
     return out
 
 
-def _run_piece(run: PieceRun, seed: int, run_batch, progress: bool, on_block=None) -> dict:
+def _run_piece(run: PieceRun, seed: int, run_batch, progress: bool, on_nonfinite: str, on_block=None) -> dict:
     from fedjax_rl.training import loop
 
     return loop.run(run.config, num_seeds=run.piece.num_seeds, seed=seed, out_dir=run.path, progress=progress,
                           grid=run.grid, on_block=on_block, run_batch=run_batch, first_seed=run.piece.first,
-                          new_run=True)  # another request's unfinished piece: set aside, as --status says
+                          new_run=True,  # another request's unfinished piece: set aside, as --status says
+                          on_nonfinite=on_nonfinite)
 
 
 def run_program(table_name: str, out_dir: str, row: str, program: str, progress: bool = True,
@@ -230,7 +231,7 @@ def run_program(table_name: str, out_dir: str, row: str, program: str, progress:
         raise ValueError(f"program must be one of {list(by_name)} for {plan.table.name}, got {program!r}")
     runs = program_pieces(directory, by_name[program], plan.total_seeds, plan.seed, plan.run_batch, piece_seeds,
                           piece)
-    return [_run_piece(run, plan.seed, plan.run_batch, progress) for run in runs]
+    return [_run_piece(run, plan.seed, plan.run_batch, progress, plan.table.on_nonfinite) for run in runs]
 
 
 def pieces_left(out_dir: str, plan: Plan, piece_seeds: int | None = None) -> dict[str, list[PieceRun]]:
@@ -302,7 +303,7 @@ def reproduce(
             description = (f"{table.name} {row.key} ({run.program.label}{_seeds_text(run, num_total)}), "
                            f"row {len(selected) - len(todo) + index + 1}/{len(selected)}")
             on_block = _program_progress(bar, description, run.piece.num_seeds, tuning_seeds, run.config, run.grid)
-            results[run.path] = _run_piece(run, seed, run_batch, False, on_block)
+            results[run.path] = _run_piece(run, seed, run_batch, False, table.on_nonfinite, on_block)
         record = _row_record(directory, table, row, plans[row.key], request, seed, tuning_seeds, num_total,
                              run_batch, results, start)
         _write_row(directory, record)

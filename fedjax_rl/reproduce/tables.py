@@ -182,6 +182,11 @@ class Table:
     confirmatory_from: int | None = None
     # The kind of report the table gets where not its shape's (`report.write_outputs`): "attacks".
     kind: str | None = None
+    # What a run of the table does at a non-finite loss or parameter (`loop.run`'s `on_nonfinite`): stop
+    # (a paper's table: a diverged run is a fault to see), or record it and train on (the attacks table,
+    # whose question includes whether an attack breaks the federation: its row needs the broken
+    # federation's returns, not a stopped run).
+    on_nonfinite: str = "stop"
 
     def family(self, row: paper.PaperRow) -> "Family":
         """The programs `row` runs and the comparison it reports: its own (a `MapRow`), else the table's."""
@@ -239,7 +244,7 @@ TABLES = {
         "attacks", "Attacks: each aggregation rule under attackers, DQNAvg and FedRDQN at K = 10 (beyond the paper)",
         attack_rows("CartPole-v1", "length", "length") + attack_rows("Acrobot-v1", "length", "length"),
         programs=DQN.programs, robust_label="FedRDQN", baselines=("DQNAvg",), paper_baseline="DQNAvg", in_paper=False,
-        defaults=dict(num_seeds=10, tuning_seeds=1, omegas=(0.05,)), kind="attacks"),
+        defaults=dict(num_seeds=10, tuning_seeds=1, omegas=(0.05,)), kind="attacks", on_nonfinite="record"),
 }
 
 

@@ -46,7 +46,19 @@ from fedjax_rl.training.program import communication, make_trainer, over_runs, s
 
 
 class NonFiniteError(FloatingPointError):
-    """A loss or a parameter of some agent became NaN or infinite; the run stopped."""
+    """A loss or a parameter of some agent became NaN or infinite; the run stopped. `description`:
+    what and where, without what was done about it."""
+
+    def __init__(self, message: str = "", description: str = ""):
+        super().__init__(message)
+        self.description = description or message
+
+
+class NonFiniteWarning(UserWarning):
+    """A run with on_nonfinite='record' met a non-finite loss or parameter and trained on."""
+
+
+NONFINITE_POLICIES = ("stop", "record")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -65,6 +77,7 @@ def run(
     run_batch: int | None = None,
     new_run: bool = False,
     first_seed: int = 0,
+    on_nonfinite: str = "stop",
 ) -> dict:
     """Train `num_seeds` vmapped seeds; returns numpy metrics {"curve": ..., "final": ...}.
     `first_seed`: train seed indices first_seed, ..., first_seed + num_seeds - 1 of `seed`'s sequence
@@ -77,6 +90,11 @@ def run(
     config raises `RunExists` (before anything compiles) unless `new_run`, which moves that run to
     `out_dir/set_aside/<n>/`; a set-aside run of this config is moved back and resumed. A run that
     stops on non-finite values writes the evaluations it made to metrics.json, marked "stopped".
+    `on_nonfinite`: "stop" (the default) stops the run at the first block with a non-finite loss or
+    parameter; "record" warns, names it, and trains on to the final evaluation, which then measures
+    whatever global policy is left. That is for measuring a federation that can break (the attacks
+    table: one party scaling its upload makes the mean diverge); the blocks' `nonfinite_step/*` records
+    keep which runs went non-finite, and metrics.json says `"on_nonfinite": "record"`.
 
     `grid` maps vmappable agent hyperparameters to values: every point of their Cartesian product
     trains in the same compiled program (a leading grid axis over the seed axis), from the same seeds
@@ -106,7 +124,10 @@ def run(
     are gathered onto every process and written by process 0 alone; every process reads `out_dir`
     to resume (a shared filesystem), and only on the process layout that wrote it (`LayoutMismatch`).
     """
+    if on_nonfinite not in NONFINITE_POLICIES:
+        raise ValueError(f"on_nonfinite must be one of {list(NONFINITE_POLICIES)}, got {on_nonfinite!r}")
     plan = plan_run(config, num_seeds, seed, out_dir, progress, grid, run_batch, new_run, first_seed)
+    plan = dataclasses.replace(plan, on_nonfinite=on_nonfinite)
     finished = _read_finished(plan, on_block)
     if finished is not None:
         return finished
@@ -143,6 +164,7 @@ class RunPlan:
     progress: bool
     started: float
     communication: dict
+    on_nonfinite: str = "stop"
 
     @property
     def num_runs(self) -> int:
@@ -308,7 +330,10 @@ def _run_blocks(plan: RunPlan, programs: Programs, state, done: _Progress, on_bl
         try:
             check_finite(metrics, plan.trainer, plan.seed, block, grid=plan.points)
         except NonFiniteError as error:
-            raise _stopped(error, plan, done.curve, block, num_blocks) from None
+            if plan.on_nonfinite == "stop":
+                raise _stopped(error, plan, done.curve, block, num_blocks) from None
+            warnings.warn(f"{error.description}; recorded, and training goes on (on_nonfinite='record')",
+                          NonFiniteWarning, stacklevel=2)
         done.curve.append(records.to_lists(metrics))
         board.write(done.curve[-1], wall_s=done.wall_before + time.perf_counter() - plan.started)  # then checkpoint
         if plan.progress:
@@ -354,8 +379,9 @@ def _finish(plan: RunPlan, state, done: _Progress, final: dict) -> dict:
 def _result(plan: RunPlan, curve: list[dict], final: dict, **extra) -> dict:
     """What a run returns and its metrics.json holds, finished or stopped: the curve, the final
     evaluation, the traffic, how runs were batched and the seed indices, then `extra`."""
+    marked = {"on_nonfinite": plan.on_nonfinite} if plan.on_nonfinite != "stop" else {}
     return {"curve": _stack(curve), "final": final, "communication": plan.communication, "run_batch": plan.run_batch,
-            "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds)), **extra}
+            "seed_indices": list(range(plan.first_seed, plan.first_seed + plan.num_seeds)), **marked, **extra}
 
 
 def _stack(curve: list[dict]) -> dict:
@@ -425,8 +451,6 @@ def check_finite(metrics: dict, trainer, seed: int, block: int, grid: list | Non
     counts = {q: sum(p[3] == q for p in rest) for q in sorted({p[3] for p in rest})}
     others = "" if not rest else (f" ({len(rest)} more non-finite record(s) in this block: "
                                   + ", ".join(f"{describe(q)} in {n} run(s)" for q, n in counts.items()) + ")")
-    raise NonFiniteError(
-        f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}){where}, "
-        f"agent {agent}, at environment step {step} (block {block}); stopped before checkpointing this block"
-        f"{others}"
-    )
+    description = (f"non-finite {what} in seed index {s} (of the seeds vmapped from seed={seed}){where}, "
+                   f"agent {agent}, at environment step {step} (block {block})")
+    raise NonFiniteError(f"{description}; stopped before checkpointing this block{others}", description=description)
