@@ -650,3 +650,14 @@ def test_the_demo_compares_at_a_seed_count_a_verdict_can_read():
 
     args = commands.build_parser().parse_args(["demo"])
     assert args.seeds == commands.DEMO_SEEDS >= stats.MIN_SEEDS
+
+
+def test_on_nonfinite_offers_the_loops_policies():
+    """The train parser spells out `loop.NONFINITE_POLICIES` (building it imports no JAX): the two agree."""
+    from fedjax_rl.training import loop
+
+    parser = commands.build_parser()
+    subcommands = {name: sub for action in parser._actions if isinstance(action, type(parser._subparsers._actions[-1]))
+                   for name, sub in action.choices.items()}
+    [action] = [a for a in subcommands["train"]._actions if a.dest == "on_nonfinite"]
+    assert tuple(action.choices) == loop.NONFINITE_POLICIES and action.default == "stop"

@@ -222,7 +222,7 @@ def _cells(line: dict) -> str:
             f"{cells.verdict_cell(line['verdict'], line['seeds'], line['within_margin'])} | {cells.seeds_cell(line)} |")
 
 
-def table_lines(table: Table, out_dir: str, records: dict, lines: list[dict]) -> list[str]:
+def table_lines(table: Table, records: dict, lines: list[dict], rows: list[dict]) -> list[str]:
     """The markdown: what the table is, the legend, what each rule costs, attacked − no attack, the
     verdicts counted, and per row its budget, wall time and machine."""
     md = [f"# {table.title}", "",
@@ -255,22 +255,21 @@ def table_lines(table: Table, out_dir: str, records: dict, lines: list[dict]) ->
                     md.append(f"- {kind}, {rule}, {algorithm}: " + ", ".join(
                         f"{word} in {mine.count(word)}" for word in (*stats.VERDICTS, NO_BASELINE) if word in mine)
                         + f" of {len(mine)}.")
-    return md + _broken(table, out_dir, records) + _per_row(table, records)
+    return md + _broken(rows) + _per_row(table, records)
 
 
-def _broken(table: Table, out_dir: str, records: dict) -> list[str]:
-    """Which rows' federations an attack broke: runs whose training went non-finite, kept training to
-    their final evaluation (`Table.on_nonfinite`)."""
-    rows_by_key = {row.key: row for row in table.rows}
-    found = [(key, label, value["nonfinite"]) for key, rec in records.items()
-             for label, value in row_values(table, out_dir, rows_by_key[key], rec).items() if value["nonfinite"].any()]
+def _broken(rows: list[dict]) -> list[str]:
+    """Which rows' federations an attack broke, from `csv_records`' `rows`: runs whose training went
+    non-finite, kept training to their final evaluation (`Table.on_nonfinite`)."""
+    found = [r for r in rows if r["nonfinite_seeds"]]
     md = ["", "## Federations the attack broke", "",
           "Runs whose training reported a non-finite loss or parameter on some block. The table does not stop "
           "them: they train on to the final evaluation, whose returns are those of the broken global policy "
           "(its Q values not finite, it still acts), the model every honest party would have received."]
     if not found:
         return md + ["", "None so far."]
-    return md + [""] + [f"- {key}, {label}: {int(bad.sum())} of {bad.size} reported seeds" for key, label, bad in found]
+    return md + [""] + [f"- {r['row']}, {r['algorithm']}: {r['nonfinite_seeds']} of {r['seeds']} reported seeds"
+                        for r in found]
 
 
 def _per_row(table: Table, records: dict) -> list[str]:
@@ -370,5 +369,5 @@ def report(table: Table, out_dir: str, records: dict) -> Report:
     """The `Report` of the attacks table from its finished rows `records`."""
     lines = comparisons(table, out_dir, records)
     rows = csv_records(table, out_dir, records)
-    return Report(table_lines(table, out_dir, records, lines), rows, comparison_records(table, lines),
+    return Report(table_lines(table, records, lines, rows), rows, comparison_records(table, lines),
                   lambda: [write_figure(table, out_dir, records, lines)])
