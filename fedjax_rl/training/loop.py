@@ -124,10 +124,8 @@ def run(
     are gathered onto every process and written by process 0 alone; every process reads `out_dir`
     to resume (a shared filesystem), and only on the process layout that wrote it (`LayoutMismatch`).
     """
-    if on_nonfinite not in NONFINITE_POLICIES:
-        raise ValueError(f"on_nonfinite must be one of {list(NONFINITE_POLICIES)}, got {on_nonfinite!r}")
-    plan = plan_run(config, num_seeds, seed, out_dir, progress, grid, run_batch, new_run, first_seed)
-    plan = dataclasses.replace(plan, on_nonfinite=on_nonfinite)
+    plan = plan_run(config, num_seeds, seed, out_dir, progress, grid, run_batch, new_run, first_seed,
+                    on_nonfinite)
     finished = _read_finished(plan, on_block)
     if finished is not None:
         return finished
@@ -221,9 +219,11 @@ class _Progress:
 
 def plan_run(config, num_seeds: int = 1, seed: int = 0, out_dir: str | None = None, progress: bool = True,
              grid: dict | None = None, run_batch: int | None = None, new_run: bool = False,
-             first_seed: int = 0) -> RunPlan:
+             first_seed: int = 0, on_nonfinite: str = "stop") -> RunPlan:
     """Validate everything (once, before anything compiles) and make `out_dir` hold this run's
     configuration or nothing (`RunExists`, `OutDirError`; `new_run` sets another run aside)."""
+    if on_nonfinite not in NONFINITE_POLICIES:
+        raise ValueError(f"on_nonfinite must be one of {list(NONFINITE_POLICIES)}, got {on_nonfinite!r}")
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
     if first_seed < 0:
@@ -238,7 +238,7 @@ def plan_run(config, num_seeds: int = 1, seed: int = 0, out_dir: str | None = No
     return RunPlan(config=config, trainer=trainer, num_seeds=num_seeds, seed=seed, first_seed=first_seed,
                    out_dir=out_dir, directory=directory, grid=grid, points=points, config_dict=config_dict,
                    run_batch=run_batch, progress=progress and distributed.is_writer(),
-                   started=started, communication=communication(trainer))
+                   started=started, communication=communication(trainer), on_nonfinite=on_nonfinite)
 
 
 def _read_finished(plan: RunPlan, on_block) -> dict | None:
