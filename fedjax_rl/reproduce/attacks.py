@@ -317,6 +317,8 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
     """DIR/attacks.png: per task and algorithm a row of panels, one per attack: the honest agents' Minimum,
     attacked − no attack (the median of the paired differences, with its 95% interval) against the number
     of attackers, a line per rule (0 attackers: 0); a filled marker where the verdict is ahead or behind.
+    The rules' markers sit side by side around each count, so that their intervals do not hide each other,
+    and a task and algorithm's panels share their y axis, so that the attacks compare at a glance.
     The change rather than the level: a Minimum over fewer agents' environments rises by itself, so the
     levels of rows with more attackers do not compare; their paired differences do."""
     import matplotlib.pyplot as plt
@@ -326,7 +328,9 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
     judged = [line for line in lines if line["kind"] == ATTACK and line["verdict"] != NO_BASELINE]
     series = list(dict.fromkeys((line["panel"], line["algorithm"]) for line in judged)) or [("", "")]
     colors = {rule: f"C{i}" for i, rule in enumerate(ATTACK_RULES)}
-    fig, axes = plt.subplots(len(series), len(KINDS), figsize=(4 * len(KINDS), 3.2 * len(series)), squeeze=False)
+    dodge = {rule: 0.08 * (i - (len(ATTACK_RULES) - 1) / 2) for i, rule in enumerate(ATTACK_RULES)}
+    fig, axes = plt.subplots(len(series), len(KINDS), figsize=(4 * len(KINDS), 3.2 * len(series)), squeeze=False,
+                             sharey="row")
     for i, (panel, algorithm) in enumerate(series):
         for j, attack in enumerate(KINDS):
             ax = axes[i][j]
@@ -337,12 +341,12 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
                               key=lambda line: line["attackers"])
                 if not mine:
                     continue
-                x = [0, *(line["attackers"] for line in mine)]
+                x = [0, *(line["attackers"] + dodge[rule] for line in mine)]
                 y = [0.0, *(line["minimum"].estimate for line in mine)]
                 ax.plot(x, y, "-", color=colors[rule], label=rule)
                 for line in mine:
                     interval, decided = line["minimum"], line["verdict"] in (stats.AHEAD, stats.BEHIND)
-                    ax.errorbar(line["attackers"], interval.estimate, color=colors[rule], fmt="o", capsize=3,
+                    ax.errorbar(line["attackers"] + dodge[rule], interval.estimate, color=colors[rule], fmt="o", capsize=3,
                                 yerr=[[interval.estimate - interval.low], [interval.high - interval.estimate]],
                                 markerfacecolor=colors[rule] if decided else "white")
             ax.set_title(f"{panel}, {algorithm}: {attack}", fontsize=9)
@@ -350,15 +354,18 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
             ax.set_xlabel("attackers")
             if j == 0:
                 ax.set_ylabel("honest Minimum: attacked − no attack")
+            else:
+                ax.tick_params(labelleft=True)
     from matplotlib.lines import Line2D
 
     shown = [rule for rule in ATTACK_RULES if any(line["rule"] == rule for line in judged)]
     if shown:
-        fig.legend([Line2D([], [], color=colors[rule]) for rule in shown], shown, loc="upper right", fontsize=8)
+        fig.legend([Line2D([], [], color=colors[rule]) for rule in shown], shown, loc="lower center",
+                   ncol=len(shown), fontsize=9, frameon=False)
     reduced = "" if all(r["request"]["budget"] == 1.0 for r in records.values()) else " — REDUCED BUDGET"
     fig.suptitle(f"{table.title}{reduced}\nthe honest agents' Minimum, attacked − the same rule without attackers "
                  "(median of the paired per-seed differences, 95% interval); filled: ahead or behind", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05 / len(series), 1, 1))  # room below for the legend
     path = os.path.join(out_dir, f"{table.name}.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
