@@ -203,5 +203,8 @@ def estimate(found: list[Measurement], table: str, row: str, program: str, engin
 
 
 def duration(seconds: float) -> str:
-    """Seconds as the status line says them: minutes up to an hour and a half, then hours."""
+    """Seconds as the status line says them: minutes up to an hour and a half, then hours; under a minute,
+    "under 1 min" (an estimate rounded to 0 minutes would read as free)."""
+    if seconds < 60:
+        return "under 1 min"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
