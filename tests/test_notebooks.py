@@ -76,3 +76,16 @@ def test_reproduction_notebook_runs_and_agrees_with_the_committed_table(monkeypa
         assert difference.shape == (int(comparisons[point]["seeds"]),)
         np.testing.assert_allclose(difference.mean(), float(comparisons[point]["minimum_mean_difference"]), rtol=1e-9)
         np.testing.assert_allclose(np.median(difference), float(comparisons[point]["minimum_median_difference"]), rtol=1e-9)
+
+    # The attacks table: the notebook's per-seed honest Minimum differences, paired by seed with the same rule
+    # without attackers, average to the committed table's mean difference and have its median, for every
+    # attacked row and algorithm the committed table judged.
+    with open(os.path.join(ROOT, "results", "attacks_10pct", "attacks_comparisons.csv")) as f:
+        comparisons = {(r["row"], r["algorithm"]): r for r in csv.DictReader(f)
+                       if r["kind"] == "attack" and r["verdict"] != "no baseline yet"}
+    assert set(namespace["att_paired"]) == set(comparisons)
+    for point, difference in namespace["att_paired"].items():
+        assert difference.shape == (int(comparisons[point]["seeds"]),)
+        np.testing.assert_allclose(difference.mean(), float(comparisons[point]["minimum_mean_difference"]), rtol=1e-9)
+        np.testing.assert_allclose(np.median(difference), float(comparisons[point]["minimum_median_difference"]),
+                                   rtol=1e-9)
