@@ -281,3 +281,15 @@ def test_status_says_the_cost_and_trains_nothing(tmp_path, capsys, monkeypatch):
     assert "attacks in" in printed and "2 not started (of 2 requested rows)" in printed
     assert printed.count("fedrdqn seeds 0-10: to run:") == 2 and "on a CPU" in printed and "on a GPU" in printed
     assert not os.listdir(tmp_path)
+
+
+def test_a_wildcard_names_a_slice_of_the_tables_rows_in_its_order():
+    table = get_table("attacks")
+    acrobot = plan.select_rows(table, ["Acrobot-v1/*"])
+    assert len(acrobot) == 52 and all(row.env_name == "Acrobot-v1" for row in acrobot)
+    two = plan.select_rows(table, ["*/K=10/*/*/2", "CartPole-v1/length/K=10/mean/none/0"])
+    assert [row.key for row in two] == [row.key for row in table.rows if row.key.endswith("/2")
+                                        or row.key == "CartPole-v1/length/K=10/mean/none/0"]
+    assert len(two) == 1 + 2 * 4 * 4  # the two tasks' 4 rules x 4 attacks at 2 attackers, and one named row
+    with pytest.raises(ValueError, match=r"unknown attacks rows \['LunarLander-v3/\*'\]"):
+        plan.select_rows(table, ["LunarLander-v3/*", "Acrobot-v1/*"])

@@ -7,6 +7,7 @@ processes an executor starts."""
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -61,14 +62,23 @@ def budget_steps(algo: str, env_name: str, fraction: float, sync_every: int = pa
 
 
 def select_rows(table: Table, keys: Sequence[str] | None) -> list[paper.PaperRow]:
-    """The table's rows named by `keys` ("CartPole-v1/length"), in the paper's order; all if None."""
+    """The table's rows named by `keys` ("CartPole-v1/length"), in the paper's order; all if None. A key
+    with a shell wildcard (`*`, `?` or `[...]`, `fnmatch`'s, where `*` also spans a "/") names every row it
+    matches, so that a table of many rows can be asked for a slice: "Acrobot-v1/*", or every attacks row of
+    two attackers, "*/K=10/*/*/2". A key that names no row is refused, a wildcard included."""
     if not keys:
         return list(table.rows)
     by_key = {row.key: row for row in table.rows}
-    unknown = [k for k in keys if k not in by_key]
+    chosen, unknown = set(), []
+    for key in keys:
+        named = fnmatch.filter(by_key, key) if any(c in key for c in "*?[") else [key] if key in by_key else []
+        chosen.update(named)
+        if not named:
+            unknown.append(key)
     if unknown:
-        raise ValueError(f"unknown {table.name} rows {unknown}; allowed: {', '.join(by_key)}")
-    return [row for row in table.rows if row.key in set(keys)]
+        raise ValueError(f"unknown {table.name} rows {unknown} (a wildcard must match at least one); allowed: "
+                         f"{', '.join(by_key)}")
+    return [row for row in table.rows if row.key in chosen]
 
 
 def check_omegas(omegas: Sequence[float]) -> tuple[float, ...]:
