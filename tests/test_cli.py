@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from fedjax_rl.cli import commands
+from fedjax_rl.cli import commands, reproduce_command
 from fedjax_rl.training import records, run_directory
 from fedjax_rl.agents import base
 
@@ -661,3 +661,30 @@ def test_on_nonfinite_offers_the_loops_policies():
                    for name, sub in action.choices.items()}
     [action] = [a for a in subcommands["train"]._actions if a.dest == "on_nonfinite"]
     assert tuple(action.choices) == loop.NONFINITE_POLICIES and action.default == "stop"
+
+
+def test_a_reader_that_goes_away_stops_the_output_without_a_traceback(tmp_path):
+    """`fedjax-rl reproduce attacks --status | head -1`: the reader closes the pipe before the 104 rows' lines
+    are written. The command stops quietly with the shell's code for it (141), as `ls | head` would."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "fedjax_rl.cli", "reproduce", "attacks", "--status", "--out",
+                              str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # before the child has written anything: every write meets a closed pipe
+    try:
+        _, stderr = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 141, stderr.decode()[-2000:]
+    assert b"Traceback" not in stderr and b"Exception ignored" not in stderr, stderr.decode()[-2000:]
+
+
+def test_a_broken_pipe_that_is_not_stdouts_is_reported(monkeypatch, tmp_path):
+    """Only a closed stdout is met quietly: a pipe or socket of the run's own that breaks is its failure."""
+    def breaks(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(reproduce_command, "run", breaks)
+    with pytest.raises(BrokenPipeError):
+        commands.main(["reproduce", "attacks", "--status", "--out", str(tmp_path)])

@@ -395,6 +395,19 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 COMPILING = ("train", "reproduce", "demo", "render")
 
 
+def _stdout_is_open() -> bool:
+    """Whether stdout still has a reader: False once the reader of its pipe has closed it (the write end
+    then polls as an error). Where it cannot be asked (no poll), True, so that the error is reported."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return not any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `fedjax-rl` entry point: parse `argv` and run the command; returns the exit code (130 after
     Ctrl-C)."""
@@ -415,8 +428,17 @@ def main(argv: list[str] | None = None) -> int:
 
         matplotlib.use("Agg")  # files only: the command line never opens a window
         args.func(args)
+        sys.stdout.flush()  # here, so that a reader gone away (below) is met here, not at interpreter exit
     except FileNotFoundError as err:
         raise usage_error(err) from None
+    except BrokenPipeError:
+        if _stdout_is_open():
+            raise  # another pipe or socket broke: a failure to report
+        # The reader of stdout went away (`fedjax-rl reproduce ... --status | head`): say nothing more, as
+        # a command a closed pipe stops does, instead of a traceback. stdout goes to /dev/null so that the
+        # interpreter's own flush at exit finds nothing left to fail on.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for such a command
     except KeyboardInterrupt as err:
         # loop.Interrupted says how far the run got and how to resume; elsewhere, say it stopped.
         print(f"\nfedjax-rl: {err or 'interrupted'}", file=sys.stderr, flush=True)
