@@ -76,8 +76,8 @@ def select_rows(table: Table, keys: Sequence[str] | None) -> list[paper.PaperRow
         if not named:
             unknown.append(key)
     if unknown:
-        raise ValueError(f"unknown {table.name} rows {unknown} (a wildcard must match at least one); allowed: "
-                         f"{', '.join(by_key)}")
+        raise ValueError(f"unknown {table.name} rows {unknown}; allowed: {', '.join(by_key)}, or a shell "
+                         f"wildcard that matches at least one of them")
     return [row for row in table.rows if row.key in chosen]
 
 
