@@ -1,6 +1,7 @@
 """Partial participation (a random subset of agents enters each average; every agent receives the
 new model) and communication accounting."""
 
+import dataclasses
 import functools
 import json
 import math
@@ -284,3 +285,30 @@ def test_the_attackers_are_drawn_per_seed_and_refused_beyond_all_but_one_agent()
         configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=5)
     with pytest.raises(ValueError, match=r"attack must be one of \['sign_flip', 'scale', 'noise', 'stale'\]"):
         configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=1, attack="lie")
+
+
+def test_attackers_as_a_fraction_of_the_agents_become_the_count_the_run_records():
+    """`--attackers 0.2` with K = 10 is the run of 2 attackers: the same config, recorded as the count."""
+    from fedjax_rl.training import records
+
+    def config(**overrides):
+        return configs.train_config("fedrdqn", "CartPole-v1", num_agents=10, **overrides)
+
+    assert config(attackers=0.2) == config(attackers=2) and config(attackers=0.2).attackers == 2
+    assert config(attackers=0.29).attackers == 2 and config(attackers=0.3).attackers == 3  # rounded down, exactly
+    assert config(attackers=0.9).attackers == 9 and config(attackers=3.0).attackers == 3
+    assert records.config_to_dict(config(attackers=0.2))["attackers"] == 2
+    assert configs.train_config("fedrdqn", "CartPole-v1", num_agents=100, attackers=0.29).attackers == 29
+    [setting] = [s for s in configs.TRAIN_SETTINGS if s.name == "attackers"]
+    assert (setting.parse("2"), setting.parse("0.25"), setting.parse("0")) == (2, 0.25, 0)
+    with pytest.raises(ValueError, match=r"attackers expects a count of agents \(an integer >= 0\) or a fraction "
+                                         r"of them in \(0, 1\), got '2.5'"):
+        setting.parse("2.5")
+    with pytest.raises(ValueError, match=r"attackers=0.05 of num_agents=10 is no agent .* must be in \[0.1, 1\)"):
+        config(attackers=0.05)
+    with pytest.raises(ValueError, match=r"attackers must be a count of agents .*got 1.5"):
+        config(attackers=1.5)
+    with pytest.raises(ValueError, match=r"attackers must be in \[0, 9\] with num_agents=10"):
+        config(attackers=10.0)
+    with pytest.raises(ValueError, match=r"attackers in a run's config is a count .*got 0.2; a fraction"):
+        dataclasses.replace(config(), attackers=0.2).validate()

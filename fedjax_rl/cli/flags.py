@@ -103,7 +103,9 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'attackers',
             'flags': ['--attackers'],
             'help': 'agents whose shared upload each round is replaced by `attack` (drawn once per run from '
-                    "the run's keys); 0: none, the run without attacks bit for bit (default: 0)"},
+                    "the run's keys): a count, or a fraction of the K agents in (0, 1), rounded down (0.2 of "
+                    'K = 10: 2 agents), which the run records as its count; 0: none, the run without attacks '
+                    'bit for bit (default: 0)'},
            {'dest': 'attack',
             'flags': ['--attack'],
             'help': 'what an attacker uploads: sign_flip (-x), scale (x attack_scale), noise (x plus '

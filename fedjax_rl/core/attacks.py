@@ -18,6 +18,8 @@ the run without the setting, bit for bit. What the attacks do to each rule is fo
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import jax
@@ -30,9 +32,23 @@ KINDS = ("sign_flip", "scale", "noise", "stale")
 # for the participation draw, `federated.Server.weights`).
 STREAM = 2**31 - 1
 
-ATTACKERS = Setting("attackers", 0, at_least(0), kind=int,
+def count_or_fraction(text: str) -> int | float:
+    """`--attackers`' spelling: a count of agents (an integer), or a fraction of them (a decimal in (0, 1)),
+    which `resolve_attackers` turns into a count once the number of agents is known."""
+    value = float(text)
+    if value.is_integer():
+        return int(value)
+    if 0 < value < 1:
+        return value
+    raise ValueError(text)
+
+
+count_or_fraction.expects = "a count of agents (an integer >= 0) or a fraction of them in (0, 1)"
+
+ATTACKERS = Setting("attackers", 0, at_least(0), kind=count_or_fraction,
                     help="agents whose shared upload each round is replaced by `attack` (drawn once per run from the "
-                         "run's keys); 0: none, the run without attacks bit for bit")
+                         "run's keys): a count, or a fraction of the K agents in (0, 1), rounded down (0.2 of K = 10: "
+                         "2 agents), which the run records as its count; 0: none, the run without attacks bit for bit")
 ATTACK = Setting("attack", "sign_flip", one_of(*KINDS), kind=str,
                  help="what an attacker uploads: sign_flip (-x), scale (x attack_scale), noise (x plus Gaussian "
                       "noise of standard deviation attack_scale) or stale (its own initial model, frozen)")
@@ -40,8 +56,29 @@ ATTACK_SCALE = Setting("attack_scale", 10.0, positive, kind=float,
                        help="scale: the factor; noise: the standard deviation; sign_flip and stale ignore it")
 
 
+def resolve_attackers(attackers: int | float, num_agents: int) -> int:
+    """The count of attackers `attackers` asks for among `num_agents` agents: a count as it is, a fraction in
+    (0, 1) of the agents rounded down. A ValueError, naming the setting and what is allowed, for a fraction
+    that leaves no agent attacking (ask for a count of 0 to have none) or a value that is neither."""
+    if isinstance(attackers, bool) or not isinstance(attackers, numbers.Real):
+        raise ValueError(f"attackers must be {count_or_fraction.expects}, got {attackers!r}")
+    if float(attackers).is_integer():
+        return int(attackers)
+    if not 0 < attackers < 1:
+        raise ValueError(f"attackers must be {count_or_fraction.expects}, got {attackers}")
+    count = math.floor(attackers * num_agents + 1e-9)  # 0.29 x 100 is 28.999999999999996 in floats
+    if count < 1:
+        raise ValueError(f"attackers={attackers:g} of num_agents={num_agents} is no agent (rounded down); a fraction "
+                         f"must be in [{1 / num_agents:g}, 1) with num_agents={num_agents}, or give a count")
+    return count
+
+
 def check_attackers(attackers: int, num_agents: int) -> None:
-    """A ValueError, before anything compiles, unless some agent stays honest."""
+    """A ValueError, before anything compiles, unless `attackers` is a count that leaves some agent honest
+    (a fraction is resolved to a count first: `resolve_attackers`, as `configs.train_config` does)."""
+    if isinstance(attackers, bool) or not isinstance(attackers, numbers.Integral):
+        raise ValueError(f"attackers in a run's config is a count of agents (an integer >= 0), got {attackers!r}; "
+                         f"a fraction of them is resolved to one by configs.train_config (or --attackers)")
     ATTACKERS.validate(attackers)
     if attackers > num_agents - 1:
         raise ValueError(f"attackers must be in [0, {num_agents - 1}] with num_agents={num_agents} (at least one "

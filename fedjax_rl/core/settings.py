@@ -28,7 +28,8 @@ class Setting:
     """name: config field and CLI name. default: its value unless a task or algorithm default
     overrides it. check: value -> None, or the phrase the error message ends with ("must be > 0").
     leaf: a numeric hyperparameter carried as a traced pytree leaf (vmappable), else static.
-    kind: int, float, bool, str, "ints" (tuple of ints) or "strs", for parsing command-line text.
+    kind: int, float, bool, str, "ints" (tuple of ints) or "strs", for parsing command-line text, or a
+    function of the text (its `expects` attribute, if any, says what it reads in an error message).
     source: where the default comes from (paper, RL-Zoo3, SB3, ...). label: the name error
     messages use, when it says more than the field name ("num_agents (K)"). identity: part of what a
     run directory records as its run; False for a setting that changes no number (float rounding at
@@ -76,7 +77,7 @@ class Setting:
             return self.kind(text)
         except ValueError:
             kind = {"ints": "comma-separated integers", "strs": "comma-separated names"}.get(
-                self.kind, getattr(self.kind, "__name__", str(self.kind)))
+                self.kind, getattr(self.kind, "expects", None) or getattr(self.kind, "__name__", str(self.kind)))
             raise ValueError(f"{self.name} expects {kind}, got {text!r}") from None
 
     def text(self, value) -> str:

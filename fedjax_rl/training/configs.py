@@ -246,6 +246,9 @@ def train_config(algo: str, env_name: str, agent_overrides: dict | None = None, 
     if resolved.get("eval_every_rounds") is None:
         resolved["eval_every_rounds"] = default_eval_every(resolved["steps_per_agent"], sync_every)
     resolved = {k: v for k, v in resolved.items() if v is not None or k == "num_devices"}
+    if "attackers" in resolved:  # a fraction of the agents becomes the count the run records
+        resolved["attackers"] = attacks.resolve_attackers(resolved["attackers"],
+                                                          resolved.get("num_agents", perturb.PAPER_NUM_AGENTS))
     config = TrainConfig(algo=algo, env_name=env_name, agent=agent, **resolved)
     config.validate()
     return config
