@@ -245,16 +245,19 @@ def table_lines(table: Table, records: dict, lines: list[dict], rows: list[dict]
                                            "Minimum)", "attacked")):
         mine = [_cells(line) for line in lines if line["kind"] == kind]
         md += [f"## {title}", "", *(_head(compared) + mine if mine else ["No such row has finished yet."]), ""]
-    md += ["## Verdicts counted", ""]
-    for kind in (ATTACK, COST):
-        for rule in dict.fromkeys(line["rule"] for line in lines if line["kind"] == kind):
-            for algorithm in dict.fromkeys(line["algorithm"] for line in lines):
-                mine = [line["verdict"] for line in lines
-                        if (line["kind"], line["rule"], line["algorithm"]) == (kind, rule, algorithm)]
-                if mine:
-                    md.append(f"- {kind}, {rule}, {algorithm}: " + ", ".join(
-                        f"{word} in {mine.count(word)}" for word in (*stats.VERDICTS, NO_BASELINE) if word in mine)
-                        + f" of {len(mine)}.")
+    md += ["## Verdicts counted", "",
+           "Per task, rule and algorithm, over its attacks and attacker counts. The cells of a rule share their "
+           "reference row, so the counts describe the table; they are not a test of their own.", ""]
+    for panel in dict.fromkeys(line["panel"] for line in lines):
+        for kind in (ATTACK, COST):
+            for rule in dict.fromkeys(line["rule"] for line in lines if line["kind"] == kind):
+                for algorithm in dict.fromkeys(line["algorithm"] for line in lines):
+                    mine = [line["verdict"] for line in lines if (line["panel"], line["kind"], line["rule"],
+                                                                  line["algorithm"]) == (panel, kind, rule, algorithm)]
+                    if mine:
+                        md.append(f"- {panel}, {kind}, {rule}, {algorithm}: " + ", ".join(
+                            f"{word} in {mine.count(word)}" for word in (*stats.VERDICTS, NO_BASELINE)
+                            if word in mine) + f" of {len(mine)}.")
     return md + _broken(rows) + _per_row(table, records)
 
 
