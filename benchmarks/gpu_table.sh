@@ -7,8 +7,9 @@
 # defaults); TABLE, BUDGET, ROWS (comma-separated) and JOBS choose others, e.g. Table 2 at 5% of the
 # paper's steps (the MuJoCo tasks step on the host's cores with the C engine, the default):
 #   TABLE=table2 BUDGET=0.05 JOBS=12 ROWS="Hopper-v4/torso,Hopper-v4/thigh" benchmarks/gpu_table.sh start
-# or the attacks table's Acrobot-v1 rows at 10%, after the CPU's finished rows (ROWS takes a wildcard):
-#   TABLE=attacks BUDGET=0.1 ROWS='Acrobot-v1/*' FROM=results/attacks_10pct benchmarks/gpu_table.sh start
+# or the attacks table's Acrobot-v1 rows at 30% (at 10% their honest Minimum sits at the floor, -500, on most
+# seeds, leaving an attack nothing to take; ROWS takes a wildcard):
+#   TABLE=attacks BUDGET=0.3 ROWS='Acrobot-v1/*' benchmarks/gpu_table.sh start
 #
 # The machine has no package index and its image has jax 0.11.2 with CUDA, flax, optax and chex; the
 # rest travels as Python 3.12 wheels in .whl/ (git-ignored). Make them here, where pip works:
