@@ -156,6 +156,8 @@ def test_status_line_names_a_pending_final_evaluation():
 def test_an_estimate_reads_in_minutes_then_hours_and_never_as_zero():
     assert [costs.duration(s) for s in (0.0, 30.0, 59.9, 60.0, 600.0, 5399.0, 5400.0, 36000.0)] == [
         "under 1 min", "under 1 min", "under 1 min", "1 min", "10 min", "90 min", "1.5 h", "10.0 h"]
+    # "about" qualifies a point estimate; "under 1 min" is a bound and takes none.
+    assert [costs.about(s) for s in (59.9, 60.0, 5400.0)] == ["under 1 min", "about 1 min", "about 1.5 h"]
 
 
 def test_tables_equal_the_metrics_files(reproduced):

@@ -208,3 +208,9 @@ def duration(seconds: float) -> str:
     if seconds < 60:
         return "under 1 min"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def about(seconds: float) -> str:
+    """An estimated duration as a phrase: "about 23 min", or "under 1 min" alone, which is already a bound."""
+    text = duration(seconds)
+    return text if seconds < 60 else f"about {text}"

@@ -143,6 +143,6 @@ def _piece_line(piece: dict, program: dict) -> str:
     parts = []
     for kind, name in (("cpu", "a CPU"), ("gpu", "a GPU")):
         guess = piece["estimate"][kind]
-        parts.append(f"about {costs.duration(guess[0])} on {name} ({guess[1]})" if guess
+        parts.append(f"{costs.about(guess[0])} on {name} ({guess[1]})" if guess
                      else f"no measurement on {name}")
     return "to run: " + "; ".join(parts)
