@@ -222,6 +222,25 @@ def test_a_new_tables_pieces_are_estimated_from_the_same_row_of_another_table_sc
     assert estimate(found, "heterogeneity", "Acrobot-v1/length", "fedrdqn", None, 40, 50_000)["cpu"] is None
 
 
+def test_of_a_rows_equal_pieces_the_median_sets_the_estimate_not_one_slowed_beside_other_work():
+    from fedjax_rl.reproduce.costs import Measurement, estimate
+
+    def piece(seed, wall, runs=2):
+        return Measurement("attacks", "Acrobot-v1/length/K=10/mean/none/0", "Acrobot-v1", "fedrdqn", None, "cpu",
+                           "AMD EPYC (1 of 2 cores)", runs, 15_000, wall, f"seeds_{seed}-{seed + 1}", agents=10)
+
+    # Seed 0 ran beside a cold test suite (the first by name, which the estimate once took).
+    found = [piece(0, 1274.0), piece(1, 655.0), piece(2, 424.0), piece(3, 367.0), piece(4, 449.0)]
+    seconds, basis = estimate(found, "attacks", "Acrobot-v1/length/K=10/mean/none/0", "fedrdqn", None, 2, 15_000,
+                              agents=10)["cpu"]
+    assert seconds == 449.0
+    assert basis == "AMD EPYC (1 of 2 cores): 2 runs x 15,000 steps in 449 s, the median of 5 such"
+    # Of an even number, the lower middle one; a measurement of another size is not among them.
+    seconds, _ = estimate(found[:4] + [piece(9, 100.0, runs=20)], "attacks", "Acrobot-v1/length/K=10/mean/none/0",
+                          "fedrdqn", None, 2, 15_000, agents=10)["cpu"]
+    assert seconds == 424.0
+
+
 def test_a_challenger_maps_over_the_levels_beside_the_rows_own(mapped, example_algorithm, tmp_path, monkeypatch):
     import json
     import shutil

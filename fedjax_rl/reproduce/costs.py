@@ -17,7 +17,9 @@ The closest measurement is the same table, task, program and physics engine on t
 failing that, the same program and engine on the same row, then the same task, in another table (a
 heterogeneity row from Table 1's, said so: "from table1 CartPole-v1/length"), then on another task of
 the table (said so: "from Hopper-v4/torso"). A measurement at another number of agents K scales by K like runs (each
-agent is a network and an environment stepped). None: no measurement.
+agent is a network and an environment stepped). Of several measurements as close (a row's pieces of one
+seed each), the median time, so that one piece slowed by other work beside it does not set the estimate.
+None: no measurement.
 """
 
 from __future__ import annotations
@@ -175,8 +177,9 @@ def estimate(found: list[Measurement], table: str, row: str, program: str, engin
     agents, each from the closest measurement (module docstring): the same row, else the same task,
     else the same row or task in another table, else another task of the table; among those the one closest
     in size (runs x agents x steps), whose fixed costs (compilation, the final evaluation) weigh
-    alike. None where there is none. The basis names the measurement: its table and row when
-    another, machine, runs, agents when another K, time."""
+    alike, and of several of that size the median time (the lower of the middle two). None where there
+    is none. The basis names the measurement: its table and row when another, machine, runs, agents when
+    another K, time, and how many it is the median of."""
     import math
 
     env_name = row.split("/")[0]
@@ -189,7 +192,14 @@ def estimate(found: list[Measurement], table: str, row: str, program: str, engin
         if not pool:
             out[kind] = None
             continue
-        m = min(pool, key=lambda m: (abs(math.log(m.runs * m.agents * m.steps / (runs * agents * steps))), m.source))
+        def distance(m):
+            return abs(math.log(m.runs * m.agents * m.steps / (runs * agents * steps)))
+
+        # Among measurements of the closest size, the median wall time: one piece that ran beside a test
+        # suite or another piece takes two to three times its fellows' time, and must not set the estimate.
+        nearest = min(distance(m) for m in pool)
+        closest = sorted((m for m in pool if distance(m) == nearest), key=lambda m: (m.wall_s, m.source))
+        m = closest[(len(closest) - 1) // 2]
         if kind == "cpu":
             seconds = m.wall_s * (runs * agents * steps) / (m.runs * m.agents * m.steps)
         else:
@@ -197,8 +207,9 @@ def estimate(found: list[Measurement], table: str, row: str, program: str, engin
         where = "" if (m.table, m.row) == (table, row) else (
             f"from {m.row}, " if m.table == table else f"from {m.table} {m.row}, ")
         k = "" if m.agents == agents else f" of {m.agents} agents"
+        median = f", the median of {len(closest)} such" if len(closest) > 1 else ""
         out[kind] = (seconds, f"{where}{m.machine}: {m.runs} run{'s' * (m.runs != 1)}{k} x {m.steps:,} steps "
-                              f"in {m.wall_s:,.0f} s")
+                              f"in {m.wall_s:,.0f} s{median}")
     return out
 
 
