@@ -23,8 +23,8 @@ and `read` reads one back. `parser` is the argparse parser every benchmark start
 `--repeats` where the benchmark repeats). Run a benchmark from the repository's root as
 `python -m benchmarks.<group>.<name>`; its result goes to `benchmarks/results/<group>/<name>.json`.
 
-Only the standard library here: importing the harness costs nothing (`common`, and with it JAX, is
-imported when a result is written without a machine record).
+Only the standard library here: importing the harness costs nothing (the library's machine record,
+and with it JAX, is imported when a result is written without one).
 """
 
 from __future__ import annotations
@@ -145,9 +145,9 @@ def record(benchmark: str, settings: dict, rows: list[dict], machine: dict | Non
     """The result as `write` writes it (see the module's docstring)."""
     benchmark = benchmark.removeprefix("benchmarks.")
     if machine is None:
-        from benchmarks import common
+        from fedjax_rl.training.machine import describe
 
-        machine = common.machine()
+        machine = describe()
     machine = dict(machine)
     if hasattr(os, "getloadavg"):
         machine.setdefault("load_average_1_5_15min_at_end", list(os.getloadavg()))
