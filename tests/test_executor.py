@@ -31,6 +31,7 @@ from fedjax_rl.reproduce.plan import Request
 from fedjax_rl.reproduce.executor import Task
 from fedjax_rl.reproduce.seed_pieces import Piece
 from test_reproduce import ROWS, TINY
+from loopback import private_network
 
 ROW = ROWS[0]
 REQUEST = {**{k: v for k, v in TINY.items() if k != "progress"}, "rows": [ROW]}
@@ -213,12 +214,13 @@ def test_ray_tasks_give_the_in_process_numbers(in_process, tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fedjax-rl[ray]')")
     shutil.copytree(os.path.join(in_process["out"], PROGRAM_DIR, PIECES[0]), tmp_path / PROGRAM_DIR / PIECES[0])
     assert executor.plan_tasks("table1", str(tmp_path), PIECE_SEEDS, **REQUEST)[1] == tasks(1, 2)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        result = executor.run("table1", str(tmp_path), executor="ray", progress=False,
-                                        piece_seeds=PIECE_SEEDS, **REQUEST)
-    finally:
-        ray.shutdown()
+    with private_network():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            result = executor.run("table1", str(tmp_path), executor="ray", progress=False,
+                                  piece_seeds=PIECE_SEEDS, **REQUEST)
+        finally:
+            ray.shutdown()
     assert_same_pieces(str(tmp_path), in_process["out"])
     assert result["rows"][ROW]["algorithms"] == in_process["row"]["algorithms"]
     assert sorted(os.listdir(tmp_path / "logs")) == [f"CartPole-v1__length__fedrdqn__{p}.log" for p in PIECES[1:]]

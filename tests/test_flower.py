@@ -11,7 +11,8 @@ of this run, measured: at most 1.7e-7 in the global model after 8 rounds), as a 
 server's and clients' messages, gives the in-process federation's global model bit for bit.
 
 Most tests drive the ServerApp through `LocalGrid`, which delivers messages to ClientApp calls in
-this process; one runs Flower's simulation engine (Ray workers) as a user would.
+this process; one runs Flower's simulation engine (Ray workers) as a user would, marked `deployment`
+with the other tests of real processes, in a network of its own (tests/loopback.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from fedjax_rl.cli import commands  # noqa: E402
 from fedjax_rl.core import agent_axis, attacks, federated  # noqa: E402
 from fedjax_rl.flower import apps, federation  # noqa: E402
 from fedjax_rl.training import configs, loop, program  # noqa: E402
+from loopback import private_network  # noqa: E402
 
 SEED = 7
 # Measured on this file's configs (AVX2): at most 1.7e-7 (the mean) and 2.5e-6 (the median under partial
@@ -525,18 +527,41 @@ def test_a_nodes_settings_and_the_servers_screening_by_hand():
         "state", f"run_{run}", "agent_1", "before_round_5.npz")
 
 
+def test_a_private_network_has_loopback_alone_and_keeps_what_listens_in_it():
+    """What the Ray tests stand on (tests/loopback.py): inside, loopback is the one interface and it is
+    up; a server bound to every interface there cannot be reached from the machine's own network."""
+    import socket
+
+    def namespace():
+        return os.stat("/proc/thread-self/ns/net").st_ino
+
+    machines = namespace()
+    with private_network():
+        assert namespace() != machines
+        assert [name for _, name in socket.if_nameindex()] == ["lo"]
+        server = socket.create_server(("0.0.0.0", 0))
+        port = server.getsockname()[1]
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    assert namespace() == machines
+    with server, pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+@pytest.mark.deployment  # Ray's processes (tests/loopback.py)
 def test_flowers_simulation_engine_runs_the_same_federation(compiled_run, tmp_path):
     from flwr.simulation import run_simulation
 
     compiled_dir, _ = compiled_run
     config = small_config()
-    run_simulation(apps.server_app(config, SEED, str(tmp_path), say=lambda _: None), apps.client_app(),
-                   num_supernodes=config.num_agents,
-                   # One worker serves both nodes: the round compiles once. No Ray dashboard: its processes
-                   # start with the cluster and nothing here reads them. Ray starts its workers at nice 15,
-                   # where, beside the suite's other pytest worker, this one's actor waited for a core.
-                   backend_config={"client_resources": {"num_cpus": 2},
-                                   "init_args": {"include_dashboard": False, "_system_config": {"worker_niceness": 0}}})
+    with private_network():
+        run_simulation(apps.server_app(config, SEED, str(tmp_path), say=lambda _: None), apps.client_app(),
+                       num_supernodes=config.num_agents,
+                       # One worker serves both nodes: the round compiles once. No Ray dashboard: its processes
+                       # start with the cluster and nothing here reads them. Ray starts its workers at nice 15,
+                       # where, beside the suite's other pytest worker, this one's actor waited for a core.
+                       backend_config={"client_resources": {"num_cpus": 2},
+                                       "init_args": {"include_dashboard": False,
+                                                     "_system_config": {"worker_niceness": 0}}})
     ours = global_params(str(tmp_path))
     assert max_difference(ours, member_rounds(config, SEED)[-1]) == 0.0
     assert max_difference(ours, global_params(compiled_dir)) <= ROUNDING_BOUND

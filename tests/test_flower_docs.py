@@ -24,6 +24,8 @@ import time
 
 import pytest
 
+from loopback import private_network
+
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 pytest.importorskip("flwr")
 
@@ -379,32 +381,34 @@ def test_the_simulation_block_runs_as_written(tmp_path):
     shutil.copytree(EXAMPLE, tmp_path / "examples" / "flower_app", ignore=shutil.ignore_patterns("runs", "__pycache__"))
     home = tmp_path / "flower_home"
     env = _flower_env(home)
-    try:
-        done = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=1200)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-        run = tmp_path / "examples" / "flower_app" / "runs" / "flower_cartpole"
-        assert done.stdout.strip().endswith("runs/flower_cartpole: finished"), done.stdout[-2000:]
-        recorded = json.loads((run / "config.json").read_text())
-        assert (recorded["seed"], recorded["agent"]["omega"], recorded["num_agents"]) == (3, 0.2, 2)
-        with open(run / "final.csv") as f:  # the run's seed, as its command gave it
-            assert [line.split(",")[0] for line in f.read().splitlines()] == ["seed", "3"]
-        links = [p for p in psutil.process_iter(["cmdline", "environ"])
-                 if (p.info["environ"] or {}).get("FLWR_HOME") == str(home)
-                 and "flower-superlink --insecure --simulation" in " ".join(p.info["cmdline"] or ())]
-        assert len(links) == 1, "the local SuperLink is not left running where the page's pkill finds it"
-        # Three agents: the page's command (its size made small, and another out-dir beside the first).
-        words = command("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run . --stream --run-config num-agents=3")
-        three = subprocess.run(words[1:] + ["--run-config", 'steps-per-agent=400 eval-every-rounds=2 '
-                                                            'out-dir="runs/three"'],
-                               cwd=tmp_path / "examples" / "flower_app", capture_output=True, text=True, timeout=900,
-                               env={**env, **dict([words[0].split("=")])})
-        assert (tmp_path / "examples" / "flower_app" / "runs" / "three" / "finished.json").exists(), (
-            three.stdout[-4000:] + three.stderr[-4000:])
-        assert json.loads((tmp_path / "examples" / "flower_app" / "runs" / "three" / "config.json").read_text())[
-            "num_agents"] == 3
-    finally:
-        _stop_everything_under(home)
+    with private_network():  # Flower's simulation engine: Ray's processes (tests/loopback.py)
+        try:
+            done = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=1200)
+            assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+            run = tmp_path / "examples" / "flower_app" / "runs" / "flower_cartpole"
+            assert done.stdout.strip().endswith("runs/flower_cartpole: finished"), done.stdout[-2000:]
+            recorded = json.loads((run / "config.json").read_text())
+            assert (recorded["seed"], recorded["agent"]["omega"], recorded["num_agents"]) == (3, 0.2, 2)
+            with open(run / "final.csv") as f:  # the run's seed, as its command gave it
+                assert [line.split(",")[0] for line in f.read().splitlines()] == ["seed", "3"]
+            links = [p for p in psutil.process_iter(["cmdline", "environ"])
+                     if (p.info["environ"] or {}).get("FLWR_HOME") == str(home)
+                     and "flower-superlink --insecure --simulation" in " ".join(p.info["cmdline"] or ())]
+            assert len(links) == 1, "the local SuperLink is not left running where the page's pkill finds it"
+            # Three agents: the page's command (its size made small, and another out-dir beside the first).
+            words = command(
+                "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 flwr run . --stream --run-config num-agents=3")
+            three = subprocess.run(words[1:] + ["--run-config", 'steps-per-agent=400 eval-every-rounds=2 '
+                                                                'out-dir="runs/three"'],
+                                   cwd=tmp_path / "examples" / "flower_app", capture_output=True, text=True,
+                                   timeout=900, env={**env, **dict([words[0].split("=")])})
+            assert (tmp_path / "examples" / "flower_app" / "runs" / "three" / "finished.json").exists(), (
+                three.stdout[-4000:] + three.stderr[-4000:])
+            assert json.loads((tmp_path / "examples" / "flower_app" / "runs" / "three" / "config.json").read_text())[
+                "num_agents"] == 3
+        finally:
+            _stop_everything_under(home)
 
 
 @pytest.mark.deployment
@@ -413,11 +417,12 @@ def test_the_python_example_runs_as_written(tmp_path):
     [(_, source)] = code_blocks("python")
     home = tmp_path / "flower_home"
     env = _flower_env(home)
-    try:
-        done = subprocess.run([sys.executable, "-c", source], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=900)
-    finally:
-        _stop_everything_under(home)
+    with private_network():  # the block runs Flower's simulation engine: Ray's processes (tests/loopback.py)
+        try:
+            done = subprocess.run([sys.executable, "-c", source], cwd=tmp_path, env=env, capture_output=True,
+                                  text=True, timeout=900)
+        finally:
+            _stop_everything_under(home)
     assert (tmp_path / "runs" / "flower" / "finished.json").exists(), done.stdout[-4000:] + done.stderr[-4000:]
 
 
