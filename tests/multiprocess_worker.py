@@ -47,6 +47,21 @@ def run_tabular(num_agents: int, num_devices: int | None) -> dict:
     return {f"tabular{num_agents}/{k}": v for k, v in host.items() if v is not None}
 
 
+def listening_on(port: int) -> list[str]:
+    """The addresses this process listens on at `port` (process 0's coordinator: 127.0.0.1 alone), an
+    IPv6 socket's IPv4-mapped address (gRPC's "::ffff:127.0.0.1") as the IPv4 address it is."""
+    import ipaddress
+
+    import psutil
+
+    def plain(ip: str) -> str:
+        address = ipaddress.ip_address(ip.split("%")[0])
+        return str(getattr(address, "ipv4_mapped", None) or address)
+
+    return sorted({plain(c.laddr.ip) for c in psutil.Process().net_connections(kind="tcp")
+                   if c.status == psutil.CONN_LISTEN and c.laddr.port == port})
+
+
 def main() -> None:
     port, num_processes, process_id, out_npz, run_dir, what = sys.argv[1:]
     distributed.initialize(f"127.0.0.1:{port}", int(num_processes), int(process_id))
@@ -55,6 +70,7 @@ def main() -> None:
     num_devices = jax.device_count()
     arrays = {}
     if what == "tabular":
+        arrays["coordinator/listens_on"] = np.array(listening_on(int(port)), dtype=str)
         for k in TABULAR_AGENTS:
             arrays.update(run_tabular(k, num_devices))
         try:  # a mesh on process 0's devices only: refused before compiling

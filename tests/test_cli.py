@@ -613,6 +613,54 @@ def test_a_coordinator_outside_private_networks_is_a_risk(address, public):
         assert "authenticates nobody" in risk and "--aggregation median or trimmed_mean" in risk
 
 
+@pytest.mark.parametrize("address,process_id,bind", [
+    ("127.0.0.1:12345", 0, "127.0.0.1:12345"), ("[::1]:12345", 0, "[::1]:12345"),
+    ("127.0.0.1:12345", 1, None),  # only process 0 starts the coordinator
+    ("198.51.100.7:12345", 0, None),  # not this machine's (documentation's TEST-NET-2): JAX's every interface
+    ("127.0.0.1", 0, None), ("no-such-host.invalid:1", 0, None),  # malformed or unknown: JAX says so
+])
+def test_the_coordinator_listens_on_the_address_it_is_named_by(address, process_id, bind):
+    import socket
+
+    from fedjax_rl.training import distributed
+
+    if address.startswith("[::1]") and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    assert distributed.coordinator_bind_address(address, process_id) == bind
+    # A host name takes its first address this machine has.
+    assert distributed.coordinator_bind_address("localhost:7", 0) in ("127.0.0.1:7", "[::1]:7")
+
+
+def test_a_chosen_bind_address_is_left_to_jax(monkeypatch):
+    from fedjax_rl.training import distributed
+
+    monkeypatch.setenv("JAX_COORDINATOR_BIND_ADDRESS", "0.0.0.0:12345")
+    assert distributed.coordinator_bind_address("127.0.0.1:12345", 0) is None
+
+
+@pytest.mark.parametrize("address,bind,warnings_expected", [
+    ("127.0.0.1:12345", "127.0.0.1:12345", []),
+    ("8.8.8.8:12345", None, ["authenticates nobody", "listens on every interface"]),
+])
+def test_process_zero_binds_its_coordinator_where_it_is_named(monkeypatch, address, bind, warnings_expected):
+    import warnings
+
+    import jax
+
+    from fedjax_rl.training import distributed
+
+    calls = []
+    monkeypatch.setattr(jax.config, "update", lambda *args: None)  # gloo stays unset in this process
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kwargs: calls.append(kwargs))
+    with warnings.catch_warnings(record=True) as recorded:
+        warnings.simplefilter("always")
+        distributed.initialize(address, 2, 0)
+    expected = dict(coordinator_address=address, num_processes=2, process_id=0)
+    assert calls == [{**expected, **({"coordinator_bind_address": bind} if bind else {})}]
+    said = [str(w.message) for w in recorded]
+    assert len(said) == len(warnings_expected) and all(p in m for p, m in zip(warnings_expected, said)), said
+
+
 @pytest.mark.parametrize("address,warns", [("8.8.8.8:12345", True), ("127.0.0.1:12345", False),
                                            ("10.0.0.1:12345", False)])
 def test_train_warns_before_connecting_to_a_public_coordinator(monkeypatch, capsys, address, warns):

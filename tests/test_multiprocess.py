@@ -88,6 +88,8 @@ def test_tabular_fedrq_on_two_processes_equals_single_process_vmap(tmp_path):
         return {name: np.asarray(v) for k in worker.TABULAR_AGENTS for name, v in worker.run_tabular(k, None).items()}
 
     results, single = _run_processes("tabular", tmp_path, reference)
+    # Process 0's coordinator, named on loopback, listens there alone (JAX's default is every interface).
+    assert [list(multi.pop("coordinator/listens_on")) for multi in results] == [["127.0.0.1"], []]
     for multi in results:  # every process holds the gathered global result
         assert "set num_devices to 4" in str(multi.pop("refused/num_devices"))
         _assert_close(multi, single, rtol=TABULAR_RTOL, atol=TABULAR_ATOL)

@@ -71,6 +71,34 @@ def coordinator_risk(address: str | None) -> str | None:
             f"average at will; the mean does not")
 
 
+def coordinator_bind_address(address: str | None, process_id: int | None) -> str | None:
+    """Where process 0's coordinator is to listen: on the address `address` names, where that is one of
+    this machine's (the first of a host name's addresses this machine can bind), so that a coordinator
+    named on loopback or a private interface listens there alone. None, JAX's default of every
+    interface, for the other processes (they start no coordinator), where JAX_COORDINATOR_BIND_ADDRESS
+    chooses, or where the address is not this machine's (a public address behind NAT)."""
+    if not address or process_id != 0 or os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
+        return None
+    address = address.strip()
+    has_port = "]:" in address if address.startswith("[") else address.count(":") == 1
+    try:
+        port = int(address.rsplit(":", 1)[1]) if has_port else None
+        infos = socket.getaddrinfo(_host(address), None, type=socket.SOCK_STREAM)
+    except (ValueError, OSError):
+        return None  # JAX reports a malformed or unknown address itself
+    if port is None:
+        return None
+    for family, _, _, _, sockaddr in infos:
+        ip = sockaddr[0]
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((ip, 0))
+        except OSError:
+            continue
+        return f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
+    return None
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
                process_id: int | None = None) -> None:
     """Join (or start, on process 0) the run's process group.
@@ -79,17 +107,24 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     JAX_COORDINATOR_ADDRESS, or all three from a cluster it detects (SLURM, Open MPI, Kubernetes,
     Cloud TPU). CPU collectives use gloo, which must be chosen before
     the backend starts. A coordinator at a public address is warned about before connecting
-    (`coordinator_risk`): it lets any process join."""
+    (`coordinator_risk`): it lets any process join. Process 0's coordinator listens on its own
+    address where this machine has it (`coordinator_bind_address`), not on every interface, JAX's
+    default, which is said in a warning where it stays."""
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
     if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
         raise ValueError(f"process_id must be in [0, {num_processes}), got {process_id}")
-    risk = coordinator_risk(coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS"))
+    address = coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    risk = coordinator_risk(address)
     if risk:
         warnings.warn(risk, UserWarning, stacklevel=2)
+    bind = coordinator_bind_address(address, process_id)
+    if address and process_id == 0 and bind is None and not os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
+        warnings.warn(f"the coordinator {address} is not at an address of this machine, so it listens on every "
+                      f"interface; JAX_COORDINATOR_BIND_ADDRESS=HOST:PORT narrows it", UserWarning, stacklevel=2)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                               process_id=process_id)
+                               process_id=process_id, **({"coordinator_bind_address": bind} if bind else {}))
 
 
 def initialized() -> bool:
