@@ -153,6 +153,29 @@ def test_status_line_names_a_pending_final_evaluation():
                       "    ddpgavg2 seeds 0-5: 5/25 blocks (1,000 s so far, about 1.1 h of training left)"]
 
 
+def test_status_says_a_run_of_like_pieces_to_run_once():
+    """One-seed pieces to run with one estimate are one line; a partial piece, a piece of another size
+    or estimate, and a gap (a finished piece between) each break the run."""
+    cpu = (420.0, "AMD EPYC (1 of 2 cores): 2 runs x 30,000 steps in 420 s")
+
+    def piece(first, stop, state="to run", estimate=cpu):
+        return {"seeds": [first, stop], "state": state, "estimate": {"cpu": estimate, "gpu": None},
+                "blocks_done": 0, "wall_s": None}
+
+    pieces = [piece(0, 1, "partial"), piece(1, 2), piece(2, 3), piece(3, 4), piece(4, 5, "finished"), piece(5, 6),
+              piece(6, 7), piece(7, 9), piece(9, 10, estimate=(3000.0, "another basis"))]
+    program = {"program": "FedRDQN", "name": "fedrdqn", "state": "partial", "num_blocks": 20, "seeds_held": 0,
+               "blocks_done": 0, "wall_s": None, "pieces": pieces}
+    [_, _, *lines] = status.lines("attacks", "OUT", [{"row": "Acrobot-v1/x", "state": "in progress",
+                                                       "programs": [program]}])
+    each = f"about 7 min on a CPU ({cpu[1]}); no measurement on a GPU"
+    assert lines == ["    fedrdqn seed 0: 0/20 blocks",
+                     f"    fedrdqn seeds 1-3, 3 pieces of 1 seed: to run, each {each}",
+                     f"    fedrdqn seeds 5-6, 2 pieces of 1 seed: to run, each {each}",
+                     f"    fedrdqn seeds 7-8: to run: {each}",
+                     "    fedrdqn seed 9: to run: about 50 min on a CPU (another basis); no measurement on a GPU"]
+
+
 def test_an_estimate_reads_in_minutes_then_hours_and_never_as_zero():
     assert [costs.duration(s) for s in (0.0, 30.0, 59.9, 60.0, 600.0, 5399.0, 5400.0, 36000.0)] == [
         "under 1 min", "under 1 min", "under 1 min", "1 min", "10 min", "90 min", "1.5 h", "10.0 h"]

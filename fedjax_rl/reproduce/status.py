@@ -98,9 +98,32 @@ def lines(table_name: str, out_dir: str, row_states: list[dict]) -> list[str]:
             continue
         lines.append(f"  {r['row']}: {r['state']}: " + "; ".join(_program_line(p) for p in r["programs"]))
         for p in r["programs"]:
-            lines += [f"    {p['name']} {seed_pieces.seed_span(*piece['seeds'])}: {_piece_line(piece, p)}"
-                      for piece in p["pieces"] if piece["state"] in ("partial", "to run") and not p.get("refused")]
+            if not p.get("refused"):
+                lines += [f"    {p['name']} {text}" for text in _pieces_lines(p)]
     return lines
+
+
+def _pieces_lines(program: dict) -> list[str]:
+    """A program's unfinished pieces, one line each, but a run of pieces still to run of one size and one
+    estimate as one line ("seeds 0-10, 11 pieces of 1 seed: to run, each ..."): a table run in one-seed
+    pieces would otherwise list the same line eleven times a row."""
+    out, pending = [], [piece for piece in program["pieces"] if piece["state"] in ("partial", "to run")]
+    while pending:
+        first, line = pending[0], _piece_line(pending[0], program)
+        size = first["seeds"][1] - first["seeds"][0]
+        run = 1
+        while (run < len(pending) and first["state"] == "to run" and pending[run]["state"] == "to run"
+               and pending[run]["seeds"] == [pending[run - 1]["seeds"][1], pending[run - 1]["seeds"][1] + size]
+               and _piece_line(pending[run], program) == line):
+            run += 1
+        span = seed_pieces.seed_span(first["seeds"][0], pending[run - 1]["seeds"][1])
+        if run == 1:
+            out.append(f"{span}: {line}")
+        else:
+            each = line.removeprefix("to run: ")
+            out.append(f"{span}, {run} pieces of {size} seed{'s' * (size != 1)}: to run, each {each}")
+        pending = pending[run:]
+    return out
 
 
 def _program_line(p: dict) -> str:
