@@ -29,8 +29,10 @@ test-learning: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=10 -rP -m learning tests
 
 # Tests of real processes, all on 127.0.0.1: a Flower federation (a SuperLink and SuperNodes, `flwr run`),
-# jax.distributed hosts, `reproduce --jobs` and `--executor ray` workers, a pip install. Each process
-# imports JAX and compiles its own programs, minutes in all, so they run beside `make test` in CI.
+# Flower's simulation engine, jax.distributed hosts, `reproduce --jobs` and `--executor ray` workers, a pip
+# install. Ray listens on every interface, so its tests run it in a network of loopback alone
+# (tests/loopback.py). Each process imports JAX and compiles its own programs, minutes in all, so they run
+# beside `make test` in CI.
 test-deployment: $(STAMP)
 	$(BIN)/python -m pytest --durations=10 -m deployment tests
 
