@@ -155,7 +155,7 @@ def test_status_line_names_a_pending_final_evaluation():
 
 def test_status_says_a_run_of_like_pieces_to_run_once():
     """One-seed pieces to run with one estimate are one line; a partial piece, a piece of another size
-    or estimate, and a gap (a finished piece between) each break the run."""
+    or estimate, and a gap (a finished piece between) each break the run. The last line sums them."""
     cpu = (420.0, "AMD EPYC (1 of 2 cores): 2 runs x 30,000 steps in 420 s")
 
     def piece(first, stop, state="to run", estimate=cpu):
@@ -173,7 +173,24 @@ def test_status_says_a_run_of_like_pieces_to_run_once():
                      f"    fedrdqn seeds 1-3, 3 pieces of 1 seed: to run, each {each}",
                      f"    fedrdqn seeds 5-6, 2 pieces of 1 seed: to run, each {each}",
                      f"    fedrdqn seeds 7-8: to run: {each}",
-                     "    fedrdqn seed 9: to run: about 50 min on a CPU (another basis); no measurement on a GPU"]
+                     "    fedrdqn seed 9: to run: about 50 min on a CPU (another basis); no measurement on a GPU",
+                     # The pieces to run (the partial one aside) in all: 6 x 420 s + 3,000 s.
+                     "  in all: 7 piece(s) to run: about 1.5 h on a CPU one after another; no measurement on a GPU"]
+
+
+def test_status_sums_the_gpu_as_a_bound_and_counts_pieces_without_a_measurement():
+    def piece(first, gpu):
+        return {"seeds": [first, first + 1], "state": "to run", "blocks_done": 0, "wall_s": None,
+                "estimate": {"cpu": None, "gpu": gpu}}
+
+    program = {"program": "FedRDQN", "name": "fedrdqn", "state": "not started", "num_blocks": 20, "seeds_held": 0,
+               "blocks_done": 0, "wall_s": None, "pieces": [piece(0, (600.0, "H200")), piece(1, None)]}
+    lines = status.lines("attacks", "OUT", [{"row": "r", "state": "not started", "programs": [program]}])
+    assert lines[-1] == ("  in all: 2 piece(s) to run: no measurement on a CPU; about 10 min on a GPU one after "
+                         "another, far less side by side (1 without a measurement)")
+    done = dict(program, state="finished", pieces=[])
+    assert not status.lines("attacks", "OUT", [{"row": "r", "state": "in progress", "programs": [done]}])[-1].startswith(
+        "  in all")
 
 
 def test_an_estimate_reads_in_minutes_then_hours_and_never_as_zero():

@@ -100,7 +100,28 @@ def lines(table_name: str, out_dir: str, row_states: list[dict]) -> list[str]:
         for p in r["programs"]:
             if not p.get("refused"):
                 lines += [f"    {p['name']} {text}" for text in _pieces_lines(p)]
-    return lines
+    total = _total_line(row_states)
+    return lines + ([total] if total else [])
+
+
+def _total_line(row_states: list[dict]) -> str | None:
+    """What the pieces still to run (not partial ones) cost in all, one after another, per kind of
+    machine: the sum of their estimates, and how many have none. On a GPU pieces side by side take far
+    less than their sum (a program there is bound by its sequential steps), so that sum is a bound.
+    None where nothing is left to run."""
+    from fedjax_rl.reproduce import costs
+
+    todo = [piece for r in row_states for p in r.get("programs", ()) if not p.get("refused")
+            for piece in p["pieces"] if piece["state"] == "to run"]
+    if not todo:
+        return None
+    parts = []
+    for kind, name, after in (("cpu", "a CPU", ""), ("gpu", "a GPU", ", far less side by side")):
+        known = [piece["estimate"][kind][0] for piece in todo if piece["estimate"][kind]]
+        unknown = len(todo) - len(known)
+        text = f"{costs.about(sum(known))} on {name} one after another{after}" if known else f"no measurement on {name}"
+        parts.append(text + (f" ({unknown} without a measurement)" if known and unknown else ""))
+    return f"  in all: {len(todo)} piece(s) to run: " + "; ".join(parts)
 
 
 def _pieces_lines(program: dict) -> list[str]:
