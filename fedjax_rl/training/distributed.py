@@ -71,31 +71,47 @@ def coordinator_risk(address: str | None) -> str | None:
             f"average at will; the mean does not")
 
 
-def coordinator_bind_address(address: str | None, process_id: int | None) -> str | None:
-    """Where process 0's coordinator is to listen: on the address `address` names, where that is one of
-    this machine's (the first of a host name's addresses this machine can bind), so that a coordinator
-    named on loopback or a private interface listens there alone. None, JAX's default of every
-    interface, for the other processes (they start no coordinator), where JAX_COORDINATOR_BIND_ADDRESS
-    chooses, or where the address is not this machine's (a public address behind NAT)."""
-    if not address or process_id != 0 or os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
-        return None
-    address = address.strip()
+def _split(address: str) -> tuple[str, int] | None:
+    """(host, port) of "HOST:PORT" or "[IPv6]:PORT"; None without a port (JAX reports that itself)."""
     has_port = "]:" in address if address.startswith("[") else address.count(":") == 1
     try:
-        port = int(address.rsplit(":", 1)[1]) if has_port else None
-        infos = socket.getaddrinfo(_host(address), None, type=socket.SOCK_STREAM)
-    except (ValueError, OSError):
-        return None  # JAX reports a malformed or unknown address itself
-    if port is None:
+        return (_host(address), int(address.rsplit(":", 1)[1])) if has_port else None
+    except ValueError:
         return None
-    for family, _, _, _, sockaddr in infos:
-        ip = sockaddr[0]
-        try:
-            with socket.socket(family, socket.SOCK_STREAM) as probe:
-                probe.bind((ip, 0))
-        except OSError:
-            continue
-        return f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
+
+
+def _bindable(family: int, ip: str) -> bool:
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((ip, 0))
+        return True
+    except OSError:
+        return False
+
+
+def coordinator_bind_address(address: str | None, process_id: int | None) -> str | None:
+    """Where process 0's coordinator is to listen, where the address it is named by says so: an IP
+    address of this machine (a loopback or private interface's: there alone), or `localhost` (its
+    loopback). None, JAX's default of every interface: for the other processes (they start no
+    coordinator), where JAX_COORDINATOR_BIND_ADDRESS chooses, for an address this machine lacks (a
+    public one behind NAT), and for any other host name, which may name loopback here (Debian's
+    hostname line, 127.0.1.1) and the machine's network address on the other hosts."""
+    if not address or process_id != 0 or os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
+        return None
+    split = _split(address.strip())
+    if split is None:
+        return None
+    host, port = split
+    try:
+        ip = ipaddress.ip_address(host.split("%")[0])
+        candidates = [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, host)]
+    except ValueError:  # a host name
+        if host.lower() != "localhost" and not host.lower().endswith(".localhost"):
+            return None
+        candidates = [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]
+    for family, ip_text in candidates:
+        if _bindable(family, ip_text):
+            return f"[{ip_text}]:{port}" if family == socket.AF_INET6 else f"{ip_text}:{port}"
     return None
 
 
@@ -107,9 +123,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     JAX_COORDINATOR_ADDRESS, or all three from a cluster it detects (SLURM, Open MPI, Kubernetes,
     Cloud TPU). CPU collectives use gloo, which must be chosen before
     the backend starts. A coordinator at a public address is warned about before connecting
-    (`coordinator_risk`): it lets any process join. Process 0's coordinator listens on its own
-    address where this machine has it (`coordinator_bind_address`), not on every interface, JAX's
-    default, which is said in a warning where it stays."""
+    (`coordinator_risk`): it lets any process join. Process 0's coordinator listens on the IP address
+    it is named by, or on loopback for localhost (`coordinator_bind_address`), not on every interface,
+    JAX's default, which is said in a warning where it stays."""
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
     if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
@@ -120,8 +136,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         warnings.warn(risk, UserWarning, stacklevel=2)
     bind = coordinator_bind_address(address, process_id)
     if address and process_id == 0 and bind is None and not os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
-        warnings.warn(f"the coordinator {address} is not at an address of this machine, so it listens on every "
-                      f"interface; JAX_COORDINATOR_BIND_ADDRESS=HOST:PORT narrows it", UserWarning, stacklevel=2)
+        warnings.warn(f"the coordinator {address} listens on every interface of this machine (it is not named by "
+                      f"one of this machine's IP addresses, nor localhost); JAX_COORDINATOR_BIND_ADDRESS=IP:PORT "
+                      f"narrows it", UserWarning, stacklevel=2)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                process_id=process_id, **({"coordinator_bind_address": bind} if bind else {}))
