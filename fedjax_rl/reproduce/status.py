@@ -128,22 +128,23 @@ def _pieces_lines(program: dict) -> list[str]:
     """A program's unfinished pieces, one line each, but a run of pieces still to run of one size and one
     estimate as one line ("seeds 0-10, 11 pieces of 1 seed: to run, each ..."): a table run in one-seed
     pieces would otherwise list the same line eleven times a row."""
-    out, pending = [], [piece for piece in program["pieces"] if piece["state"] in ("partial", "to run")]
-    while pending:
-        first, line = pending[0], _piece_line(pending[0], program)
-        size = first["seeds"][1] - first["seeds"][0]
-        run = 1
-        while (run < len(pending) and first["state"] == "to run" and pending[run]["state"] == "to run"
-               and pending[run]["seeds"] == [pending[run - 1]["seeds"][1], pending[run - 1]["seeds"][1] + size]
-               and _piece_line(pending[run], program) == line):
-            run += 1
-        span = seed_pieces.seed_span(first["seeds"][0], pending[run - 1]["seeds"][1])
-        if run == 1:
-            out.append(f"{span}: {line}")
+    pending = [piece for piece in program["pieces"] if piece["state"] in ("partial", "to run")]
+    texts = [_piece_line(piece, program) for piece in pending]
+    out, start = [], 0
+    while start < len(pending):
+        first, size = pending[start], pending[start]["seeds"][1] - pending[start]["seeds"][0]
+        stop = start + 1
+        if first["state"] == "to run":
+            while (stop < len(pending) and pending[stop]["state"] == "to run" and texts[stop] == texts[start]
+                   and pending[stop]["seeds"] == [pending[stop - 1]["seeds"][1], pending[stop - 1]["seeds"][1] + size]):
+                stop += 1
+        span = seed_pieces.seed_span(first["seeds"][0], pending[stop - 1]["seeds"][1])
+        if stop - start == 1:
+            out.append(f"{span}: {texts[start]}")
         else:
-            each = line.removeprefix("to run: ")
-            out.append(f"{span}, {run} pieces of {size} seed{'s' * (size != 1)}: to run, each {each}")
-        pending = pending[run:]
+            each = texts[start].removeprefix("to run: ")
+            out.append(f"{span}, {stop - start} pieces of {size} seed{'s' * (size != 1)}: to run, each {each}")
+        start = stop
     return out
 
 
