@@ -15,7 +15,7 @@ import pytest
 from fedjax_rl import envs
 from fedjax_rl.analysis import aggregate, judge, power, stats
 from fedjax_rl.cli import commands, reproduce_command
-from fedjax_rl.reproduce import costs, harness, legends, paper, plan, report, row_records, status, tables
+from fedjax_rl.reproduce import costs, harness, legends, paper, plan, report, row_records, seed_pieces, status, tables
 from fedjax_rl.training import loop, machine
 from fedjax_rl.training.run_directory import RunDirectory
 
@@ -571,6 +571,16 @@ def test_progress_bar_names_row_program_steps_and_final_evaluation(tmp_path, mon
     runs = "3 seeds (1 tuning) x 3 omega(s)"  # omega 0 (DQNAvg) and the two requested
     assert postfixes == [f"{runs}, step 0/300 per agent", f"{runs}, step 100/300 per agent",
                          f"{runs}, step 200/300 per agent", f"{runs}, step 300/300 per agent, final evaluation"]
+
+
+def test_a_pieces_progress_names_its_own_seeds_not_the_rows():
+    # A piece counts its own seeds, not the row's: reported seed 5 alone holds no tuning seed.
+    piece = lambda first, stop: seed_pieces.Piece("fedrdqn", first, stop)
+    assert harness.seeds_trained(piece(0, 11), 1) == "11 seeds (1 tuning)"
+    assert harness.seeds_trained(piece(5, 6), 1) == "1 seed (reported)"
+    assert harness.seeds_trained(piece(0, 1), 1) == "1 seed (tuning)"
+    assert harness.seeds_trained(piece(1, 4), 3) == "3 seeds (2 tuning)"
+    assert harness.seeds_trained(piece(0, 2), 3) == "2 seeds (tuning)"
 
 
 def test_row_machine_names_the_accelerator_before_its_host():

@@ -302,7 +302,7 @@ def reproduce(
         for run in work[row.key]:
             description = (f"{table.name} {row.key} ({run.program.label}{_seeds_text(run, num_total)}), "
                            f"row {len(selected) - len(todo) + index + 1}/{len(selected)}")
-            on_block = _program_progress(bar, description, run.piece.num_seeds, tuning_seeds, run.config, run.grid)
+            on_block = _program_progress(bar, description, seeds_trained(run.piece, tuning_seeds), run.config, run.grid)
             results[run.path] = _run_piece(run, seed, run_batch, False, table.on_nonfinite, on_block)
         record = _row_record(directory, table, row, plans[row.key], request, seed, tuning_seeds, num_total,
                              run_batch, results, start)
@@ -327,7 +327,17 @@ def _rows_bar(table: Table, selected: list, work: dict, plans: dict):
                 desc=f"{table.name}: {len(selected) - len(work)}/{len(selected)} rows done")
 
 
-def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, config, grid):
+def seeds_trained(piece: seed_pieces.Piece, tuning_seeds: int) -> str:
+    """What a piece's seeds are, for its progress line: "11 seeds (1 tuning)" for a whole row, and a
+    piece's own share of the tuning seeds (indices below `tuning_seeds`): "1 seed (reported)"."""
+    tuning = max(0, min(piece.stop, tuning_seeds) - piece.first)
+    count = f"{piece.num_seeds} seed{'s' if piece.num_seeds != 1 else ''}"
+    if tuning == 0:
+        return f"{count} (reported)"
+    return f"{count} (tuning)" if tuning == piece.num_seeds else f"{count} ({tuning} tuning)"
+
+
+def _program_progress(bar, description: str, seeds: str, config, grid):
     """`loop.run`'s `on_block` for one program of a row: the rows' bar (None: no bar) says which
     program runs and how far, and counts its blocks, those a resumed checkpoint holds as a head start
     (`begin_program`)."""
@@ -344,7 +354,7 @@ def _program_progress(bar, description: str, num_total: int, tuning_seeds: int, 
             # last block: most of an Ant program's wall time on a CPU, so say it is running.
             stage = ", final evaluation" if done == total else ""
             axis = "grid points (p x omega)" if "max_rate" in (grid or {}) else "omega(s)"
-            bar.set_postfix_str(f"{num_total} seeds ({tuning_seeds} tuning) x {points} {axis}, step "
+            bar.set_postfix_str(f"{seeds} x {points} {axis}, step "
                                 f"{done * config.steps_per_agent // total:,}/{config.steps_per_agent:,} per agent"
                                 f"{stage}", refresh=False)
             if resumed:
