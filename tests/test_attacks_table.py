@@ -8,6 +8,7 @@ small synthetic finished rows written here, with one verdict worked by hand."""
 
 import csv
 import dataclasses
+import functools
 import json
 import os
 
@@ -17,9 +18,10 @@ import pytest
 
 from fedjax_rl.analysis import stats
 from fedjax_rl.cli import commands
+from fedjax_rl.core import aggregation
 from fedjax_rl.core import attacks as core_attacks
 from fedjax_rl.reproduce import attacks, harness, plan, report
-from fedjax_rl.reproduce.tables import ATTACK_KRUM_BYZANTINE, AttackRow, DQN, get_table, row_dir
+from fedjax_rl.reproduce.tables import ATTACK_KRUM_BYZANTINE, AttackRow, DQN, get_table, row_dir, with_rules
 from fedjax_rl.training import configs, loop, program
 
 TASKS = ("CartPole-v1/length", "Acrobot-v1/length")
@@ -159,7 +161,7 @@ ATTACKER[:, 0] = True  # agent 0 attacks on every seed
 
 def _write_row(out: str, key: str, returns: dict, attackers=None) -> None:
     """A finished attacks row as the harness writes it, with the fields the report reads: {label: [seeds, K]}."""
-    table = get_table("attacks")
+    table = with_rules(get_table("attacks"), [key.split("/")[3]], check=False)  # a user's rule's row too
     [row] = plan.select_rows(table, [key])
     path = row_dir(out, table, row)
     algorithms = {}
@@ -293,3 +295,66 @@ def test_a_wildcard_names_a_slice_of_the_tables_rows_in_its_order():
     assert len(two) == 1 + 2 * 4 * 4  # the two tasks' 4 rules x 4 attacks at 2 attackers, and one named row
     with pytest.raises(ValueError, match=r"unknown attacks rows \['LunarLander-v3/\*'\]"):
         plan.select_rows(table, ["LunarLander-v3/*", "Acrobot-v1/*"])
+
+
+# -- a user's own rule beside the library's ---------------------------------------------------------------
+
+@pytest.fixture
+def middle_60(monkeypatch):
+    """The trimmed mean of the middle 60% as a user registers it (docs/own_algorithm.md), for this test only."""
+    rule = aggregation.Aggregator(
+        "middle_60", lambda server: functools.partial(aggregation.federated_trimmed_mean, trim=0.2), robust=True)
+    monkeypatch.setitem(aggregation.AGGREGATORS.entries, rule.name, rule)
+    monkeypatch.setitem(aggregation.AGGREGATORS.origins, rule.name, "a test")
+    return rule.name
+
+
+def test_a_registered_rule_is_requested_as_the_librarys_rules_are(middle_60, tmp_path, capsys, monkeypatch):
+    built_in = plan.select_rows(get_table("attacks"), ["CartPole-v1/*/median/*"])
+    request = plan.Request.of("attacks", rows=["CartPole-v1/*/middle_60/*"]).plan()
+    assert [row.key for row in request.rows] == [row.key.replace("/median/", "/middle_60/") for row in built_in]
+    for row in request.rows:
+        [(_, config, grid, _)] = request.programs[row.key]
+        assert (config.aggregation, config.attackers) == ("middle_60", row.attackers)
+        assert config.attack == (row.attack if row.attackers else core_attacks.ATTACK.default)
+        assert grid == {"omega": [0.0, 0.05]}
+    assert len(get_table("attacks").rows) == 104  # the declared table stays as it is
+    # A whole key names it too, on the command line; --status plans it and trains nothing.
+    monkeypatch.setattr(loop, "run", lambda *a, **k: pytest.fail("nothing may train"))
+    commands.main(["reproduce", "attacks", "--rows", "Acrobot-v1/length/K=10/middle_60/noise/2", "--status",
+                   "--out", str(tmp_path)])
+    assert "1 not started (of 1 requested rows)" in capsys.readouterr().out
+    # A rule nobody registered is refused before anything compiles, naming the registered ones.
+    with pytest.raises(ValueError, match=r"unknown aggregation rule\(s\) \['middle_70'\].*'middle_60'"):
+        plan.Request.of("attacks", rows=["CartPole-v1/length/K=10/middle_70/none/0"]).plan()
+    with pytest.raises(ValueError, match="attacks table only"):
+        with_rules(get_table("table1"), ["middle_60"])
+
+
+def test_a_users_rule_is_reported_beside_the_librarys_where_it_is_not_registered(tmp_path):
+    """The report reads every rule's rows under its directory, so that `--report-only` anywhere rebuilds the
+    table a user's rule ran in: judged as the library's rules are, against its own row without attackers and
+    against the mean."""
+    out, prefix = str(tmp_path), "CartPole-v1/length/K=10"
+    _write_row(out, f"{prefix}/mean/none/0", {"DQNAvg": BASE, "FedRDQN (ω=0.05)": BASE})
+    _write_row(out, f"{prefix}/middle_60/none/0", {"DQNAvg": BASE + 2.0, "FedRDQN (ω=0.05)": BASE})
+    attacked = BASE - 50.0
+    attacked[:, 0] = 0.0
+    _write_row(out, f"{prefix}/middle_60/sign_flip/1", {"DQNAvg": attacked, "FedRDQN (ω=0.05)": BASE + 2.0},
+               ATTACKER)
+    paths = report.write_outputs(get_table("attacks"), out)["paths"]
+    with open(os.path.join(out, "attacks_comparisons.csv")) as f:
+        lines = {(line["row"], line["robust"]): line for line in csv.DictReader(f)}
+    cost = lines[(f"{prefix}/middle_60/none/0", "DQNAvg")]
+    assert (cost["kind"], cost["baseline"], cost["higher"], cost["verdict"]) == (
+        attacks.COST, f"{prefix}/mean/none/0", "10", stats.AHEAD)
+    hit = lines[(f"{prefix}/middle_60/sign_flip/1", "DQNAvg")]
+    assert (hit["kind"], hit["baseline"], hit["lower"], hit["verdict"]) == (
+        attacks.ATTACK, f"{prefix}/middle_60/none/0", "10", stats.BEHIND)
+    # Against its own row without attackers (BASE + 2), over the honest agents 1-9, as for a built-in rule.
+    assert float(hit["minimum_median_difference"]) == -52.0
+    assert lines[(f"{prefix}/middle_60/sign_flip/1", "FedRDQN (ω=0.05)")]["verdict"] == stats.AHEAD
+    text = open(os.path.join(out, "attacks.md")).read()
+    assert "| CartPole-v1/length | middle_60 | sign_flip | 1 | DQNAvg | 10 |" in text
+    assert "Beyond the library's rules: middle_60" in text
+    assert os.path.getsize(os.path.join(out, "attacks.png")) > 10_000 and len(paths) == 4

@@ -15,7 +15,7 @@ def agent_overrides(table_name: str, pairs: list[str], rows: list[str] | None = 
     from fedjax_rl.core import settings
     from fedjax_rl.reproduce import plan
 
-    table = plan.get_table(table_name)
+    table = plan.table_for(table_name, rows)
     if not pairs:
         return {}
     families = {agents.get(table.family(row).programs[0].algo).family: table.family(row)
@@ -165,7 +165,8 @@ def add_parser(sub) -> None:
     p.add_argument("--rows", default=None,
                    help="comma-separated rows, e.g. CartPole-v1/length,CartPole-v1/masscart; a heterogeneity row "
                         "at another K than the paper's 5 says so, e.g. CartPole-v1/length/K=10; an attacks row names its K, "
-                        "rule, attack and attackers, e.g. CartPole-v1/length/K=10/median/sign_flip/2; a shell wildcard, quoted, "
+                        "rule, attack and attackers, e.g. CartPole-v1/length/K=10/median/sign_flip/2, and any registered rule "
+                        "(a plugin's) in the rule's place gets the rows the library's rules have; a shell wildcard, quoted, "
                         "names every row it matches, e.g. 'Acrobot-v1/*' or '*/K=10/*/*/2' (default: all)")
     papers = f"{table['seeds']}, the paper's"
     p.add_argument("--seeds", type=int, default=None, help=f"reported seeds per row {default('seeds', papers)}")

@@ -37,7 +37,7 @@ from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.legends import Report, comparison_record, margin_note, per_row_line, range_note
 from fedjax_rl.reproduce.row_records import load_algorithm
 from fedjax_rl.reproduce.tables import (
-    ATTACK_KRUM_BYZANTINE, ATTACK_RULES, ATTACKER_COUNTS, ROW_RESULT, Table, row_dir)
+    ATTACK_KRUM_BYZANTINE, ATTACK_RULES, ATTACKER_COUNTS, ROW_RESULT, Table, attack_rules, row_dir)
 
 NO_BASELINE = "no baseline yet"
 ATTACK, COST = "attack", "rule cost"
@@ -203,7 +203,17 @@ def _legend(table: Table, records: dict, lines: list[dict]) -> str:
         range_note=range_note(rec["env_name"] for rec in records.values()),
         margins=margin_note(rec["env_name"] for rec in records.values()), min_seeds=stats.MIN_SEEDS,
         rule_level=cells.at_most(max(stats.sign_level(n) for n in counts)), counts=", ".join(map(str, counts)),
-        no_baseline=NO_BASELINE, power=power.POWER)
+        no_baseline=NO_BASELINE, power=power.POWER) + _other_rules(records)
+
+
+def _other_rules(records: dict) -> str:
+    """The legend's words on rules beyond the library's four that the finished rows ran (`tables.with_rules`)."""
+    rules = list(dict.fromkeys(rec["row"].split("/")[3] for rec in records.values()))
+    others = [rule for rule in rules if rule not in ATTACK_RULES]
+    if not others:
+        return ""
+    return (f" Beyond the library's rules: {', '.join(others)}, registered aggregation rule(s) run with their own "
+            "defaults (`--aggregation NAME`), on the same seeds, attacks and verdicts.")
 
 
 def _head(compared: str) -> list[str]:
@@ -330,15 +340,17 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
 
     judged = [line for line in lines if line["kind"] == ATTACK and line["verdict"] != NO_BASELINE]
     series = list(dict.fromkeys((line["panel"], line["algorithm"]) for line in judged)) or [("", "")]
-    colors = {rule: f"C{i}" for i, rule in enumerate(ATTACK_RULES)}
-    dodge = {rule: 0.08 * (i - (len(ATTACK_RULES) - 1) / 2) for i, rule in enumerate(ATTACK_RULES)}
+    rules = attack_rules(table)  # the library's, then a user's (`tables.with_rules`)
+    colors = {rule: f"C{i % 10}" for i, rule in enumerate(rules)}
+    step = min(0.08, 0.32 / max(len(rules) - 1, 1))  # every rule's marker within ±0.16 of its count
+    dodge = {rule: step * (i - (len(rules) - 1) / 2) for i, rule in enumerate(rules)}
     fig, axes = plt.subplots(len(series), len(KINDS), figsize=(4 * len(KINDS), 3.2 * len(series)), squeeze=False,
                              sharey="row")
     for i, (panel, algorithm) in enumerate(series):
         for j, attack in enumerate(KINDS):
             ax = axes[i][j]
             ax.axhline(0.0, color="0.6", lw=0.8)
-            for rule in ATTACK_RULES:
+            for rule in rules:
                 mine = sorted((line for line in judged if (line["panel"], line["algorithm"], line["rule"],
                                                             line["attack"]) == (panel, algorithm, rule, attack)),
                               key=lambda line: line["attackers"])
@@ -361,7 +373,7 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
                 ax.tick_params(labelleft=True)
     from matplotlib.lines import Line2D
 
-    shown = [rule for rule in ATTACK_RULES if any(line["rule"] == rule for line in judged)]
+    shown = [rule for rule in rules if any(line["rule"] == rule for line in judged)]
     if shown:
         fig.legend([Line2D([], [], color=colors[rule]) for rule in shown], shown, loc="lower center",
                    ncol=len(shown), fontsize=9, frameon=False)

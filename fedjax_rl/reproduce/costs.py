@@ -30,7 +30,7 @@ import os
 
 from fedjax_rl.training.machine import machine_cores, summary_kind
 from fedjax_rl.reproduce.seed_pieces import found
-from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points
+from fedjax_rl.reproduce.tables import ROW_RESULT, first_point_dir, get_table, grid_points, rules_on_disk, with_rules
 from fedjax_rl.reproduce.row_records import read_row
 from fedjax_rl.training.run_directory import RunDirectory
 
@@ -116,7 +116,9 @@ def _piece_measurements(row_path: str, table: str) -> list[Measurement]:
     pieces its row.json does not list yet), each read from its own config.json and metrics.json, so that
     a row's newest pieces give the estimates for its next ones and its sibling rows'. The row is the
     table's row of that directory; a piece whose metrics record no machine is left to its row.json."""
-    row = next((r.key for r in get_table(table).rows if r.dir_name == os.path.basename(row_path)), None)
+    declared, out_dir = get_table(table), os.path.dirname(os.path.dirname(row_path))
+    rows = with_rules(declared, rules_on_disk(declared, out_dir), check=False).rows  # a user's rule's rows too
+    row = next((r.key for r in rows if r.dir_name == os.path.basename(row_path)), None)
     if row is None:
         return []
     out = []

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from fedjax_rl import agents
 from fedjax_rl.reproduce import paper
 from fedjax_rl.reproduce.tables import (
-    ROW_RESULT, TABLES, Program, Table, challenger_program, get_table, row_dir)
+    ROW_RESULT, TABLES, Program, Table, challenger_program, get_table, row_dir, rules_named, with_rules)
 from fedjax_rl.reproduce.row_records import read_row
 from fedjax_rl.training import configs
 
@@ -59,6 +59,14 @@ def budget_steps(algo: str, env_name: str, fraction: float, sync_every: int = pa
     eval_every = max(1, rounds // configs.EVAL_POINTS)
     rounds = max(1, round(rounds / eval_every)) * eval_every
     return rounds * sync_every, eval_every
+
+
+def table_for(name: str, keys: Sequence[str] | None) -> Table:
+    """The table `name` as a request for rows `keys` sees it: the attacks table gains the rows of every
+    registered aggregation rule the keys name beyond its own (`tables.with_rules`), so that
+    "CartPole-v1/length/K=10/my_rule/sign_flip/1" runs as a built-in rule's row does."""
+    table = get_table(name)
+    return with_rules(table, rules_named(table, keys))
 
 
 def select_rows(table: Table, keys: Sequence[str] | None) -> list[paper.PaperRow]:
@@ -355,7 +363,7 @@ class Request:
         environment stops here)."""
         run_batch = default_run_batch() if self.run_batch == "auto" else self.run_batch
         configs.check_run_batch(run_batch)
-        table = get_table(self.table)
+        table = table_for(self.table, self.rows)
         given = dict(num_seeds=self.num_seeds, tuning_seeds=self.tuning_seeds, omegas=self.omegas,
                      max_rates=self.max_rates)
         resolved = {**table_defaults(table), **{k: v for k, v in given.items() if v is not None}}

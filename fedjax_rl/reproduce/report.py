@@ -16,7 +16,7 @@ import numpy as np
 from fedjax_rl import envs
 from fedjax_rl.analysis import aggregate, cells, judge, power, stats
 from fedjax_rl.reproduce import attacks, heterogeneity, paper
-from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir
+from fedjax_rl.reproduce.tables import OMEGA_RULE, ROW_RESULT, Table, row_dir, rules_on_disk, with_rules
 from fedjax_rl.reproduce.row_records import CONFIRMATORY, EXPLORATORY, finished_rows, load_algorithm, seed_sets
 from fedjax_rl.reproduce.legends import (
     AGGREGATE_LEGEND, CHALLENGER_NOTE, COMPARISON_LEGEND, CONFIRMATORY_NOTE, CONFIRMATORY_TABLE, NORMALISATION,
@@ -504,7 +504,9 @@ def paper_report(table: Table, out_dir: str, records: dict) -> Report:
 def write_outputs(table: Table, out_dir: str, figures: bool = True) -> dict:
     """Rebuild DIR/<table>.md, .csv, _comparisons.csv and (with `figures`) the figures from every
     finished row, with the report of the table's kind; trains nothing (`fedjax-rl reproduce TABLE --out
-    DIR --report-only`). Returns {"rows": {key: record}, "paths": [written files]}."""
+    DIR --report-only`). The attacks table reads the rows of every rule found under `out_dir`, a user's
+    rule's too (`tables.rules_on_disk`). Returns {"rows": {key: record}, "paths": [written files]}."""
+    table = with_rules(table, rules_on_disk(table, out_dir), check=False)
     records = finished_rows(table, out_dir)
     if not records:
         return {"rows": records, "paths": []}

@@ -21,6 +21,7 @@ each attacked row with its rule's row without attackers, paired by seed.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import math
 import os
 
@@ -149,13 +150,79 @@ ATTACKER_COUNTS = (1, 2, 3)
 
 
 def attack_rows(env_name: str, param: str, paper_param: str, num_agents: int = 10,
-                family: "Family | None" = None) -> tuple[AttackRow, ...]:
+                family: "Family | None" = None, rules: tuple[str, ...] = ATTACK_RULES) -> tuple[AttackRow, ...]:
     """Per rule: its row without attackers, then one per attack and number of attackers."""
     family = family or DQN
     return tuple(AttackRow(env_name, param, paper_param, num_agents=num_agents, family=family, aggregation=rule,
                            attack=attack, attackers=count)
-                 for rule in ATTACK_RULES
+                 for rule in rules
                  for attack, count in ((NO_ATTACK, 0), *((a, n) for a in attacks.KINDS for n in ATTACKER_COUNTS)))
+
+
+def attack_rules(table: "Table") -> tuple[str, ...]:
+    """The aggregation rules of a table of attacks' rows, in its order (none for another table)."""
+    return tuple(dict.fromkeys(row.aggregation for row in table.rows if isinstance(row, AttackRow)))
+
+
+def with_rules(table: "Table", rules, check: bool = True) -> "Table":
+    """`table` with the rows of each aggregation rule of `rules` it lacks, as its own rules have them: per
+    task, the rule's row without attackers and one per attack and number of attackers, after the declared
+    rows. So that a user's rule (`aggregation.AGGREGATORS.register`, or an installed plugin) is measured
+    beside the library's, with the same seeds, attacks and verdicts. `check`: refuse a rule that is not
+    registered (ValueError naming the registered ones); a report reading finished rows needs no rule."""
+    have = attack_rules(table)
+    new = tuple(rule for rule in dict.fromkeys(rules) if rule not in have)
+    if not new:
+        return table
+    if table.kind != "attacks":
+        raise ValueError(f"aggregation rules {list(new)} make rows of the attacks table only, not {table.name}'s")
+    if check:
+        from fedjax_rl.core import aggregation
+
+        unknown = [rule for rule in new if not aggregation.AGGREGATORS.known(rule)]
+        if unknown:
+            raise ValueError(f"unknown aggregation rule(s) {unknown} in attacks rows; registered: "
+                             f"{list(aggregation.AGGREGATORS.names())} (a rule of your own: "
+                             "aggregation.AGGREGATORS.register, or an entry point in fedjax_rl.aggregators)")
+    tasks = dict.fromkeys((row.env_name, row.param, row.paper_param, row.num_agents, row.family)
+                          for row in table.rows)
+    extra = tuple(row for env, param, paper_param, k, family in tasks
+                  for row in attack_rows(env, param, paper_param, k, family, new))
+    return dataclasses.replace(table, rows=table.rows + extra)
+
+
+def rules_named(table: "Table", keys) -> list[str]:
+    """The aggregation rules that requested row keys (`--rows`) name beyond a table of attacks' own: the
+    rule place of a whole key ("CartPole-v1/length/K=10/RULE/sign_flip/1"), and any part of a key with a
+    wildcard that is a registered rule ("CartPole-v1/*/RULE/*")."""
+    if table.kind != "attacks" or not keys:
+        return []
+    from fedjax_rl.core import aggregation
+
+    have, out = attack_rules(table), []
+    for key in keys:
+        parts = key.split("/")
+        if any(c in key for c in "*?["):
+            out += [part for part in parts if part not in have and aggregation.AGGREGATORS.known(part)]
+        elif len(parts) == 6 and parts[3] not in have:
+            out.append(parts[3])
+    return out
+
+
+def rules_on_disk(table: "Table", out_dir: str) -> list[str]:
+    """The aggregation rules of the rows (finished or not) of a table of attacks under `out_dir` that the
+    table does not declare: a user's rules, whose rows a report must read whether or not they are
+    registered where it runs."""
+    if table.kind != "attacks":
+        return []
+    have, out = attack_rules(table), []
+    for path in sorted(glob.glob(os.path.join(out_dir, table.name, "*"))):
+        parts = os.path.basename(path).split("__")
+        if os.path.isdir(path) and len(parts) >= 6:
+            rule = "__".join(parts[3:-2])  # a rule's own name may hold "__"
+            if rule not in have:
+                out.append(rule)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
