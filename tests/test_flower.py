@@ -339,7 +339,7 @@ def test_a_node_configured_to_attack_uploads_the_programs_attack(tmp_path):
     assert max_difference(global_params(str(tmp_path / "run")), leaves(model)) == 0.0
     assert max_difference(leaves(model), member_rounds(config, SEED)[-1]) > 0.0
     bad = LocalGrid([nodes(2)[0], {**nodes(2)[1], federation.ATTACK: "lie"}])
-    with pytest.raises(apps.FederationError, match=r"agent 1: attack must be one of \['sign_flip', 'scale', 'noise', 'stale'\]"):
+    with pytest.raises(apps.FederationError, match=r"agent 1: attack must be one of \['sign_flip', 'scale', 'noise', 'stale', 'alie', 'ipm'\]"):
         apps.run_federation(bad, config, SEED, None, say=lambda _: None)
     assert "train" not in bad.sent
 
@@ -501,6 +501,9 @@ def test_a_nodes_settings_and_the_servers_screening_by_hand():
     assert federation.node_attack({federation.ATTACK: "sign_flip"}) == ("sign_flip", attacks.ATTACK_SCALE.default)
     with pytest.raises(ValueError, match="attack must be one of"):
         federation.node_attack({federation.ATTACK: "lie"})
+    for omniscient in attacks.OMNISCIENT:  # a client sees no other party's model to build them from
+        with pytest.raises(ValueError, match=rf"attack={omniscient}: .* a Flower client does not see"):
+            federation.node_attack({federation.ATTACK: omniscient})
     for bad in (0.0, -2.0, True, "3"):
         with pytest.raises(ValueError, match=r"attack-scale=.*must be a number > 0"):
             federation.node_attack({federation.ATTACK: "noise", federation.ATTACK_SCALE: bad})

@@ -3,6 +3,7 @@ new model) and communication accounting."""
 
 import dataclasses
 import functools
+import statistics
 import json
 import math
 
@@ -277,13 +278,43 @@ def test_one_attacker_moves_the_mean_by_hand_and_not_the_robust_rules(aggregatio
             np.testing.assert_allclose(got, expected * np.asarray(honest, np.float64), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("attack", ["ipm", "alie"])
+def test_an_omniscient_attacker_builds_its_upload_from_the_honest_models_by_hand(attack):
+    """Agent k of five holds (k + 1) m and does not train in the round. The attacker uploads what the four
+    honest models make, coordinate by coordinate: `ipm` -10 times their mean, `alie` their mean minus z
+    times their standard deviation (ddof 0), z = 0.2533 for K = 5 and f = 1, where Phi(z) = 3/5
+    (Baruch et al.). The mean of the five uploads is worked in float64 from the multiples alone."""
+    config = configs.train_config("fedrdqn", "CartPole-v1", agent_overrides=FAULT_AGENT, physics=("length",),
+                                  num_agents=5, sync_every=5, steps_per_agent=5, eval_every_rounds=1,
+                                  eval_episodes=1, sweep_points=2, attackers=1, attack=attack)
+    trainer = program.make_trainer(config)
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    multiples = np.arange(1.0, 6.0)
+    model = jax.tree.map(lambda x: x[:1] * multiples.reshape((5,) + (1,) * (x.ndim - 1)).astype(x.dtype),
+                         state.agents.learner.shared)
+    agents = state.agents.replace(learner=state.agents.learner.replace(shared=model))
+    mask = attacks.attacker_mask(state.server_key, 5, 1)
+    mapped = agent_axis.for_each_agent(functools.partial(program.agent_round, trainer.setup), 5,
+                                      in_axes=(0, None, None, None, 0, None))
+    after, _ = jax.jit(mapped)(agents, jnp.int32(0), trainer.hparams, None, mask, attacks.round_key(state.server_key, 0))
+    honest = multiples[~np.asarray(mask)]
+    z = attacks.alie_z(5, 1)
+    assert statistics.NormalDist().cdf(z) == pytest.approx(3 / 5) and attacks.alie_z(10, 1) == 0.0
+    for got, m in zip(jax.tree.leaves(after.learner.shared), jax.tree.leaves(model)):
+        m = np.asarray(m[0], np.float64)
+        upload = (-10.0 * honest.mean() * m if attack == "ipm"
+                  else honest.mean() * m - z * honest.std() * np.abs(m))
+        expected = (honest.sum() * m + upload) / 5
+        np.testing.assert_allclose(got, np.broadcast_to(expected, got.shape), rtol=1e-5, atol=1e-6)  # every agent
+
+
 def test_the_attackers_are_drawn_per_seed_and_refused_beyond_all_but_one_agent():
     keys = jax.random.split(jax.random.key(3), 20)
     drawn = {tuple(np.flatnonzero(np.asarray(attacks.attacker_mask(k, 10, 3)))) for k in keys}
     assert len(drawn) > 10 and all(len(d) == 3 for d in drawn)
     with pytest.raises(ValueError, match=r"attackers must be in \[0, 4\] with num_agents=5 .*got 5"):
         configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=5)
-    with pytest.raises(ValueError, match=r"attack must be one of \['sign_flip', 'scale', 'noise', 'stale'\]"):
+    with pytest.raises(ValueError, match=r"attack must be one of \['sign_flip', 'scale', 'noise', 'stale', 'alie', 'ipm'\]"):
         configs.train_config("fedrdqn", "CartPole-v1", num_agents=5, attackers=1, attack="lie")
 
 

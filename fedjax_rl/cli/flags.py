@@ -109,12 +109,14 @@ TABLE = {'train': [{'dest': 'algo',
            {'dest': 'attack',
             'flags': ['--attack'],
             'help': 'what an attacker uploads: sign_flip (-x), scale (x attack_scale), noise (x plus '
-                    'Gaussian noise of standard deviation attack_scale) or stale (its own initial model, '
-                    "frozen) (default: 'sign_flip')"},
+                    'Gaussian noise of standard deviation attack_scale), stale (its own initial model, '
+                    'frozen), or, colluding with sight of every honest model: alie (their mean minus z times '
+                    "their standard deviation, Baruch et al. 2019's z for K and attackers) or ipm "
+                    "(-attack_scale times their mean, Xie et al. 2020) (default: 'sign_flip')"},
            {'dest': 'attack_scale',
             'flags': ['--attack-scale'],
-            'help': 'scale: the factor; noise: the standard deviation; sign_flip and stale ignore it '
-                    '(default: 10.0)'},
+            'help': "scale: the factor; noise: the standard deviation; ipm: the honest mean's factor "
+                    'epsilon; sign_flip, stale and alie ignore it (default: 10.0)'},
            {'dest': 'num_devices',
             'flags': ['--num-devices', '--devices'],
             'help': 'shard the agent axis over this many devices (default: none: every agent on one device)'},

@@ -7,7 +7,15 @@ compiled program (and a Flower client through its node configuration, `fedjax_rl
   * `noise`: the upload plus Gaussian noise of standard deviation `attack_scale` on every coordinate,
     a party whose training is garbage;
   * `stale`: the party's own initial model, frozen, every round (a party that never learns, or replays
-    an old model): the program keeps each agent's initial shared leaves for it (`AgentCarry.frozen`).
+    an old model): the program keeps each agent's initial shared leaves for it (`AgentCarry.frozen`);
+  * `alie` ("a little is enough", Baruch et al. 2019): the honest parties' coordinate-wise mean minus z
+    times their standard deviation, z the largest that still hides among the honest majority for K agents
+    and f attackers (`alie_z`): an upload built to pass the median, trimmed mean and Krum while it pulls;
+  * `ipm` (inner product manipulation, Xie et al. 2020): −`attack_scale` times the honest parties' mean.
+
+The last two are omniscient: colluding attackers who see every honest party's model, as the literature
+that breaks the robust rules assumes. In the compiled program they read it over the agent axis; a Flower
+client sees no other party's model, so they are the compiled program's alone (`OMNISCIENT`).
 
 Who attacks is drawn once per run from the server's key (`attacker_mask`: `attackers` agents uniformly,
 different per seed), and the noise of each round and agent from the same stream, so a seed gives one
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import statistics
 from typing import Any
 
 import jax
@@ -27,7 +36,8 @@ import jax.numpy as jnp
 
 from fedjax_rl.core.settings import Setting, at_least, one_of, positive
 
-KINDS = ("sign_flip", "scale", "noise", "stale")
+KINDS = ("sign_flip", "scale", "noise", "stale", "alie", "ipm")
+OMNISCIENT = ("alie", "ipm")  # attacks built from every honest party's upload
 # The server key's stream for attacks: `fold_in` data no round index reaches (rounds fold in their index
 # for the participation draw, `federated.Server.weights`).
 STREAM = 2**31 - 1
@@ -51,9 +61,13 @@ ATTACKERS = Setting("attackers", 0, at_least(0), kind=count_or_fraction,
                          "2 agents), which the run records as its count; 0: none, the run without attacks bit for bit")
 ATTACK = Setting("attack", "sign_flip", one_of(*KINDS), kind=str,
                  help="what an attacker uploads: sign_flip (-x), scale (x attack_scale), noise (x plus Gaussian "
-                      "noise of standard deviation attack_scale) or stale (its own initial model, frozen)")
+                      "noise of standard deviation attack_scale), stale (its own initial model, frozen), or, "
+                      "colluding with sight of every honest model: alie (their mean minus z times their standard "
+                      "deviation, Baruch et al. 2019's z for K and attackers) or ipm (-attack_scale times their mean, "
+                      "Xie et al. 2020)")
 ATTACK_SCALE = Setting("attack_scale", 10.0, positive, kind=float,
-                       help="scale: the factor; noise: the standard deviation; sign_flip and stale ignore it")
+                       help="scale: the factor; noise: the standard deviation; ipm: the honest mean's factor epsilon; "
+                            "sign_flip, stale and alie ignore it")
 
 
 def resolve_attackers(attackers: int | float, num_agents: int) -> int:
@@ -96,15 +110,30 @@ def round_key(server_key: jax.Array, round_index) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(server_key, STREAM), round_index)
 
 
-def attacked(tree: Any, kind: str, scale: float, key: jax.Array, frozen: Any = None) -> Any:
+def alie_z(num_agents: int, attackers: int) -> float:
+    """Baruch et al. (2019)'s z for `alie`: with s = floor(K / 2 + 1) - f honest parties needed on the
+    attackers' side of a coordinate for a majority, the largest z with Phi(z) <= (K - s) / K, Phi the
+    standard normal CDF (0 where that share is at most a half: K = 10 and f = 1 leaves nothing to hide in;
+    attackers who are a majority alone still count one supporter, so that z stays finite)."""
+    supporters = max(1, math.floor(num_agents / 2 + 1) - attackers)
+    return max(0.0, statistics.NormalDist().inv_cdf((num_agents - supporters) / num_agents))
+
+
+def attacked(tree: Any, kind: str, scale: float, key: jax.Array, frozen: Any = None, attacker=None) -> Any:
     """What an attacker uploads in place of `tree` (one agent's shared leaves); `frozen`: its initial
-    shared leaves, which `stale` uploads."""
+    shared leaves, which `stale` uploads. The omniscient attacks (OMNISCIENT) run inside the agent map and
+    read the honest agents' leaves with collectives over it: `attacker` is this agent's bool, and `scale`
+    is `alie`'s z (`alie_z`) or `ipm`'s epsilon."""
     if kind not in KINDS:
         raise ValueError(f"attack must be one of {list(KINDS)}, got {kind!r}")
     if kind == "stale":
         if frozen is None:
             raise ValueError("attack 'stale' uploads the agent's initial model: pass it as `frozen`")
         return frozen
+    if kind in OMNISCIENT:
+        if attacker is None:
+            raise ValueError(f"attack {kind!r} reads the honest agents' models: pass this agent's `attacker` bool")
+        return _omniscient(tree, kind, scale, attacker)
     leaves, treedef = jax.tree.flatten(tree)
     if kind == "sign_flip":
         out = [-x for x in leaves]
@@ -114,3 +143,21 @@ def attacked(tree: Any, kind: str, scale: float, key: jax.Array, frozen: Any = N
         keys = jax.random.split(key, len(leaves))
         out = [x + jnp.asarray(scale, x.dtype) * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]
     return jax.tree.unflatten(treedef, out)
+
+
+def _omniscient(tree: Any, kind: str, scale: float, attacker) -> Any:
+    """`alie` or `ipm` of the honest agents' leaves, computed on every agent (collectives over the agent axis)."""
+    from fedjax_rl.core import agent_axis
+
+    axes = agent_axis.agent_axes()
+    honest = 1.0 - jnp.asarray(attacker, jnp.float32)
+    count = jax.lax.psum(honest, axes)
+
+    def one(x):
+        mean = jax.lax.psum(honest.astype(x.dtype) * x, axes) / count.astype(x.dtype)
+        if kind == "ipm":
+            return -jnp.asarray(scale, x.dtype) * mean
+        variance = jax.lax.psum(honest.astype(x.dtype) * jnp.square(x - mean), axes) / count.astype(x.dtype)
+        return mean - jnp.asarray(scale, x.dtype) * jnp.sqrt(variance)
+
+    return jax.tree.map(one, tree)

@@ -336,18 +336,17 @@ def write_figure(table: Table, out_dir: str, records: dict, lines: list[dict]) -
     levels of rows with more attackers do not compare; their paired differences do."""
     import matplotlib.pyplot as plt
 
-    from fedjax_rl.core.attacks import KINDS
-
+    kinds = tuple(dict.fromkeys(row.attack for row in table.rows if row.attackers))  # a panel per attack
     judged = [line for line in lines if line["kind"] == ATTACK and line["verdict"] != NO_BASELINE]
     series = list(dict.fromkeys((line["panel"], line["algorithm"]) for line in judged)) or [("", "")]
     rules = attack_rules(table)  # the library's, then a user's (`tables.with_rules`)
     colors = {rule: f"C{i % 10}" for i, rule in enumerate(rules)}
     step = min(0.08, 0.32 / max(len(rules) - 1, 1))  # every rule's marker within ±0.16 of its count
     dodge = {rule: step * (i - (len(rules) - 1) / 2) for i, rule in enumerate(rules)}
-    fig, axes = plt.subplots(len(series), len(KINDS), figsize=(4 * len(KINDS), 3.2 * len(series)), squeeze=False,
+    fig, axes = plt.subplots(len(series), len(kinds), figsize=(4 * len(kinds), 3.2 * len(series)), squeeze=False,
                              sharey="row")
     for i, (panel, algorithm) in enumerate(series):
-        for j, attack in enumerate(KINDS):
+        for j, attack in enumerate(kinds):
             ax = axes[i][j]
             ax.axhline(0.0, color="0.6", lw=0.8)
             for rule in rules:

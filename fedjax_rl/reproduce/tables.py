@@ -25,7 +25,6 @@ import glob
 import math
 import os
 
-from fedjax_rl.core import attacks
 from fedjax_rl.reproduce import paper
 from fedjax_rl.training import run_directory
 
@@ -146,6 +145,9 @@ class AttackRow(MapRow):
 
 
 ATTACK_RULES = ("mean", "median", "trimmed_mean", "krum")
+# The table's attacks: those a party can mount alone (a Flower client too). The omniscient ones
+# (`attacks.OMNISCIENT`) are the compiled program's setting, not rows of this table.
+ATTACK_KINDS = ("sign_flip", "scale", "noise", "stale")
 ATTACKER_COUNTS = (1, 2, 3)
 
 
@@ -156,7 +158,7 @@ def attack_rows(env_name: str, param: str, paper_param: str, num_agents: int = 1
     return tuple(AttackRow(env_name, param, paper_param, num_agents=num_agents, family=family, aggregation=rule,
                            attack=attack, attackers=count)
                  for rule in rules
-                 for attack, count in ((NO_ATTACK, 0), *((a, n) for a in attacks.KINDS for n in ATTACKER_COUNTS)))
+                 for attack, count in ((NO_ATTACK, 0), *((a, n) for a in ATTACK_KINDS for n in ATTACKER_COUNTS)))
 
 
 def attack_rules(table: "Table") -> tuple[str, ...]:
