@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import math
 import numbers
-import statistics
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.special
 
 from fedjax_rl.core.settings import Setting, at_least, one_of, positive
 
 KINDS = ("sign_flip", "scale", "noise", "stale", "alie", "ipm")
 OMNISCIENT = ("alie", "ipm")  # attacks built from every honest party's upload
+ON_ITS_OWN = tuple(kind for kind in KINDS if kind not in OMNISCIENT)  # what one party (a Flower client) can mount
 # The server key's stream for attacks: `fold_in` data no round index reaches (rounds fold in their index
 # for the participation draw, `federated.Server.weights`).
 STREAM = 2**31 - 1
@@ -110,20 +111,21 @@ def round_key(server_key: jax.Array, round_index) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(server_key, STREAM), round_index)
 
 
-def alie_z(num_agents: int, attackers: int) -> float:
+def alie_z(num_agents, attackers) -> jax.Array:
     """Baruch et al. (2019)'s z for `alie`: with s = floor(K / 2 + 1) - f honest parties needed on the
     attackers' side of a coordinate for a majority, the largest z with Phi(z) <= (K - s) / K, Phi the
     standard normal CDF (0 where that share is at most a half: K = 10 and f = 1 leaves nothing to hide in;
-    attackers who are a majority alone still count one supporter, so that z stays finite)."""
-    supporters = max(1, math.floor(num_agents / 2 + 1) - attackers)
-    return max(0.0, statistics.NormalDist().inv_cdf((num_agents - supporters) / num_agents))
+    attackers who are a majority alone still count one supporter, so that z stays finite). Numbers or
+    traced counts: the program computes it from the agent axis itself."""
+    supporters = jnp.maximum(1.0, jnp.floor(num_agents / 2 + 1) - attackers)
+    return jnp.maximum(0.0, jax.scipy.special.ndtri((num_agents - supporters) / num_agents))
 
 
 def attacked(tree: Any, kind: str, scale: float, key: jax.Array, frozen: Any = None, attacker=None) -> Any:
     """What an attacker uploads in place of `tree` (one agent's shared leaves); `frozen`: its initial
     shared leaves, which `stale` uploads. The omniscient attacks (OMNISCIENT) run inside the agent map and
-    read the honest agents' leaves with collectives over it: `attacker` is this agent's bool, and `scale`
-    is `alie`'s z (`alie_z`) or `ipm`'s epsilon."""
+    read the honest agents' leaves with collectives over it: `attacker` is this agent's bool; `ipm`'s
+    epsilon is `scale`, `alie`'s z comes from the axis's counts of agents and attackers (`alie_z`)."""
     if kind not in KINDS:
         raise ValueError(f"attack must be one of {list(KINDS)}, got {kind!r}")
     if kind == "stale":
@@ -152,12 +154,15 @@ def _omniscient(tree: Any, kind: str, scale: float, attacker) -> Any:
     axes = agent_axis.agent_axes()
     honest = 1.0 - jnp.asarray(attacker, jnp.float32)
     count = jax.lax.psum(honest, axes)
+    if kind == "alie":
+        num_agents = jax.lax.psum(jnp.float32(1.0), axes)
+        z = alie_z(num_agents, num_agents - count)
 
     def one(x):
         mean = jax.lax.psum(honest.astype(x.dtype) * x, axes) / count.astype(x.dtype)
         if kind == "ipm":
             return -jnp.asarray(scale, x.dtype) * mean
         variance = jax.lax.psum(honest.astype(x.dtype) * jnp.square(x - mean), axes) / count.astype(x.dtype)
-        return mean - jnp.asarray(scale, x.dtype) * jnp.sqrt(variance)
+        return mean - z.astype(x.dtype) * jnp.sqrt(variance)
 
     return jax.tree.map(one, tree)

@@ -266,8 +266,7 @@ def node_attack(node_config: dict) -> tuple[str, float] | None:
     if kind in attacks.OMNISCIENT:
         raise ValueError(f"node configuration {ATTACK}={kind}: an attack built from every honest party's model, "
                          "which a Flower client does not see; it runs in the compiled program (fedjax-rl train "
-                         f"--attack {kind}); a client's attacks: "
-                         f"{[k for k in attacks.KINDS if k not in attacks.OMNISCIENT]}")
+                         f"--attack {kind}); a client's attacks: {list(attacks.ON_ITS_OWN)}")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not scale > 0:
         raise ValueError(f"node configuration {ATTACK_SCALE}={scale!r}: must be a number > 0")
     return kind, float(scale)

@@ -203,13 +203,14 @@ def _legend(table: Table, records: dict, lines: list[dict]) -> str:
         range_note=range_note(rec["env_name"] for rec in records.values()),
         margins=margin_note(rec["env_name"] for rec in records.values()), min_seeds=stats.MIN_SEEDS,
         rule_level=cells.at_most(max(stats.sign_level(n) for n in counts)), counts=", ".join(map(str, counts)),
-        no_baseline=NO_BASELINE, power=power.POWER) + _other_rules(records)
+        no_baseline=NO_BASELINE, power=power.POWER) + _other_rules(table, records)
 
 
-def _other_rules(records: dict) -> str:
+def _other_rules(table: Table, records: dict) -> str:
     """The legend's words on rules beyond the library's four that the finished rows ran (`tables.with_rules`)."""
-    rules = list(dict.fromkeys(rec["row"].split("/")[3] for rec in records.values()))
-    others = [rule for rule in rules if rule not in ATTACK_RULES]
+    rows_by_key = {row.key: row for row in table.rows}
+    others = list(dict.fromkeys(rows_by_key[key].aggregation for key in records
+                                if rows_by_key[key].aggregation not in ATTACK_RULES))
     if not others:
         return ""
     return (f" Beyond the library's rules: {', '.join(others)}, registered aggregation rule(s) run with their own "

@@ -25,6 +25,7 @@ import glob
 import math
 import os
 
+from fedjax_rl.core import attacks
 from fedjax_rl.reproduce import paper
 from fedjax_rl.training import run_directory
 
@@ -147,7 +148,7 @@ class AttackRow(MapRow):
 ATTACK_RULES = ("mean", "median", "trimmed_mean", "krum")
 # The table's attacks: those a party can mount alone (a Flower client too). The omniscient ones
 # (`attacks.OMNISCIENT`) are the compiled program's setting, not rows of this table.
-ATTACK_KINDS = ("sign_flip", "scale", "noise", "stale")
+ATTACK_KINDS = attacks.ON_ITS_OWN
 ATTACKER_COUNTS = (1, 2, 3)
 
 

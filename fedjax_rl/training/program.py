@@ -244,9 +244,7 @@ def agent_round(setup: Setup, carry: AgentCarry, round_index, hp, weight, attack
     if attacker is not None:
         config = setup.config
         honest = carry.learner.shared
-        scale = (attacks.alie_z(config.num_agents, config.attackers) if config.attack == "alie"
-                 else config.attack_scale)
-        hostile = attacks.attacked(honest, config.attack, scale,
+        hostile = attacks.attacked(honest, config.attack, config.attack_scale,
                                    jax.random.fold_in(attack_key, agent_axis.agent_index()), carry.frozen, attacker)
         uploaded = jax.tree.map(lambda h, x: jnp.where(attacker, x, h), honest, hostile)
         carry = carry.replace(learner=carry.learner.replace(shared=uploaded))
